@@ -1,0 +1,20 @@
+# Two entry points: `make demo` (the main job) and `make test`. Both set up .venv first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.linkscope-installed
+
+.PHONY: setup demo test bench-scripts clean
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/linkscope demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,3 @@
+from linkscope.cli.main import main
+
+main()

@@ -1,0 +1,50 @@
+"""What every command shares: the consoles, JSON output, and turning UserError into one line + exit 2."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import typer
+from rich.console import Console
+
+from linkscope.hardware.errors import UserError
+
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_USER_ERROR = 2
+
+
+def fail(message: str, code: int = EXIT_USER_ERROR) -> None:
+    """Print one line on stderr and exit."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def user_errors(func: F) -> F:
+    """Report UserError as one line with exit code 2 instead of a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except UserError as exc:
+            fail(str(exc))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def print_json(data: Any) -> None:
+    """Plain JSON on stdout (no colour, no wrapping) so it pipes into jq."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def catalog_files(catalog: list[Path] | None) -> list[Path]:
+    """The `--catalog FILE` values, empty when none were given."""
+    return list(catalog or [])

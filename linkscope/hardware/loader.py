@@ -1,0 +1,324 @@
+"""Load hardware data files (packaged, user config directory, `--catalog FILE`) into one validated database.
+
+Each entry is validated on its own so an error names the file, the entry and the field. References between
+entries (an offering's GPU, a system's link generation) are checked after everything is read, and every id
+must be unique across all files.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from linkscope.hardware.errors import DataError
+from linkscope.hardware.schema import (
+    GpuEntry,
+    LinkEntry,
+    NodeEntry,
+    OfferingEntry,
+    ScaleOutEntry,
+    SystemEntry,
+)
+from linkscope.hardware.offering import Offering
+from linkscope.hardware.specs import GpuSpec, LinkSpec
+from linkscope.hardware.system import NodeSpec, ScaleOut, ScaleUp, System
+
+DATA_DIR = Path(__file__).parent / "data"
+USER_DIR_ENV = "LINKSCOPE_CONFIG_DIR"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class HardwareDB:
+    """Everything linkscope knows about hardware: GPUs, link generations, named Systems, offerings."""
+
+    gpus: dict[str, GpuSpec] = field(default_factory=dict)
+    links: dict[str, LinkSpec] = field(default_factory=dict)
+    systems: dict[str, System] = field(default_factory=dict)
+    offerings: dict[str, Offering] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    _aliases: dict[str, str] = field(default_factory=dict)
+
+    def gpu(self, name: str) -> GpuSpec | None:
+        """Look a GPU up by id or alias, ignoring case, spaces and dashes."""
+        key = self._aliases.get(_norm(name))
+        return self.gpus.get(key) if key else None
+
+    def gpu_names(self) -> list[str]:
+        """All GPU ids, for error messages."""
+        return sorted(self.gpus)
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def user_data_files() -> list[Path]:
+    """YAML files in the user's config directory ($LINKSCOPE_CONFIG_DIR, else the XDG config dir)."""
+    configured = os.environ.get(USER_DIR_ENV)
+    if configured:
+        base = Path(configured)
+    else:
+        from platformdirs import user_config_dir
+
+        base = Path(user_config_dir("linkscope"))
+    if not base.is_dir():
+        return []
+    return sorted([*base.glob("*.yaml"), *base.glob("*.yml")])
+
+
+def packaged_files() -> list[Path]:
+    """The data files shipped with linkscope."""
+    return [DATA_DIR / "links.yaml", DATA_DIR / "gpus.yaml", DATA_DIR / "presets.yaml",
+            *sorted((DATA_DIR / "offerings").glob("*.yaml"))]
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse one YAML file; a missing or malformed file is a DataError naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(str(path), f"cannot read file ({exc.strerror or exc})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise DataError(str(path), f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+
+
+def _entry_label(raw: Any, index: int) -> str:
+    if isinstance(raw, dict):
+        for key in ("id", "instance"):
+            if isinstance(raw.get(key), str):
+                return raw[key]
+    return f"#{index + 1}"
+
+
+def _validate(model: type[M], raw: Any, file: str, label: str) -> M:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        got = f" (got {err['input']!r})" if err["type"] not in ("missing", "extra_forbidden") and "input" in err else ""
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        raise DataError(file, f"{msg}{got}", entry=label, field=loc or None) from None
+
+
+def _entries(doc: dict[str, Any], section: str, file: str) -> list[tuple[str, Any]]:
+    raw = doc.get(section, [])
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise DataError(file, f"section '{section}' must be a list of entries", field=section)
+    return [(_entry_label(item, i), item) for i, item in enumerate(raw)]
+
+
+@dataclass
+class _Pending:
+    gpus: list[tuple[str, GpuEntry]] = field(default_factory=list)
+    links: list[tuple[str, LinkEntry]] = field(default_factory=list)
+    systems: list[tuple[str, SystemEntry]] = field(default_factory=list)
+    offerings: list[tuple[str, str, OfferingEntry]] = field(default_factory=list)
+
+
+_SECTIONS = {"provider", "gpus", "links", "systems", "offerings"}
+
+
+def _read_file(path: Path, pending: _Pending) -> None:
+    file = str(path)
+    doc = read_yaml(path)
+    if doc is None:
+        return
+    if not isinstance(doc, dict):
+        raise DataError(file, "expected a mapping with sections gpus, links, systems, offerings")
+    unknown = sorted(set(doc) - _SECTIONS)
+    if unknown:
+        raise DataError(file, f"unknown section '{unknown[0]}' (expected one of {', '.join(sorted(_SECTIONS))})")
+    provider = doc.get("provider")
+    for label, raw in _entries(doc, "links", file):
+        pending.links.append((file, _validate(LinkEntry, raw, file, label)))
+    for label, raw in _entries(doc, "gpus", file):
+        pending.gpus.append((file, _validate(GpuEntry, raw, file, label)))
+    for label, raw in _entries(doc, "systems", file):
+        pending.systems.append((file, _validate(SystemEntry, raw, file, label)))
+    for label, raw in _entries(doc, "offerings", file):
+        entry = _validate(OfferingEntry, raw, file, label)
+        entry_provider = entry.provider or provider
+        if not entry_provider:
+            raise DataError(file, "no provider (set 'provider' on the entry or at the top of the file)",
+                            entry=label, field="provider")
+        pending.offerings.append((file, entry_provider, entry))
+
+
+def _check_unique(kind: str, items: Iterable[tuple[str, str]]) -> None:
+    seen: dict[str, str] = {}
+    for file, ident in items:
+        if ident in seen:
+            raise DataError(file, f"duplicate {kind} id (first defined in {seen[ident]})", entry=ident, field="id")
+        seen[ident] = file
+
+
+def _gpu_spec(e: GpuEntry) -> GpuSpec:
+    return GpuSpec(
+        id=e.id, vendor=e.vendor, arch=e.arch, form_factor=e.form_factor, memory_gib=e.memory_gib,
+        hbm_gb_per_s=e.hbm_gb_per_s, fp16_dense_tflops=e.fp16_dense_tflops, bf16_dense_tflops=e.bf16_dense_tflops,
+        fp8_dense_tflops=e.fp8_dense_tflops, scale_up_link=e.scale_up_link, nvlink_links=e.nvlink_links,
+        pcie=e.pcie, compute_capability=e.compute_capability, source=e.source, as_of=e.as_of,
+        aliases=tuple(e.aliases),
+    )
+
+
+def _link_spec(e: LinkEntry) -> LinkSpec:
+    return LinkSpec(
+        id=e.id, family=e.family, generation=e.generation, unit=e.unit, bw_gb_per_s=e.bw_gb_per_s,
+        per_link_gb_per_s=e.per_link_gb_per_s, links_per_gpu=e.links_per_gpu, source=e.source,
+        as_of=e.as_of, name=e.name,
+    )
+
+
+def _unknown(kind: str, name: str, known: Iterable[str]) -> str:
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(known)}"
+    return f"unknown {kind} '{name}'{hint}"
+
+
+class NodeBuilder:
+    """Turns a validated node entry into a NodeSpec, resolving GPU and link names against the database."""
+
+    def __init__(self, db: HardwareDB) -> None:
+        self.db = db
+
+    def build(self, e: NodeEntry, file: str, label: str) -> NodeSpec:
+        gpu = self.db.gpu(e.gpu)
+        if gpu is None:
+            raise DataError(file, _unknown("GPU", e.gpu, self.db.gpus), entry=label, field="gpu")
+        return NodeSpec(
+            gpu=gpu, gpus=e.gpus, scale_up=self._scale_up(e, gpu, file, label),
+            scale_out=self._scale_out(e.scale_out, file, label),
+            host_pcie=self._link_id(e.host_pcie, file, label, "host_pcie") if e.host_pcie else gpu.pcie,
+            cpu_vendor=e.cpu_vendor, cpu_sockets=e.cpu_sockets,
+        )
+
+    def _link_id(self, link_id: str, file: str, label: str, field_name: str) -> str:
+        if link_id not in self.db.links:
+            raise DataError(file, _unknown("link generation", link_id, self.db.links), entry=label, field=field_name)
+        return link_id
+
+    def _scale_up(self, e: NodeEntry, gpu: GpuSpec, file: str, label: str) -> ScaleUp:
+        su = e.scale_up
+        default_gen = gpu.pcie if su.kind == "pcie" else gpu.scale_up_link
+        generation = su.generation or default_gen
+        if generation is None:
+            raise DataError(file, f"{gpu.id} has no scale-up link; use kind 'pcie' or name the generation",
+                            entry=label, field="scale_up.generation")
+        link = self.db.links[self._link_id(generation, file, label, "scale_up.generation")]
+        bw = su.bw_gb_per_s or link.bw_gb_per_s
+        if bw is None:
+            raise DataError(file, f"link '{generation}' has no default rate; give bw_gb_per_s",
+                            entry=label, field="scale_up.bw_gb_per_s")
+        domain = su.domain_size or (2 if su.kind == "nvlink-bridge" else e.gpus)
+        if su.in_network_reduction == "nvls" and su.kind != "nvswitch":
+            raise DataError(file, "NVLS in-network reduction needs kind 'nvswitch'",
+                            entry=label, field="scale_up.in_network_reduction")
+        return ScaleUp(kind=su.kind, generation=generation, bw_gb_per_s=bw, domain_size=domain,
+                       in_network_reduction=su.in_network_reduction,
+                       links_per_gpu=gpu.nvlink_links if link.family == "nvlink" else None)
+
+    def _scale_out(self, so: ScaleOutEntry, file: str, label: str) -> ScaleOut:
+        rate = so.nic_gbit_per_s
+        if so.generation:
+            link = self.db.links[self._link_id(so.generation, file, label, "scale_out.generation")]
+            if rate is None and link.gbit_per_s is not None:
+                rate = link.gbit_per_s
+        return ScaleOut(fabric=so.fabric, nics=so.nics, nic_gbit_per_s=rate, gpudirect_rdma=so.gpudirect_rdma,
+                        sharp=so.sharp, oversubscription=so.oversubscription, generation=so.generation,
+                        transport=so.transport)
+
+
+def _system(e: SystemEntry, node: NodeSpec, origin: str) -> System:
+    return System(id=e.id, node=node, nodes=e.nodes, name=e.name or e.id, description=e.description,
+                  origin=origin, source=e.source, as_of=e.as_of)  # type: ignore[arg-type]
+
+
+def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
+    oid = f"{provider}/{e.instance}"
+    max_nodes = e.max_nodes or (1 if e.multi_node is False else None)
+    system = System(id=oid, node=node, nodes=1, name=e.name or oid, description=e.notes, origin="offering",
+                    source=e.source, as_of=e.as_of, max_nodes=max_nodes)
+    return Offering(id=oid, provider=provider, instance=e.instance, system=system,
+                    price_per_hour=e.price_per_hour, spot_price_per_hour=e.spot_price_per_hour,
+                    price_as_of=e.price_as_of, price_source=e.price_source, regions=tuple(e.regions),
+                    multi_node=e.multi_node, unconfirmed=tuple(e.unconfirmed), notes=e.notes,
+                    source=e.source, as_of=e.as_of)
+
+
+def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -> HardwareDB:
+    """Read packaged data, the user's config directory and `extra_files` into one validated HardwareDB."""
+    paths = [*packaged_files(), *(user_data_files() if include_user else []), *(Path(p) for p in extra_files)]
+    pending = _Pending()
+    for path in paths:
+        _read_file(path, pending)
+    _check_unique("link", ((f, e.id) for f, e in pending.links))
+    _check_unique("GPU", ((f, e.id) for f, e in pending.gpus))
+    _check_unique("system", ((f, e.id) for f, e in pending.systems))
+    _check_unique("offering", ((f, f"{p}/{e.instance}") for f, p, e in pending.offerings))
+    db = HardwareDB(files=paths)
+    db.links = {e.id: _link_spec(e) for _, e in pending.links}
+    _add_gpus(db, pending.gpus)
+    builder = NodeBuilder(db)
+    for file, e in pending.systems:
+        db.systems[e.id] = _system(e, builder.build(e, file, e.id), "preset" if _packaged(file) else "file")
+    for file, provider, e in pending.offerings:
+        offering = _offering(provider, e, builder.build(e, file, f"{provider}/{e.instance}"))
+        db.offerings[offering.id] = offering
+    return db
+
+
+def _packaged(file: str) -> bool:
+    return Path(file).resolve().is_relative_to(DATA_DIR.resolve())
+
+
+def _add_gpus(db: HardwareDB, entries: list[tuple[str, GpuEntry]]) -> None:
+    for file, e in entries:
+        for link_field in ("scale_up_link", "pcie"):
+            link_id = getattr(e, link_field)
+            if link_id is not None and link_id not in db.links:
+                raise DataError(file, _unknown("link generation", link_id, db.links), entry=e.id, field=link_field)
+        spec = _gpu_spec(e)
+        db.gpus[e.id] = spec
+        for name in (e.id, *e.aliases):
+            key = _norm(name)
+            if key in db._aliases and db._aliases[key] != e.id:
+                raise DataError(file, f"alias '{name}' already names GPU {db._aliases[key]}", entry=e.id,
+                                field="aliases")
+            db._aliases[key] = e.id
+
+
+def load_system_file(path: Path, db: HardwareDB) -> System:
+    """A user's own System written as YAML: one System mapping, or a file whose `systems` list has exactly one."""
+    file = str(path)
+    doc = read_yaml(path)
+    if isinstance(doc, dict) and "systems" in doc:
+        entries = _entries(doc, "systems", file)
+        if len(entries) != 1:
+            raise DataError(file, f"expected exactly one system, found {len(entries)}", field="systems")
+        label, raw = entries[0]
+    elif isinstance(doc, dict):
+        raw = {"id": path.stem, **doc}
+        label = _entry_label(raw, 0)
+    else:
+        raise DataError(file, "expected a System mapping (gpu, gpus, scale_up, scale_out, nodes, source, as_of)")
+    entry = _validate(SystemEntry, raw, file, label)
+    return _system(entry, NodeBuilder(db).build(entry, file, entry.id), "file")

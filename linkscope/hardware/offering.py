@@ -1,0 +1,39 @@
+"""A rentable instance type: a node (as a System) with a price and where it can be booked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from linkscope.hardware.system import System
+
+
+@dataclass(frozen=True)
+class Offering:
+    """One instance type of one provider. Unknown values are None and are shown as unknown."""
+
+    id: str
+    """`provider/instance`, usable wherever a System is asked for."""
+    provider: str
+    instance: str
+    system: System
+    price_per_hour: float | None
+    """On-demand USD per node-hour."""
+    spot_price_per_hour: float | None
+    price_as_of: date | None
+    price_source: str | None
+    regions: tuple[str, ...]
+    multi_node: bool | None
+    """Whether clusters of several nodes can be booked (None: unknown)."""
+    unconfirmed: tuple[str, ...]
+    """Field names whose values come from a source that does not quite state them."""
+    notes: str
+    source: str
+    as_of: date
+
+    @property
+    def price_per_gpu_hour(self) -> float | None:
+        """On-demand price divided by the node's GPUs."""
+        if self.price_per_hour is None:
+            return None
+        return self.price_per_hour / self.system.node.gpus

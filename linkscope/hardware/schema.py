@@ -1,0 +1,137 @@
+"""Pydantic schemas for the hardware data files: the edge where external input is validated.
+
+Every entry carries `source` and `as_of`. Fields use the unit-suffixed names of the rest of linkscope.
+Unknown keys are rejected so a misspelt field is reported instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from linkscope.hardware.specs import LinkFamily, LinkUnit
+
+Id = str
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Provenance(_Strict):
+    source: str = Field(min_length=1)
+    as_of: date
+
+
+class GpuEntry(Provenance):
+    id: Id = Field(min_length=1)
+    aliases: list[str] = []
+    vendor: Literal["nvidia", "amd"]
+    arch: str = Field(min_length=1)
+    form_factor: Literal["SXM", "PCIe", "NVL", "OAM", "Superchip"]
+    compute_capability: str | None = None
+    memory_gib: float = Field(gt=0)
+    hbm_gb_per_s: float = Field(gt=0)
+    fp16_dense_tflops: float = Field(gt=0)
+    bf16_dense_tflops: float | None = Field(default=None, gt=0)
+    fp8_dense_tflops: float | None = Field(default=None, gt=0)
+    scale_up_link: Id | None = None
+    nvlink_links: int | None = Field(default=None, ge=1)
+    pcie: Id
+
+
+class LinkEntry(Provenance):
+    id: Id = Field(min_length=1)
+    name: str = ""
+    family: LinkFamily
+    generation: str
+    unit: LinkUnit
+    bw_gb_per_s: float | None = Field(default=None, gt=0)
+    per_link_gb_per_s: float | None = Field(default=None, gt=0)
+    links_per_gpu: int | None = Field(default=None, ge=1)
+
+
+class ScaleUpEntry(_Strict):
+    kind: Literal["nvswitch", "nvlink-mesh", "nvlink-bridge", "xgmi-mesh", "pcie"]
+    generation: Id | None = None
+    """Link generation id; defaults to the GPU's scale-up link (or its PCIe generation for `pcie`)."""
+    bw_gb_per_s: float | None = Field(default=None, gt=0)
+    """Per GPU, per direction. Defaults to the link generation's per-GPU (or per-x16) rate."""
+    domain_size: int | None = Field(default=None, ge=1)
+    in_network_reduction: Literal["none", "nvls"] = "none"
+
+
+class ScaleOutEntry(_Strict):
+    fabric: Literal["infiniband", "roce", "efa", "tcp", "none"]
+    generation: Id | None = None
+    nics: int = Field(default=0, ge=0)
+    nic_gbit_per_s: float | None = Field(default=None, gt=0)
+    gpudirect_rdma: bool = False
+    sharp: bool = False
+    oversubscription: float = Field(default=1.0, ge=1.0)
+    transport: str | None = None
+
+    @model_validator(mode="after")
+    def _nics_match_fabric(self) -> ScaleOutEntry:
+        if self.fabric == "none" and self.nics:
+            raise ValueError("fabric 'none' cannot have NICs")
+        if self.fabric != "none" and self.nics == 0:
+            raise ValueError(f"fabric '{self.fabric}' needs at least one NIC (nics)")
+        if self.gpudirect_rdma and self.fabric in ("tcp", "none"):
+            raise ValueError(f"GPUDirect RDMA is impossible over fabric '{self.fabric}'")
+        return self
+
+
+class NodeEntry(_Strict):
+    gpu: str = Field(min_length=1)
+    gpus: int = Field(ge=1)
+    scale_up: ScaleUpEntry
+    scale_out: ScaleOutEntry = ScaleOutEntry(fabric="none")
+    host_pcie: Id | None = None
+    cpu_vendor: Literal["intel", "amd", "arm"] | None = None
+    cpu_sockets: int = Field(default=2, ge=1)
+
+
+class SystemEntry(NodeEntry, Provenance):
+    """A named System: a preset shipped with linkscope or a user's own System file."""
+
+    id: Id = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = ""
+    description: str = ""
+    nodes: int = Field(default=1, ge=1)
+
+
+class OfferingEntry(NodeEntry, Provenance):
+    """One rentable instance type. Unknown values stay null; `unconfirmed` names values not verified."""
+
+    instance: str = Field(min_length=1)
+    provider: str | None = None
+    name: str = ""
+    price_per_hour: float | None = Field(default=None, gt=0)
+    spot_price_per_hour: float | None = Field(default=None, gt=0)
+    price_as_of: date | None = None
+    price_source: str | None = None
+    regions: list[str] = []
+    multi_node: bool | None = None
+    max_nodes: int | None = Field(default=None, ge=1)
+    unconfirmed: list[str] = []
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _price_has_provenance(self) -> OfferingEntry:
+        if self.price_per_hour is not None and self.price_as_of is None:
+            raise ValueError("a price needs price_as_of")
+        return self
+
+
+class DataFile(_Strict):
+    """Any linkscope hardware data file; each section is optional so users can add just what they need."""
+
+    provider: str | None = None
+    """Default provider for the file's offerings."""
+    gpus: list[GpuEntry] = []
+    links: list[LinkEntry] = []
+    systems: list[SystemEntry] = []
+    offerings: list[OfferingEntry] = []

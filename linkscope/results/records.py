@@ -1,0 +1,95 @@
+"""What a run is made of: its metadata, its collective rows and its pairwise rows.
+
+Plain dataclasses shared by `bench` (which produces them), `results.store` (which keeps them), the
+nccl-tests importer, `model.calibrate` and `report`. Field names follow nccl-tests where they mirror it
+(`time` in µs as `time_us`, `algbw`/`busbw` in GB/s, `nwrong`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RunStatus = Literal["running", "complete", "incomplete", "failed"]
+RunKind = Literal["bench", "p2p", "import"]
+Placement = Literal["out_of_place", "in_place"]
+
+
+@dataclass
+class RunInfo:
+    """One run's metadata. `system` is the probed System as `hardware.serialize.system_dict` writes it."""
+
+    kind: RunKind
+    label: str = ""
+    run_id: str = ""
+    started_at: str = ""
+    """ISO 8601, UTC."""
+    ended_at: str | None = None
+    status: RunStatus = "running"
+    hosts: list[str] = field(default_factory=list)
+    world_size: int = 0
+    nodes: int = 1
+    backend: str = ""
+    """`gloo`, `nccl`, or `nccl-tests` for imports."""
+    versions: dict[str, str] = field(default_factory=dict)
+    """torch, nccl, cuda, driver, python, linkscope; what is known."""
+    nccl_env: dict[str, str] = field(default_factory=dict)
+    system: dict[str, Any] | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    """The options the run was started with (sizes, iters, dtype, op, ...)."""
+    groups: dict[str, Any] = field(default_factory=dict)
+    """Rank layout: host per rank, local rank, intra- and inter-node groups."""
+    command: str = ""
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Anything else worth keeping: NCCL transport summary, import warnings, ..."""
+
+
+@dataclass
+class CollectiveRow:
+    """One size of one collective, one placement (out-of-place or in-place), as nccl-tests prints it.
+
+    With `--repeat K` the sweep runs K times; `time_us` is the mean over repeats and the min/max/stdev
+    fields describe the spread. algbw and busbw are computed from `time_us` (GB/s, 10^9 bytes/s).
+    """
+
+    op: str
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int
+    placement: Placement
+    time_us: float
+    algbw: float
+    busbw: float
+    nwrong: int | None
+    """Wrong elements summed over ranks; None where not checked (nccl-tests prints N/A)."""
+    world_size: int = 0
+    iters: int = 0
+    repeats: int = 1
+    time_us_min: float | None = None
+    time_us_max: float | None = None
+    time_us_stdev: float | None = None
+    times_us: list[float] = field(default_factory=list)
+    """Per-repeat times, in repeat order."""
+    max_error: float | None = None
+    """nccl-tests before 2.13 printed the largest deviation from the expected result (`error` column) instead of
+    counting wrong elements; imports of such output keep it here and leave `nwrong` None."""
+    iter_stats: dict[str, float] = field(default_factory=dict)
+    """Per-iteration statistics (nccl-tests `-I`), keyed as nccl-tests' JSON does: min_us, max_us, p99_us, cv_pct."""
+
+
+@dataclass
+class PairRow:
+    """Point-to-point figures between two ranks (the `linkscope p2p` matrix, one cell)."""
+
+    src: int
+    dst: int
+    size_bytes: int
+    uni_gb_per_s: float | None
+    """src -> dst alone."""
+    bi_gb_per_s: float | None
+    """src <-> dst at once, both directions added (as p2pBandwidthLatencyTest reports)."""
+    latency_us: float | None
+    """One small message src -> dst, half a round trip."""
