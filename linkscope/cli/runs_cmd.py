@@ -1,0 +1,166 @@
+"""`linkscope runs`, `runs show`, `export` and `import nccl-tests`: the stored runs, listed, shown, exported, imported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from linkscope.cli.common import console, err_console, print_json, user_errors
+from linkscope.hardware.errors import UserError
+from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json
+from linkscope.results.nccltests import import_nccl_tests_file
+from linkscope.results.records import PairRow, RunInfo
+from linkscope.results.store import ResultStore, RunSummary
+
+DbOption = typer.Option(None, "--db", help="Results database file (default: $LINKSCOPE_DB, else the user data dir).")
+
+runs_app = typer.Typer(help="Stored runs: list them, or show one with its nccl-tests tables.")
+import_app = typer.Typer(help="Import results measured by other benchmarks (nccl-tests).", no_args_is_help=True)
+
+
+@runs_app.callback(invoke_without_command=True)
+@user_errors
+def runs(
+    ctx: typer.Context,
+    db: Optional[Path] = DbOption,
+    kind: Optional[str] = typer.Option(None, help="Only runs of this kind: bench, p2p or import."),
+    label: Optional[str] = typer.Option(None, help="Only runs with this label."),
+    limit: Optional[int] = typer.Option(None, min=1, help="At most this many runs, newest first."),
+    as_json: bool = typer.Option(False, "--json", help="JSON instead of a table."),
+) -> None:
+    """List stored runs, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with ResultStore(db) as store:
+        summaries = store.list_runs(limit=limit, kind=kind, label=label)
+    if as_json:
+        print_json([vars(s) for s in summaries])
+    elif not summaries:
+        console.print("No runs stored yet (`linkscope bench` or `linkscope import nccl-tests FILE`).")
+    else:
+        console.print(_runs_table(summaries))
+
+
+def _runs_table(summaries: list[RunSummary]) -> Table:
+    table = Table(show_edge=False)
+    table.add_column("id", no_wrap=True)
+    table.add_column("started (UTC)", no_wrap=True)
+    for name in ("kind", "label", "status", "ranks", "hosts", "rows", "ops"):
+        table.add_column(name, justify="right" if name in ("ranks", "rows") else "left")
+    for s in summaries:
+        hosts = s.hosts[0] if len(s.hosts) == 1 else str(len(s.hosts))
+        table.add_row(s.run_id, s.started_at[:16].replace("T", " "), s.kind, s.label, s.status, str(s.world_size),
+                      hosts, str(s.n_rows), " ".join(s.ops))
+    return table
+
+
+@runs_app.command("show")
+@user_errors
+def show(
+    run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
+    db: Optional[Path] = DbOption,
+    as_json: bool = typer.Option(False, "--json", help="The run as nccl-tests-style JSON."),
+) -> None:
+    """Show one run: its metadata and, per collective, the table nccl-tests would print."""
+    with ResultStore(db) as store:
+        info = store.get_run(run_id)
+        rows, pairs = store.rows(info.run_id), store.pair_rows(info.run_id)
+    if as_json:
+        print_json(run_to_json(info, rows, pairs))
+        return
+    console.print(_metadata_table(info))
+    if rows:
+        typer.echo(format_nccl_tests_table(rows), nl=False)
+    if pairs:
+        console.print(_pairs_table(pairs))
+    if not rows and not pairs:
+        console.print("This run has no rows.")
+
+
+def _metadata_table(info: RunInfo) -> Table:
+    table = Table(show_header=False, show_edge=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    fields = [("run", info.run_id), ("kind", info.kind), ("label", info.label), ("status", info.status),
+              ("started", info.started_at), ("ended", info.ended_at or "-"), ("hosts", ", ".join(info.hosts)),
+              ("ranks", str(info.world_size)), ("nodes", str(info.nodes)), ("backend", info.backend),
+              ("versions", ", ".join(f"{k} {v}" for k, v in info.versions.items())), ("command", info.command)]
+    if info.error:
+        fields.append(("error", info.error))
+    for name, value in fields:
+        table.add_row(name, value or "-")
+    return table
+
+
+def _pairs_table(pairs: list[PairRow]) -> Table:
+    table = Table(title="pairs", show_edge=False)
+    for name in ("src", "dst", "size (B)", "uni (GB/s)", "bi (GB/s)", "latency (us)"):
+        table.add_column(name, justify="right")
+    for p in pairs:
+        table.add_row(str(p.src), str(p.dst), str(p.size_bytes), _num(p.uni_gb_per_s), _num(p.bi_gb_per_s),
+                      _num(p.latency_us))
+    return table
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+@user_errors
+def export(
+    run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
+    db: Optional[Path] = DbOption,
+    as_json: bool = typer.Option(False, "--json", help="nccl-tests `-J` JSON with linkscope's keys added."),
+    as_csv: bool = typer.Option(False, "--csv", help="CSV, one line per op, size and placement."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+) -> None:
+    """Export one run as JSON or CSV."""
+    if as_json == as_csv:
+        raise UserError("choose one format: --json or --csv")
+    with ResultStore(db) as store:
+        info = store.get_run(run_id)
+        rows = store.rows(info.run_id)
+        pairs = store.pair_rows(info.run_id) if as_json else []
+    if as_json and output is None:
+        print_json(run_to_json(info, rows, pairs))
+        return
+    text = json.dumps(run_to_json(info, rows, pairs), indent=2) + "\n" if as_json else run_to_csv(rows)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{output}: cannot write ({exc.strerror})") from None
+    err_console.print(f"wrote {output}")
+
+
+@import_app.command("nccl-tests")
+@user_errors
+def import_nccl_tests_cmd(
+    file: Path = typer.Argument(..., help="nccl-tests output: text (any version) or the -J JSON file."),
+    label: Optional[str] = typer.Option(None, "--label", help="Label for the run (default: the file name)."),
+    db: Optional[Path] = DbOption,
+) -> None:
+    """Store an nccl-tests output file as a run, so it can be compared with linkscope's own runs."""
+    with ResultStore(db) as store:
+        result = import_nccl_tests_file(file, store, label if label is not None else file.stem)
+    parsed = result.parsed
+    for problem in parsed.problems:
+        err_console.print(f"[yellow]warning:[/] {escape(f'{file}: {problem}')}", highlight=False)
+    ops = ", ".join(dict.fromkeys(s.op for s in parsed.sections if s.rows))
+    console.print(f"imported run {result.run_id}: {len(parsed.rows)} rows from {len(parsed.sections)} "
+                  f"section(s) ({ops}), {parsed.world_size} ranks on {len(parsed.hosts)} host(s), "
+                  f"{len(parsed.problems)} warning(s)", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `runs`, `export` and `import` to the command line."""
+    app.add_typer(runs_app, name="runs")
+    app.command("export")(export)
+    app.add_typer(import_app, name="import")

@@ -1,0 +1,258 @@
+"""Verdicts on an NCCL log: which transports are the intended ones, and which are silent fallbacks.
+
+The rules follow what NCCL's format strings reveal: SHM between GPUs that have NVLink means P2P is off or failed;
+NET/Socket where InfiniBand is present means a TCP fallback; NET/IB without /GDRDMA, or `GDR 0`, means no
+GPUDirect RDMA; `NVLS multicast support is not available` or `0 nvls channels` on Hopper or newer NVSwitch systems
+means NVLS is not used; `X set by environment to Y` is a user override. How strict a rule is depends on what the
+machine is expected to have (`Expectations`); unknown expectations give warnings rather than fallbacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from linkscope.hardware.system import RDMA_FABRICS, System
+from linkscope.probe.nccl_lines import ParsedLog
+from linkscope.probe.nccl_pairs import PairSummary, net_family
+
+Severity = Literal["ok", "warning", "fallback"]
+SEVERITY_RANK: dict[str, int] = {"ok": 0, "warning": 1, "fallback": 2}
+_EVIDENCE_LINES = 5
+
+TRANSPORT_KNOBS = frozenset({
+    "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_NET", "NCCL_NET_GDR_LEVEL",
+    "NCCL_NET_GDR_READ", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_CUMEM_ENABLE",
+    "NCCL_PXN_DISABLE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS",
+    "NCCL_NET_DISABLE_INTRA", "NCCL_P2P_USE_CUDA_MEMCPY",
+})
+"""Environment variables that change which transport, algorithm or channel count NCCL may pick."""
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the machine should give NCCL; None = unknown (findings then warn instead of calling a fallback)."""
+
+    nvlink: bool | None = None
+    """GPUs of one node are joined by NVLink, so intra-node pairs should use P2P."""
+    ib: bool | None = None
+    """Nodes are joined by RDMA (InfiniBand or RoCE through NET/IB, or EFA), so NET/Socket is a fallback."""
+    nvls: bool | None = None
+    """NVSwitch with NVLS (H100/H200/B200 and newer), so NVLS channels should exist."""
+
+    @classmethod
+    def from_system(cls, system: System) -> Expectations:
+        """What a System promises: NVLink scale-up, an RDMA fabric, NVLS."""
+        fabric = system.node.scale_out.fabric
+        return cls(nvlink=system.node.scale_up.is_nvlink,
+                   ib=True if fabric in RDMA_FABRICS else (False if fabric == "tcp" else None),
+                   nvls=system.node.scale_up.in_network_reduction == "nvls")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verdict with the log lines that show it."""
+
+    severity: Severity
+    code: str
+    message: str
+    lines: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form."""
+        return {"severity": self.severity, "code": self.code, "message": self.message, "lines": list(self.lines)}
+
+
+def _by_expectation(expected: bool | None, yes: Severity, unknown: Severity, no: Severity) -> Severity:
+    return yes if expected else (unknown if expected is None else no)
+
+
+def _evidence(pairs: list[PairSummary]) -> tuple[int, ...]:
+    return tuple(sorted({line for pair in pairs for line in pair.lines})[:_EVIDENCE_LINES])
+
+
+def _pair_names(pairs: list[PairSummary]) -> str:
+    shown = ", ".join(f"{p.src_rank}->{p.dst_rank}" for p in pairs[:6])
+    return shown + (f" (+{len(pairs) - 6} more)" if len(pairs) > 6 else "")
+
+
+def shm_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """SHM inside a node: P2P disabled or failed where NVLink (or PCIe P2P) should carry the traffic."""
+    shm = [p for p in pairs if p.uses("SHM")]
+    if not shm:
+        return []
+    severity = _by_expectation(expect.nvlink, "fallback", "warning", "ok")
+    why = {"fallback": "NVLink is expected, so P2P is disabled or failed (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, "
+                       "no peer access in the VM or container)",
+           "warning": "on a machine with NVLink this is a fallback (P2P disabled or failed)",
+           "ok": "expected where the GPUs cannot reach each other directly"}[severity]
+    return [Finding(severity, "shm-instead-of-p2p",
+                    f"{len(shm)} rank pairs inside a node use SHM (copies through host memory): {_pair_names(shm)}; "
+                    f"{why}", _evidence(shm))]
+
+
+def net_inside_node_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """Ranks on one host talking through the network: neither P2P nor SHM could be used."""
+    same = [p for p in pairs if p.same_host and p.uses("NET/")]
+    if not same:
+        return []
+    severity = _by_expectation(expect.nvlink, "fallback", "warning", "warning")
+    return [Finding(severity, "net-inside-node",
+                    f"{len(same)} pairs of ranks on the same host go through the network ({_pair_names(same)}): "
+                    f"P2P and SHM are both unavailable or disabled", _evidence(same))]
+
+
+def socket_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """NET/Socket between nodes: a TCP fallback when InfiniBand/RoCE is present or expected."""
+    sockets = [p for p in pairs if p.uses("NET/Socket") and not p.same_host]
+    if not sockets:
+        return []
+    ib_listed = any(dev.net.startswith("IB") for dev in log.net_devices)
+    severity = _by_expectation(True if ib_listed else expect.ib, "fallback", "warning", "ok")
+    detail = ("although RDMA devices are listed or expected: NCCL_IB_DISABLE, a missing or broken plugin, or "
+              "no usable HCA" if severity == "fallback" else "kernel TCP, far slower than RDMA")
+    return [Finding(severity, "socket-transport",
+                    f"{len(sockets)} rank pairs use TCP sockets (NET/Socket): {_pair_names(sockets)}; {detail}",
+                    _evidence(sockets))]
+
+
+def no_device_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """`NET/IB : No device found.`: NCCL found no usable InfiniBand/RoCE device."""
+    if not log.no_device:
+        return []
+    severity = _by_expectation(expect.ib, "fallback", "warning", "ok")
+    nets = ", ".join(sorted({name for _, name in log.no_device}))
+    return [Finding(severity, "no-rdma-device",
+                    f"NET/{nets}: no device found; NCCL falls back to sockets between nodes",
+                    tuple(line for line, _ in log.no_device[:_EVIDENCE_LINES]))]
+
+
+def gdr_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """RDMA transport with or without /GDRDMA on its channels."""
+    rdma = [p for p in pairs if any(net_family(path) in ("ib", "efa") for path in p.channels_by_path)]
+    without = [p for p in rdma if p.gdrdma_channels < p.net_channels]
+    findings = []
+    if without:
+        findings.append(Finding("fallback", "no-gdrdma",
+                                f"{len(without)} rank pairs use RDMA without GPUDirect RDMA (no /GDRDMA): "
+                                f"{_pair_names(without)}; data is staged through host memory (nvidia_peermem not "
+                                f"loaded, NIC too far from the GPU for NCCL_NET_GDR_LEVEL, or GDR disabled)",
+                                _evidence(without)))
+    with_gdr = [p for p in rdma if p not in without]
+    if with_gdr:
+        paths = sorted({path for p in with_gdr for path in p.channels_by_path if path.startswith("NET/")})
+        findings.append(Finding("ok", "gdrdma", f"{len(with_gdr)} rank pairs use {', '.join(paths)} with GPUDirect "
+                                                f"RDMA", _evidence(with_gdr)))
+    return findings
+
+
+def rings_gdr_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """`Connected all rings, use ring PXN x GDR 0` on a communicator that uses the network."""
+    off = [line for line, _, gdr in log.rings if gdr == 0]
+    # GDR only matters for traffic through a NIC; a single-node communicator may print GDR 0 harmlessly.
+    crosses_nodes = any(p.net_channels for p in pairs) or _nnodes(log) > 1
+    if not off or not crosses_nodes:
+        return []
+    return [Finding("fallback", "gdr-disabled",
+                    "`Connected all rings ... GDR 0`: GPUDirect RDMA is off for this communicator",
+                    tuple(off[:_EVIDENCE_LINES]))]
+
+
+def _nnodes(log: ParsedLog) -> int:
+    return max((c.nnodes or 1 for c in log.comms), default=1)
+
+
+def nvls_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """NVLS unavailable or unused (a fallback on Hopper-or-newer NVSwitch systems)."""
+    unavailable = [line for line, available in log.nvls_support if not available]
+    zero = [line for line, counts in log.channel_counts if counts.get("nvls") == 0]
+    used = sorted([line for line, counts in log.channel_counts if counts.get("nvls", 0) > 0] + log.nvls_comm_lines)
+    severity = _by_expectation(expect.nvls, "fallback", "warning", "ok")
+    context = {"fallback": "this machine should support it (fabric manager, IMEX or driver problem?)",
+               "warning": "a fallback on H100/H200/B200 NVSwitch systems; expected on older GPUs",
+               "ok": "not expected on this machine"}[severity]
+    if unavailable:
+        return [Finding(severity, "nvls-unavailable", f"NVLS multicast support is not available; {context}",
+                        tuple(unavailable[:_EVIDENCE_LINES]))]
+    if zero and not used:
+        return [Finding(severity, "nvls-unused", f"0 nvls channels: NVLS is not used; {context}",
+                        tuple(zero[:_EVIDENCE_LINES]))]
+    if used:
+        return [Finding("ok", "nvls", "NVLS is in use", tuple(used[:_EVIDENCE_LINES]))]
+    return []
+
+
+def env_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """`X set by environment to Y`: overrides of NCCL's own choices."""
+    seen: dict[tuple[str, str], int] = {}
+    for line, name, value in log.env:
+        seen.setdefault((name, value), line)
+    findings = [Finding("warning", "env-override", f"{name}={value} set by environment: overrides NCCL's choice of "
+                                                   f"transport, algorithm or channels", (line,))
+                for (name, value), line in seen.items() if name in TRANSPORT_KNOBS]
+    others = [(name, value, line) for (name, value), line in seen.items() if name not in TRANSPORT_KNOBS]
+    if others:
+        findings.append(Finding("ok", "env-settings", "set by environment: " +
+                                ", ".join(f"{name}={value}" for name, value, _ in others),
+                                tuple(line for _, _, line in others[:_EVIDENCE_LINES])))
+    return findings
+
+
+def p2p_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """Pairs that use P2P (NVLink or PCIe peer access), the intended intra-node transport."""
+    p2p = [p for p in pairs if p.uses("P2P")]
+    if not p2p:
+        return []
+    paths = sorted({path for p in p2p for path in p.channels_by_path if path.startswith("P2P")})
+    note = "; P2P/indirect relays through another GPU" if "P2P/indirect" in paths else ""
+    return [Finding("ok", "p2p", f"{len(p2p)} rank pairs use {', '.join(paths)}{note}", _evidence(p2p))]
+
+
+def network_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """Which network NCCL selected and its devices (InfiniBand, RoCE, SHARP)."""
+    if not log.networks and not log.net_devices:
+        return []
+    names = sorted({name for _, name in log.networks})
+    devices = sorted({f"{d.name}:{d.port}/{d.link_layer}" + ("/SHARP" if d.sharp else "") if d.port is not None
+                      else d.name for d in log.net_devices})
+    text = f"network: {', '.join(names) or 'not stated'}" + (f"; devices {', '.join(devices)}" if devices else "")
+    lines = [line for line, _ in log.networks] + [d.line for d in log.net_devices]
+    return [Finding("ok", "network", text, tuple(sorted(set(lines))[:_EVIDENCE_LINES]))]
+
+
+def collnet_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """CollNet (in-network reduction such as SHARP) connections."""
+    if not log.collnet:
+        return []
+    paths = sorted({c.path for c in log.collnet})
+    return [Finding("ok", "collnet", f"CollNet in use ({', '.join(paths)})",
+                    tuple(c.line for c in log.collnet[:_EVIDENCE_LINES]))]
+
+
+def health_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """NCCL warnings, unreadable NCCL lines, and logs that carry no transport lines at all."""
+    findings = []
+    if log.nccl_lines == 0:
+        findings.append(Finding("warning", "no-nccl-lines", "no NCCL lines found: run with NCCL_DEBUG=INFO"))
+    elif not log.connections:
+        findings.append(Finding("warning", "no-connections", "no `Channel ... via ...` lines: the transports are not "
+                                                             "visible (a single rank, or output cut short)"))
+    if log.warns:
+        findings.append(Finding("warning", "nccl-warn", f"NCCL printed {len(log.warns)} warnings, first: "
+                                                        f"{log.warns[0][1]}",
+                                tuple(line for line, _ in log.warns[:_EVIDENCE_LINES])))
+    if log.problems:
+        findings.append(Finding("warning", "unreadable-lines", f"{len(log.problems)} NCCL lines could not be read",
+                                tuple(p.line for p in log.problems[:_EVIDENCE_LINES] if p.line is not None)))
+    return findings
+
+
+Rule = Callable[[ParsedLog, list[PairSummary], Expectations], list[Finding]]
+RULES: tuple[Rule, ...] = (shm_rule, net_inside_node_rule, socket_rule, no_device_rule, gdr_rule, rings_gdr_rule,
+                           nvls_rule, env_rule, p2p_rule, network_rule, collnet_rule, health_rule)
+
+
+def find_fallbacks(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """Every rule's findings, fallbacks first, then warnings, then what is as intended."""
+    findings = [finding for rule in RULES for finding in rule(log, pairs, expect)]
+    return sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity])

@@ -1,0 +1,298 @@
+"""Reading single `NCCL_DEBUG=INFO` lines into records. Which transport each channel uses, which network NCCL picked,
+and the other lines that reveal a fallback (reference: NCCL's format strings in transport/*.cc, init.cc).
+
+Formats drift between versions (`Channel 03` vs `Channel 03/0`, `7[b2000]` bus ids vs `7[7]` device indices,
+`SHM/direct/direct` vs `SHM/direct`), so the patterns key on `via <TRANSPORT>/` and treat the rest loosely.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from linkscope.probe.text import Problem
+
+SOURCE = "NCCL log"
+
+# `host:pid:tid [dev] NCCL INFO message`; launchers may prepend their own tags, so the match is not anchored.
+_PREFIX = re.compile(r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+)\s+)?(?:\[(?P<dev>\d+)\]\s+)?"
+                     r"NCCL\s+(?P<level>INFO|WARN|TRACE)\s?(?P<msg>.*)$")
+_CONNECTION = re.compile(
+    r"^(?:Channel|Ring)\s+(?P<ch>\d+)(?:/(?P<sub>\d+))?\s*:\s*(?P<src>\d+)(?:\[(?P<srcdev>[0-9a-fA-F]+)\])?\s*->\s*"
+    r"(?P<dst>\d+)(?:\[(?P<dstdev>[0-9a-fA-F]+)\])?\s*(?:\[(?P<dir>send|receive)\]\s*)?via\s+(?P<via>\S.*?)\s*$")
+_COLLNET = re.compile(r"^CollNet\s+(?P<ch>\d+)(?:/(?P<sub>\d+))?\s*:\s*(?P<rank>\d+)\s*"
+                      r"(?:\[(?P<dir>send|receive)\]\s*)?via\s+(?P<via>\S.*?)\s*$")
+_NET_VIA = re.compile(r"^(?P<kind>NET|COLLNET)/(?P<name>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<flags>.*)$")
+_VERSION = re.compile(r"NCCL version\s+(?P<version>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>[\d.]+))?")
+_USING_NETWORK = re.compile(r"^Using network\s+(?P<name>\S.*?)\s*$")
+_NET_NO_DEVICE = re.compile(r"^NET/(?P<name>\S+?)\s*:\s*No device found")
+_NET_USING = re.compile(r"^NET/(?P<name>\S+?)\s*:\s*Using\s*(?P<devices>.*)$")
+_NET_DEVICE = re.compile(r"\[(?P<index>\d+)\](?P<spec>[^\s\[;]+)")
+_IB_DEVICE = re.compile(r"^(?P<name>[^:\s]+):(?P<port>\d+)/(?P<layer>[A-Za-z]+)(?P<rest>(?:/\w+)*)")
+_RINGS = re.compile(r"^Connected all rings(?:,\s*use ring PXN\s+(?P<pxn>\d+)\s+GDR\s+(?P<gdr>\d+))?")
+_CHANNEL_COUNTS = re.compile(r"(?P<count>\d+)\s+(?P<kind>\w+)\s+channels(?P<per_peer>\s+per\s+peer)?")
+_NVLS_SUPPORT = re.compile(r"NVLS multicast support is (?P<not>not )?available(?: on dev (?P<dev>\S+))?")
+_COMM = re.compile(r"\bcomm\s+(?P<comm>\S+)\s+rank\s+(?P<rank>\d+)\s+nranks\s+(?P<nranks>\d+)", re.IGNORECASE)
+_COMM_FIELDS = {name: re.compile(rf"\b{name}\s+(\d+)") for name in ("nNodes", "localRanks", "localRank", "MNNVL")}
+_ENV = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)\s+set by environment to\s+(?P<value>.*?)\.?\s*$")
+_GRAPH_SYSTEM = re.compile(r"=== System : maxBw\s+(?P<max>[\d.]+)\s+totalBw\s+(?P<total>[\d.]+)")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One channel's connection between two ranks, as one line reports it."""
+
+    line: int
+    channel: int
+    src_rank: int
+    dst_rank: int
+    path: str
+    """Normalised transport: `P2P/CUMEM`, `P2P/direct`, `P2P/IPC`, `P2P/indirect`, `SHM`, `NET/IB`, `NET/Socket`..."""
+    via: str
+    """Everything after `via`, as printed (`NET/IB/3/GDRDMA`)."""
+    direction: str | None = None
+    gdrdma: bool = False
+    read: bool = False
+    net_device: int | None = None
+    proxy_rank: int | None = None
+    host: str | None = None
+    sub_channel: int | None = None
+
+    @property
+    def transport(self) -> str:
+        """P2P, SHM, NET or COLLNET."""
+        return self.path.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class NetDevice:
+    """One device of a `NET/<name> : Using [i]dev...` line."""
+
+    line: int
+    net: str
+    index: int
+    name: str
+    port: int | None = None
+    link_layer: str | None = None
+    """`IB` or `RoCE` for the IB transport, None for sockets."""
+    sharp: bool = False
+
+
+@dataclass(frozen=True)
+class CommInfo:
+    """A `comm ... rank r nRanks n nNodes k localRanks l` line."""
+
+    line: int
+    comm: str
+    rank: int
+    nranks: int
+    nnodes: int | None = None
+    local_ranks: int | None = None
+    local_rank: int | None = None
+    mnnvl: int | None = None
+    host: str | None = None
+
+
+@dataclass
+class ParsedLog:
+    """Every record read from one log, in line order."""
+
+    lines_total: int = 0
+    nccl_lines: int = 0
+    version: str | None = None
+    cuda_version: str | None = None
+    connections: list[Connection] = field(default_factory=list)
+    collnet: list[Connection] = field(default_factory=list)
+    networks: list[tuple[int, str]] = field(default_factory=list)
+    net_devices: list[NetDevice] = field(default_factory=list)
+    no_device: list[tuple[int, str]] = field(default_factory=list)
+    rings: list[tuple[int, int | None, int | None]] = field(default_factory=list)
+    """(line, PXN, GDR) of `Connected all rings` lines; PXN/GDR None on versions that print neither."""
+    channel_counts: list[tuple[int, dict[str, int]]] = field(default_factory=list)
+    nvls_support: list[tuple[int, bool]] = field(default_factory=list)
+    nvls_comm_lines: list[int] = field(default_factory=list)
+    comms: list[CommInfo] = field(default_factory=list)
+    env: list[tuple[int, str, str]] = field(default_factory=list)
+    warns: list[tuple[int, str]] = field(default_factory=list)
+    graph_bw_gb_per_s: list[tuple[int, float, float]] = field(default_factory=list)
+    """(line, maxBw, totalBw) of the GRAPH `=== System` lines: NCCL's topology model, in GB/s."""
+    problems: list[Problem] = field(default_factory=list)
+
+
+def parse_log(text: str) -> ParsedLog:
+    """Read every NCCL line of a log; other lines are skipped, unreadable NCCL lines become problems."""
+    log = ParsedLog()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        log.lines_total += 1
+        match = _PREFIX.search(raw) if "NCCL" in raw else None  # most lines of a run are not NCCL's
+        if match is None:
+            _read_bare(log, number, raw)
+            continue
+        log.nccl_lines += 1
+        message, host = match.group("msg").strip(), match.group("host")
+        if match.group("level") == "WARN":
+            log.warns.append((number, message))
+        elif not _read_message(log, number, message, host):
+            _read_bare(log, number, message)
+    return log
+
+
+def _read_bare(log: ParsedLog, number: int, text: str) -> None:
+    """Lines NCCL prints without its usual prefix (the version banner on some launchers)."""
+    version = _VERSION.search(text)
+    if version and log.version is None:
+        log.version, log.cuda_version = version.group("version"), version.group("cuda")
+
+
+def _read_message(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    """Dispatch one INFO message; True when a reader took it."""
+    readers = (_read_connection, _read_collnet, _read_network, _read_rings, _read_channels, _read_nvls,
+               _read_comm, _read_env, _read_graph)
+    return any(reader(log, number, message, host) for reader in readers)
+
+
+def _read_connection(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    if not re.match(r"^(?:Channel|Ring)\s+\d", message) or " via " not in f" {message} ":
+        return False
+    match = _CONNECTION.match(message)
+    if match is None:
+        log.problems.append(Problem(SOURCE, "connection line not understood", number, message))
+        return True
+    connection, problem = _connection(number, match, host)
+    log.connections.append(connection)
+    if problem:
+        log.problems.append(Problem(SOURCE, problem, number, message))
+    return True
+
+
+def _connection(number: int, match: re.Match[str], host: str | None) -> tuple[Connection, str | None]:
+    via = match.group("via")
+    path, details, problem = classify_via(via)
+    sub = match.group("sub")
+    return Connection(line=number, channel=int(match.group("ch")), sub_channel=None if sub is None else int(sub),
+                      src_rank=int(match.group("src")), dst_rank=int(match.group("dst")), path=path, via=via,
+                      direction=match.group("dir"), host=host, **details), problem
+
+
+def classify_via(via: str) -> tuple[str, dict[str, Any], str | None]:
+    """(normalised path, flags, problem) for the text after `via`, e.g. `P2P/IPC/read` or `NET/IB/0(4)/GDRDMA`."""
+    transport, _, rest = via.partition("/")
+    if transport == "P2P":
+        mode = rest.split("/", 1)[0].strip()
+        name = {"direct pointer": "direct", "direct": "direct"}.get(mode, mode)
+        return f"P2P/{name}", {"read": "/read" in f"/{rest}"}, None if name else "P2P line without a mode"
+    if transport == "SHM":
+        return "SHM", {}, None
+    net = _NET_VIA.match(via)
+    if net is not None:
+        flags = net.group("flags")
+        proxy = net.group("proxy")
+        return (f"{net.group('kind')}/{net.group('name')}",
+                {"gdrdma": "GDRDMA" in flags, "net_device": int(net.group("dev")),
+                 "proxy_rank": None if proxy is None else int(proxy)}, None)
+    return transport or via, {}, f"unknown transport '{via}'"
+
+
+def _read_collnet(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    match = _COLLNET.match(message)
+    if match is None:
+        return False
+    path, details, problem = classify_via(match.group("via"))
+    rank = int(match.group("rank"))
+    log.collnet.append(Connection(line=number, channel=int(match.group("ch")), src_rank=rank, dst_rank=rank,
+                                  path=path, via=match.group("via"), direction=match.group("dir"), host=host,
+                                  **details))
+    if problem:
+        log.problems.append(Problem(SOURCE, problem, number, message))
+    return True
+
+
+def _read_network(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    if (using := _USING_NETWORK.match(message)) is not None:
+        log.networks.append((number, using.group("name")))
+    elif (none := _NET_NO_DEVICE.match(message)) is not None:
+        log.no_device.append((number, none.group("name")))
+    elif (devices := _NET_USING.match(message)) is not None:
+        found = _net_devices(number, devices.group("name"), devices.group("devices"))
+        if not found:
+            log.problems.append(Problem(SOURCE, "network device list not understood", number, message))
+        log.net_devices.extend(found)
+    else:
+        return False
+    return True
+
+
+def _net_devices(number: int, net: str, text: str) -> list[NetDevice]:
+    """`[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ...` -> devices (the OOB interface after `;` is not one)."""
+    devices = []
+    for match in _NET_DEVICE.finditer(text.split(";", 1)[0]):
+        spec = match.group("spec")
+        ib = _IB_DEVICE.match(spec)
+        if ib is not None:
+            devices.append(NetDevice(number, net, int(match.group("index")), ib.group("name"), int(ib.group("port")),
+                                     ib.group("layer"), "SHARP" in ib.group("rest").upper()))
+        else:
+            devices.append(NetDevice(number, net, int(match.group("index")), spec.split(":", 1)[0]))
+    return devices
+
+
+def _read_rings(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    match = _RINGS.match(message)
+    if match is None:
+        return False
+    pxn, gdr = match.group("pxn"), match.group("gdr")
+    log.rings.append((number, None if pxn is None else int(pxn), None if gdr is None else int(gdr)))
+    return True
+
+
+def _read_channels(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    if not re.match(r"^\d+\s+coll\s+channels", message):
+        return False
+    counts = {m.group("kind") + ("_per_peer" if m.group("per_peer") else ""): int(m.group("count"))
+              for m in _CHANNEL_COUNTS.finditer(message)}
+    log.channel_counts.append((number, counts))
+    return True
+
+
+def _read_nvls(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    if (support := _NVLS_SUPPORT.search(message)) is not None:
+        log.nvls_support.append((number, support.group("not") is None))
+        return True
+    if message.startswith("NVLS comm "):
+        log.nvls_comm_lines.append(number)
+        return True
+    return False
+
+
+def _read_comm(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    match = _COMM.search(message)
+    if match is None:
+        return False
+    fields = {name: _int_field(pattern, message) for name, pattern in _COMM_FIELDS.items()}
+    log.comms.append(CommInfo(line=number, comm=match.group("comm"), rank=int(match.group("rank")),
+                              nranks=int(match.group("nranks")), nnodes=fields["nNodes"],
+                              local_ranks=fields["localRanks"], local_rank=fields["localRank"],
+                              mnnvl=fields["MNNVL"], host=host))
+    return True
+
+
+def _int_field(pattern: re.Pattern[str], message: str) -> int | None:
+    match = pattern.search(message)
+    return None if match is None else int(match.group(1))
+
+
+def _read_env(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    match = _ENV.match(message)
+    if match is None:
+        return False
+    log.env.append((number, match.group("name"), match.group("value")))
+    return True
+
+
+def _read_graph(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    match = _GRAPH_SYSTEM.search(message)
+    if match is None:
+        return False
+    log.graph_bw_gb_per_s.append((number, float(match.group("max")), float(match.group("total"))))
+    return True

@@ -1,0 +1,96 @@
+"""Analyse `NCCL_DEBUG=INFO` output: the transport each pair of ranks uses, the network NCCL selected, and the
+silent fallbacks (SHM instead of NVLink, sockets instead of InfiniBand, no GPUDirect RDMA, no NVLS).
+
+`analyse_nccl_log(text, expect)` is the library entry point (used on the output of NCCL runs);
+`read_nccl_log(path, expect)` reads a file first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from linkscope.hardware.errors import UserError
+from linkscope.probe.nccl_findings import SEVERITY_RANK, Expectations, Finding, Severity, find_fallbacks
+from linkscope.probe.nccl_lines import ParsedLog, parse_log
+from linkscope.probe.nccl_pairs import PairSummary, summarise_pairs
+
+
+@dataclass
+class NcclLogReport:
+    """Everything read from one log plus the verdicts."""
+
+    source: str
+    log: ParsedLog
+    pairs: list[PairSummary] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    expectations: Expectations = field(default_factory=Expectations)
+
+    @property
+    def worst(self) -> Severity:
+        """The most serious finding's severity (`ok` when there is none)."""
+        return max((f.severity for f in self.findings), key=SEVERITY_RANK.__getitem__, default="ok")
+
+    @property
+    def fallbacks(self) -> list[Finding]:
+        """Findings of severity `fallback`."""
+        return [f for f in self.findings if f.severity == "fallback"]
+
+    @property
+    def nranks(self) -> int | None:
+        """Ranks of the largest communicator, from the `comm ... nRanks` lines."""
+        return max((c.nranks for c in self.log.comms), default=None)
+
+    @property
+    def nnodes(self) -> int | None:
+        """Nodes of the largest communicator, where the log states it (NCCL 2.1x and later)."""
+        return max((c.nnodes for c in self.log.comms if c.nnodes is not None), default=None)
+
+    def transports(self) -> dict[str, int]:
+        """Channels per transport path over all pairs, e.g. {"P2P/CUMEM": 96, "NET/IB": 16}."""
+        totals: dict[str, int] = {}
+        for pair in self.pairs:
+            for path, count in pair.channels_by_path.items():
+                totals[path] = totals.get(path, 0) + count
+        return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A stable JSON object."""
+        log = self.log
+        return {
+            "source": self.source, "nccl_version": log.version, "cuda_version": log.cuda_version,
+            "lines_total": log.lines_total, "nccl_lines": log.nccl_lines, "nranks": self.nranks,
+            "nnodes": self.nnodes, "worst": self.worst, "expectations": asdict(self.expectations),
+            "transports": self.transports(), "pairs": [p.to_dict() for p in self.pairs],
+            "findings": [f.to_dict() for f in self.findings],
+            "networks": sorted({name for _, name in log.networks}),
+            "net_devices": [asdict(d) for d in log.net_devices],
+            "rings": [{"line": line, "pxn": pxn, "gdr": gdr} for line, pxn, gdr in log.rings],
+            "channel_counts": [{"line": line, **counts} for line, counts in log.channel_counts],
+            "nvls_available": [{"line": line, "available": ok} for line, ok in log.nvls_support],
+            "env": [{"line": line, "name": name, "value": value} for line, name, value in log.env],
+            "comms": [asdict(c) for c in log.comms],
+            "collnet": [asdict(c) for c in log.collnet],
+            "graph_bw_gb_per_s": [{"line": line, "max": mx, "total": tot} for line, mx, tot in log.graph_bw_gb_per_s],
+            "problems": [p.to_dict() for p in log.problems],
+        }
+
+
+def analyse_nccl_log(text: str, expect: Expectations | None = None, source: str = "<log>") -> NcclLogReport:
+    """Parse NCCL INFO output and judge its transports against what the machine should give (`expect`)."""
+    expect = expect or Expectations()
+    log = parse_log(text)
+    pairs = summarise_pairs(log)
+    return NcclLogReport(source=source, log=log, pairs=pairs, findings=find_fallbacks(log, pairs, expect),
+                         expectations=expect)
+
+
+def read_nccl_log(path: Path | str, expect: Expectations | None = None) -> NcclLogReport:
+    """`analyse_nccl_log` on a file; an unreadable file is a UserError naming it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
+    return analyse_nccl_log(text, expect, source=str(path))

@@ -1,0 +1,144 @@
+"""A stored run as nccl-tests' `-J` JSON (plus linkscope's own keys), as CSV, or as nccl-tests' text table.
+
+JSON mirrors nccl-tests where it can, quirks included, so the same scripts read both: `root` is the `%6i`
+string, booleans are "true"/"false" strings, `time` is µs and `alg_bw`/`bus_bw` GB/s. What nccl-tests has no
+place for lives under `linkscope` keys: run metadata at the top, and per result the op, world size and the
+spread over `--repeat` runs for each placement.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from linkscope.results.nccltests_table import (avg_busbw, format_nccl_tests_table, format_table_footer,
+                                               format_table_header, format_table_row, paired)
+from linkscope.results.records import CollectiveRow, PairRow, RunInfo
+
+__all__ = ["CSV_COLUMNS", "avg_busbw", "format_nccl_tests_table", "format_table_footer", "format_table_header",
+           "format_table_row", "run_to_csv", "run_to_json"]
+
+JSON_FILE_VERSION = 1
+"""The nccl-tests JSON_FILE_VERSION whose layout `run_to_json` follows."""
+
+CSV_COLUMNS: tuple[str, ...] = (
+    "op", "size_bytes", "count", "dtype", "redop", "root", "placement", "world_size", "time_us",
+    "algbw_gb_per_s", "busbw_gb_per_s", "nwrong", "max_error", "iters", "repeats", "time_us_min", "time_us_max",
+    "time_us_stdev")
+
+
+def run_to_json(info: RunInfo, rows: Sequence[CollectiveRow], pair_rows: Sequence[PairRow]) -> dict[str, Any]:
+    """The run in nccl-tests' `-J` layout, with linkscope's metadata and per-row repeat statistics added."""
+    return {
+        "version": JSON_FILE_VERSION,
+        "start_time": info.started_at,
+        "args": _args(info.command),
+        "env": [f"{k}={v}" for k, v in sorted(info.nccl_env.items())],
+        "nccl_version": _nccl_version_code(info.versions.get("nccl")),
+        "config": {**_config(info.config), "devices": _devices(info.groups.get("ranks", []))},
+        "results": [_result(oop, ip) for oop, ip in paired(rows)],
+        "out_of_bounds": {"count": sum(1 for r in rows if r.nwrong),
+                          "okay": "false" if any(r.nwrong for r in rows) else "true"},
+        "average_bus_bandwidth": {"bandwidth": avg_busbw(rows), "okay": "unchecked"},
+        "end_time": info.ended_at,
+        "linkscope": _linkscope(info, rows, pair_rows),
+    }
+
+
+def _linkscope(info: RunInfo, rows: Sequence[CollectiveRow], pair_rows: Sequence[PairRow]) -> dict[str, Any]:
+    ops = list(dict.fromkeys(r.op for r in rows))
+    return {
+        "run_id": info.run_id, "kind": info.kind, "label": info.label, "status": info.status,
+        "started_at": info.started_at, "ended_at": info.ended_at, "error": info.error, "hosts": info.hosts,
+        "world_size": info.world_size, "nodes": info.nodes, "backend": info.backend, "versions": info.versions,
+        "nccl_env": info.nccl_env, "system": info.system, "config": info.config, "groups": info.groups,
+        "command": info.command, "extra": info.extra,
+        "avg_busbw_by_op": {op: avg_busbw([r for r in rows if r.op == op]) for op in ops},
+        "pairs": [asdict(p) for p in pair_rows],
+    }
+
+
+def _result(oop: CollectiveRow | None, ip: CollectiveRow | None) -> dict[str, Any]:
+    first = oop or ip
+    assert first is not None  # paired() never yields two Nones
+    return {
+        "size": first.size_bytes, "count": first.count, "type": first.dtype, "redop": first.redop,
+        "root": "%6i" % first.root,
+        "out_of_place": _placement(oop), "in_place": _placement(ip),
+        "actual_iterations": first.iters, "experiment_name": first.op,
+        "linkscope": {"op": first.op, "world_size": first.world_size,
+                      "out_of_place": _spread(oop), "in_place": _spread(ip)},
+    }
+
+
+def _placement(row: CollectiveRow | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {"time": row.time_us, "alg_bw": row.algbw, "bus_bw": row.busbw,
+            "nwrong": None if row.nwrong is None else float(row.nwrong)}
+
+
+def _spread(row: CollectiveRow | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {"repeats": row.repeats, "time_us_min": row.time_us_min, "time_us_max": row.time_us_max,
+            "time_us_stdev": row.time_us_stdev, "times_us": row.times_us, "max_error": row.max_error,
+            "iter_stats": row.iter_stats}
+
+
+_CONFIG_TO_NCCL_TESTS = {"nthreads": "nthreads", "ngpus": "ngpus", "min_bytes": "minimum_bytes",
+                         "max_bytes": "maximum_bytes", "step_factor": "step_factor", "step_bytes": "step_bytes",
+                         "warmup_iters": "warmup_iters", "iters": "iterations", "agg_iters": "aggregated_iterations",
+                         "validation": "validation", "graph": "graph"}
+
+
+def _config(config: dict[str, Any]) -> dict[str, Any]:
+    """The run options nccl-tests also has, under nccl-tests' names; linkscope's full config is kept apart."""
+    return {theirs: config[ours] for ours, theirs in _CONFIG_TO_NCCL_TESTS.items() if ours in config}
+
+
+_DEVICE_KEYS = {"host": "hostname", "bus_id": "device_hex", "name": "device_info"}
+
+
+def _devices(ranks: Any) -> list[dict[str, Any]]:
+    """Rank records under nccl-tests' device keys (hostname, device_hex, device_info) where they have them."""
+    if not isinstance(ranks, list):
+        return []
+    return [{_DEVICE_KEYS.get(str(k), str(k)): v for k, v in r.items()} for r in ranks if isinstance(r, dict)]
+
+
+def _args(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def _nccl_version_code(version: str | None) -> int | None:
+    """`2.21.5` or `2.21.5+cuda12.4` -> NCCL_VERSION_CODE 22105 (None when unknown)."""
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version or "")
+    if not match:
+        return None
+    major, minor, patch = (int(g) for g in match.groups())
+    return major * 10000 + minor * 100 + patch if (major, minor) >= (2, 9) else major * 1000 + minor * 100 + patch
+
+
+def run_to_csv(rows: Sequence[CollectiveRow]) -> str:
+    """One CSV line per op, size and placement; column names carry their units."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in rows:
+        writer.writerow([r.op, r.size_bytes, r.count, r.dtype, r.redop, r.root, r.placement, r.world_size,
+                         r.time_us, r.algbw, r.busbw, _blank(r.nwrong), _blank(r.max_error), r.iters, r.repeats,
+                         _blank(r.time_us_min), _blank(r.time_us_max), _blank(r.time_us_stdev)])
+    return out.getvalue()
+
+
+def _blank(value: float | int | None) -> Any:
+    return "" if value is None else value

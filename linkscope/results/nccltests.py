@@ -1,0 +1,104 @@
+"""Import nccl-tests output (text in any of its layouts, or the `-J` JSON file) as a stored run.
+
+    run_id = import_nccl_tests(Path("all_reduce.log"), store, label="dgx-a")
+
+The parsers never raise on odd content: what can be read is read and the rest is listed in `problems`.
+Importing a file with no readable row at all is a UserError.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from linkscope.hardware.errors import UserError
+from linkscope.results.nccltests_json import parse_nccl_tests_json
+from linkscope.results.nccltests_model import NcclTestsSection, ParsedNcclTests, Problem
+from linkscope.results.nccltests_text import library_version, parse_nccl_tests_text
+from linkscope.results.records import RunInfo
+from linkscope.results.store import ResultStore
+
+__all__ = ["ImportResult", "ParsedNcclTests", "Problem", "import_nccl_tests", "import_nccl_tests_file",
+           "parse_nccl_tests_file", "parse_nccl_tests_json", "parse_nccl_tests_text"]
+
+MAX_FILE_BYTES = 256 * 1024 * 1024
+"""Larger files are refused: nccl-tests output is kilobytes, a multi-hundred-megabyte file is something else."""
+
+
+@dataclass
+class ImportResult:
+    """What an import stored: the new run's id and everything the parser read (rows, sections, problems)."""
+
+    run_id: str
+    parsed: ParsedNcclTests
+
+
+def parse_nccl_tests_file(path: Path) -> ParsedNcclTests:
+    """Read a file as nccl-tests JSON when it is JSON, else as nccl-tests text."""
+    text = _read(path)
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if path.suffix.lower() == ".json":
+                raise UserError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        else:
+            return parse_nccl_tests_json(data, str(path))
+    return parse_nccl_tests_text(text, str(path))
+
+
+def import_nccl_tests(path: Path, store: ResultStore, label: str) -> str:
+    """Parse an nccl-tests output file and store it as a run of kind 'import'; returns the run id."""
+    return import_nccl_tests_file(path, store, label).run_id
+
+
+def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> ImportResult:
+    """Like `import_nccl_tests`, also returning what was parsed (for counts and warnings)."""
+    parsed = parse_nccl_tests_file(path)
+    if not parsed.rows:
+        detail = "; ".join(str(p) for p in parsed.problems[:3])
+        raise UserError(f"{path}: no nccl-tests result rows found" + (f" ({detail})" if detail else ""))
+    run_id = store.create_run(run_info(parsed, label))
+    store.add_rows(run_id, parsed.rows)
+    store.finish_run(run_id, "incomplete" if parsed.problems else "complete")
+    return ImportResult(run_id=run_id, parsed=parsed)
+
+
+def run_info(parsed: ParsedNcclTests, label: str) -> RunInfo:
+    """The run metadata for an import: hosts and world size from the device lists, versions from the headers."""
+    versions = {k: v for k, v in (("nccl-tests", parsed.tests_version), ("nccl", library_version(parsed))) if v}
+    first = parsed.sections[0] if parsed.sections else NcclTestsSection()
+    return RunInfo(kind="import", label=label, backend="nccl-tests", hosts=parsed.hosts,
+                   world_size=parsed.world_size, nodes=max(1, len(parsed.hosts)), versions=versions,
+                   config=dict(first.config), command=parsed.command,
+                   groups={"ranks": [asdict(d) for d in first.devices]},
+                   extra={"source": parsed.source_name, "source_format": parsed.format,
+                          "sections": [_section_summary(s) for s in parsed.sections],
+                          "problems": [str(p) for p in parsed.problems], **_source_times(parsed)})
+
+
+def _section_summary(section: NcclTestsSection) -> dict[str, Any]:
+    return {"op": section.op, "binary": section.binary, "layout": section.layout, "first_line": section.first_line,
+            "world_size": section.world_size, "hosts": section.hosts, "config": section.config,
+            "rows": len(section.rows), "avg_busbw": section.avg_busbw, "out_of_bounds": section.out_of_bounds,
+            "nccl_tests_version": section.tests_version, "nccl_library_code": section.nccl_library}
+
+
+def _source_times(parsed: ParsedNcclTests) -> dict[str, Any]:
+    """The run's own start and end times, when the file has them (JSON; local time, as nccl-tests wrote them)."""
+    return {f"source_{k}": parsed.extra[k] for k in ("start_time", "end_time") if k in parsed.extra}
+
+
+def _read(path: Path) -> str:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise UserError(f"{path}: {path.stat().st_size} bytes is too large for nccl-tests output")
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not an nccl-tests output file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
