@@ -1,0 +1,91 @@
+"""One collective on one System, with nccl-tests' algbw/busbw and the reason it takes the time it does."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.system import System
+from linkscope.model.collectives import bus_factor, candidates, collective_time
+from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
+
+
+@dataclass(frozen=True)
+class CollectivePrediction:
+    """What `linkscope predict collective` reports for one size (JSON keys as nccl-tests names them)."""
+
+    op: str
+    bytes: int
+    gpus: int
+    nodes: int
+    algorithm: str
+    protocol: str
+    time_us: float
+    algbw: float
+    busbw: float
+    bottleneck: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def layout_for(system: System, gpus: int | None) -> tuple[int, int]:
+    """(ranks, nodes) for `gpus` GPUs of a System: one node's GPUs at most per node, whole nodes beyond."""
+    per_node = system.node.gpus
+    gpus = gpus or system.gpus
+    if gpus < 1:
+        raise UserError(f"--gpus must be at least 1 (got {gpus})")
+    if gpus > per_node and gpus % per_node:
+        raise UserError(f"--gpus {gpus} does not fill whole nodes of {per_node} GPUs on {system.id}")
+    nodes = max(1, math.ceil(gpus / per_node))
+    if system.max_nodes is not None and nodes > system.max_nodes:
+        raise UserError(f"{system.id} can be booked as at most {system.max_nodes} node(s); {gpus} GPUs need {nodes}")
+    return gpus, nodes
+
+
+def _check_algo(op: str, tiers: CommTiers, size: np.ndarray, ranks: int, nodes: int, algo: str) -> None:
+    if algo == "auto":
+        return
+    cand = candidates(op, tiers, size, ranks, nodes, algo)[0]
+    if not np.all(np.isfinite(cand.time_us)):
+        raise UserError(f"algorithm '{algo}' cannot run {op} on {tiers.system_id} with {ranks} GPUs on "
+                        f"{nodes} node(s) ({_why_not(algo, tiers, nodes)})")
+
+
+def _why_not(algo: str, tiers: CommTiers, nodes: int) -> str:
+    reasons = {
+        "nvls": "needs NVSwitch with NVLS (Hopper or newer) and a single node",
+        "nvls_tree": "needs NVSwitch with NVLS and several nodes",
+        "collnet": "needs InfiniBand with SHARP and several nodes",
+        "tree": "NCCL's tree is used for all-reduce across nodes",
+        "hierarchical": "needs several nodes",
+    }
+    return reasons.get(algo, "not available")
+
+
+def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | None = None,
+                  algo: str = "auto", tiers: CommTiers | None = None) -> list[CollectivePrediction]:
+    """Predict `op` at each size on `gpus` GPUs of `system` (all of it by default)."""
+    ranks, nodes = layout_for(system, gpus)
+    tiers = tiers or comm_tiers(system)
+    check_multi_node(tiers, nodes)
+    size = np.asarray(sizes_bytes, dtype=float)
+    if np.any(size <= 0):
+        raise UserError("sizes must be positive")
+    _check_algo(op, tiers, size, ranks, nodes, algo)
+    result = collective_time(op, tiers, size, ranks, nodes, algo)
+    factor = float(bus_factor(op, ranks))
+    out = []
+    for i, nbytes in enumerate(sizes_bytes):
+        time_us = float(result.time_us[i])
+        algbw = nbytes / (time_us * 1e3) if time_us > 0 else 0.0
+        out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=nodes,
+                                        algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
+                                        time_us=time_us, algbw=algbw, busbw=algbw * factor,
+                                        bottleneck=str(result.bottleneck[i])))
+    return out

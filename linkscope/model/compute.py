@@ -1,0 +1,69 @@
+"""Per-GPU kernel times: GEMMs at a size-dependent share of peak, element-wise kernels at a share of HBM.
+
+Vectorized: every argument may be a numpy array (one element per candidate layout).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from linkscope.hardware.errors import DataError
+from linkscope.hardware.specs import GpuSpec
+
+COMPUTE_FILE = Path(__file__).parent / "data" / "compute.yaml"
+
+
+class ComputeConstants(BaseModel):
+    """data/compute.yaml, validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    as_of: object
+    gemm_efficiency_max: float = Field(gt=0, le=1)
+    gemm_half_gflop: float = Field(ge=0)
+    hbm_efficiency: float = Field(gt=0, le=1)
+    decode_hbm_efficiency: float = Field(gt=0, le=1)
+    flash_attention_efficiency: float = Field(gt=0, le=1)
+    layer_overhead_us: float = Field(ge=0)
+    weight_bytes: float = Field(gt=0)
+    grad_bytes: float = Field(gt=0)
+    optimizer_bytes: float = Field(ge=0)
+    optimizer_traffic_bytes: float = Field(ge=0)
+    reserved_memory_gib: float = Field(ge=0)
+
+
+@functools.cache
+def compute_constants() -> ComputeConstants:
+    """The packaged compute constants, loaded once."""
+    try:
+        return ComputeConstants.model_validate(yaml.safe_load(COMPUTE_FILE.read_text(encoding="utf-8")))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise DataError(str(COMPUTE_FILE), err["msg"], field=".".join(map(str, err["loc"]))) from None
+
+
+def gemm_efficiency(gflop: np.ndarray, c: ComputeConstants) -> np.ndarray:
+    """Share of dense peak a GEMM of `gflop` GFLOP reaches: small GEMMs cannot fill the GPU."""
+    return c.gemm_efficiency_max * gflop / (gflop + c.gemm_half_gflop)
+
+
+def gemm_time_s(flops: np.ndarray, peak_tflops: float, c: ComputeConstants) -> np.ndarray:
+    """Time of one GEMM of `flops` FLOPs."""
+    gflop = np.asarray(flops, dtype=float) / 1e9
+    return flops / (peak_tflops * 1e12 * gemm_efficiency(gflop, c))
+
+
+def memory_time_s(nbytes: np.ndarray, gpu: GpuSpec, c: ComputeConstants) -> np.ndarray:
+    """Time of element-wise kernels moving `nbytes` through HBM."""
+    return np.asarray(nbytes, dtype=float) / (gpu.hbm_gb_per_s * 1e9 * c.hbm_efficiency)
+
+
+def peak_tflops(gpu: GpuSpec, precision: str) -> float:
+    """Dense tensor peak for the GEMMs of a job in `precision` (bf16, fp16 or fp8)."""
+    return gpu.dense_tflops(precision)
