@@ -89,3 +89,20 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
                                         bottleneck=str(result.bottleneck[i])))
     return out
+
+
+def predict_from_profile(profile: "Profile", op: str, sizes_bytes: list[int],  # noqa: F821
+                         gpus: int | None = None) -> list[CollectivePrediction]:
+    """Predict with a calibrated profile's fitted curve (the rank count it was measured at by default)."""
+    fit = profile.fit(op)
+    ranks = gpus or fit.ranks
+    times = fit.predict_us(sizes_bytes, ranks)
+    factor = float(bus_factor(op, ranks))
+    out = []
+    for nbytes, time_us in zip(sizes_bytes, times):
+        algbw = nbytes / (float(time_us) * 1e3)
+        out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=fit.nodes,
+                                        algorithm=f"measured ({profile.backend})", protocol="",
+                                        time_us=float(time_us), algbw=algbw, busbw=algbw * factor,
+                                        bottleneck=f"profile {profile.name} (run {profile.run_id})"))
+    return out

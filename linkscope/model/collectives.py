@@ -60,8 +60,8 @@ class _Shape:
 
 
 def _shape(size_bytes: object, ranks: object, nodes: object) -> _Shape:
-    size, n, nn = np.broadcast_arrays(np.asarray(size_bytes, dtype=float), np.asarray(ranks, dtype=float),
-                                      np.asarray(nodes, dtype=float))
+    size, n, nn = np.broadcast_arrays(np.atleast_1d(np.asarray(size_bytes, dtype=float)),
+                                      np.asarray(ranks, dtype=float), np.asarray(nodes, dtype=float))
     return _Shape(size=size, n=n, nn=nn, ppn=n / nn)
 
 

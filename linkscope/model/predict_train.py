@@ -16,6 +16,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.compute import compute_constants
 from linkscope.model.search import LayoutRequest, SearchResult, search
+from linkscope.model.tiers import CommTiers
 from linkscope.model.train import Job, StepEstimate
 
 BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s",
@@ -123,10 +124,10 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         layouts_evaluated=result.evaluated)
 
 
-def predict_train(job: Job, system: System, req: LayoutRequest) -> TrainPrediction:
+def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:
     """Validate, search what is left open, and summarise the chosen layout."""
     validate_request(job, system, req)
-    result = search(job, system, req)
+    result = search(job, system, req, tiers)
     prediction = summarize(job, system, result)
     if not result.any_fits:
         prediction.flags.insert(0, "no layout fits in memory; showing the one that needs the least")

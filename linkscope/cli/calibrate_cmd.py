@@ -1,0 +1,73 @@
+"""`linkscope calibrate RUN_ID` and `linkscope profiles`: fit measured runs, list saved profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from linkscope.cli.common import console, print_json, user_errors
+from linkscope.hardware.loader import load_db
+from linkscope.model.calibrate_run import calibrate_run
+from linkscope.model.profiles import list_profiles, load_profile
+from linkscope.results.store import ResultStore
+
+
+def _fit_table(report_fits: dict[str, object], title: str) -> Table:
+    table = Table(title=title, header_style="bold")
+    for name in ("op", "ranks", "sizes", "ranges", "latency (us)", "busbw (GB/s)", "fit error median", "max"):
+        table.add_column(name, justify="left" if name == "op" else "right")
+    for op, fit in report_fits.items():
+        segs = fit.segments  # type: ignore[attr-defined]
+        table.add_row(op, str(fit.ranks), str(fit.points), str(len(segs)),  # type: ignore[attr-defined]
+                      " / ".join(f"{s.alpha_us:.1f}" for s in segs),
+                      " / ".join(f"{s.busbw_gb_per_s:.2f}" for s in segs),
+                      f"{fit.median_error:.1%}", f"{fit.max_error:.1%}")  # type: ignore[attr-defined]
+    return table
+
+
+@user_errors
+def calibrate(
+    run_id: str = typer.Argument(..., help="Run id (or a unique prefix) from `linkscope runs`."),
+    name: Optional[str] = typer.Option(None, help="Profile name (default: run-ID); use as --system profile:NAME."),
+    offering: Optional[str] = typer.Option(None, help="Catalog offering the run was measured on (advise then "
+                                                      "uses the measured figures for it)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: the user data directory)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Fit latency and bandwidth per op from a stored run, print the fit error, save a profile."""
+    with ResultStore(db) as store:
+        report = calibrate_run(store, run_id, name, offering, load_db())
+    profile = report.profile
+    if as_json:
+        print_json({"profile": profile.name, "path": report.path, "run_id": profile.run_id,
+                    "fits": {op: {"median_error": m, "max_error": x} for op, (m, x) in report.fit_errors().items()}})
+        return
+    console.print(_fit_table(profile.fits, f"profile {profile.name} from run {profile.run_id} ({profile.backend}, "
+                                           f"{profile.ranks} ranks, {profile.nodes} node(s))"))
+    console.print(f"saved {report.path}; use it as --system profile:{profile.name}")
+
+
+@user_errors
+def profiles(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List saved calibration profiles."""
+    loaded = [load_profile(name) for name in list_profiles()]
+    if as_json:
+        print_json([{"name": p.name, "run_id": p.run_id, "backend": p.backend, "ranks": p.ranks, "nodes": p.nodes,
+                     "ops": sorted(p.fits), "offering": p.offering, "created_at": p.created_at} for p in loaded])
+        return
+    table = Table(title=f"{len(loaded)} profiles", header_style="bold")
+    for column in ("name", "run", "backend", "ranks", "nodes", "ops", "offering", "created"):
+        table.add_column(column)
+    for p in loaded:
+        table.add_row(p.name, p.run_id, p.backend, str(p.ranks), str(p.nodes), ", ".join(sorted(p.fits)),
+                      p.offering or "", p.created_at)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `calibrate` and `profiles`."""
+    app.command("calibrate")(calibrate)
+    app.command("profiles")(profiles)

@@ -1,0 +1,96 @@
+"""Terminal views of predictions: collective sweeps, a training step's breakdown, inference, scaling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from linkscope.model.collective_predict import CollectivePrediction
+from linkscope.model.predict_train import TrainPrediction
+from linkscope.model.scaling import ScalingPoint
+
+
+def human_bytes(nbytes: float) -> str:
+    """1024-based sizes as nccl-tests users write them: 8 B, 64 KiB, 16 MiB."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:g} {unit}" if unit == "B" else f"{value:.4g} {unit}"
+        value /= 1024
+    return f"{value:g}"
+
+
+def collective_table(rows: list[CollectivePrediction], title: str) -> Table:
+    """One row per size, nccl-tests' columns plus the algorithm and what limits it."""
+    table = Table(title=title, header_style="bold")
+    for name in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol", "bottleneck"):
+        table.add_column(name, justify="right" if "(" in name or name == "size" else "left")
+    for r in rows:
+        table.add_row(human_bytes(r.bytes), f"{r.time_us:,.2f}", f"{r.algbw:.2f}", f"{r.busbw:.2f}", r.algorithm,
+                      r.protocol, r.bottleneck)
+    return table
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.3f} s"
+
+
+def train_table(p: TrainPrediction) -> Table:
+    """A training step: headline figures, the resolved layout and where the time goes."""
+    table = Table(title=f"{p.model} on {p.system}: {p.gpus} GPUs ({p.nodes} node{'s' * (p.nodes > 1)})",
+                  show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    par = p.parallelism
+    layout = (f"tp {par['tp']}  pp {par['pp']}  dp {par['dp']}  cp {par['cp']}  interleave {par['interleave']}  "
+              f"micro-batch {par['micro_batch']}  recompute {par['recompute']}  zero {par['zero']}"
+              f"{'  +SP' if par['sequence_parallel'] else ''}")
+    rows = [("step time", _seconds(p.step_time_s)), ("tokens/s", f"{p.tokens_per_s:,.0f}"),
+            ("TFLOPS per GPU", f"{p.tflops_per_gpu:.1f}"), ("MFU", f"{p.mfu:.1%}"),
+            ("memory per GPU", f"{p.memory_gib_per_gpu:.1f} GiB of {p.memory_gib_available:g} "
+                               f"({'fits' if p.fits else 'DOES NOT FIT'})"),
+            ("layout", layout), ("bottleneck", p.bottleneck)]
+    for key, value in p.breakdown.items():
+        if value > 0:
+            rows.append((f"  {key.removesuffix('_s').replace('_', ' ')}", f"{_seconds(value)} "
+                                                                            f"({value / p.step_time_s:.0%})"))
+    for flag in p.flags:
+        rows.append(("[yellow]warning[/]", flag))
+    for what, value in rows:
+        table.add_row(what, value)
+    return table
+
+
+def infer_table(data: dict[str, Any], budget: float | None) -> Table:
+    """One serving configuration."""
+    title = f"{data['model']} on {data['system']}: tp {data['tp']} pp {data['pp']}, batch {data['batch']}"
+    table = Table(title=title, show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    rows = [("prefill (one sequence)", _seconds(data["prefill_s"])),
+            ("decode step (time per output token)", _seconds(data["decode_step_s"])),
+            ("tokens/s per user", f"{data['tokens_per_s_per_user']:.1f}"
+                                  + (f" (budget {budget:g})" if budget else "")),
+            ("tokens/s per GPU", f"{data['tokens_per_s_per_gpu']:.1f}"),
+            ("TP all-reduce share of prefill", f"{data['tp_allreduce_share_prefill']:.0%}"),
+            ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
+            ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})")]
+    for what, value in rows:
+        table.add_row(what, value)
+    return table
+
+
+def scaling_table(points: list[ScalingPoint], title: str) -> Table:
+    """Speedup and efficiency per node count."""
+    table = Table(title=title, header_style="bold")
+    for name in ("nodes", "GPUs", "global batch", "step time", "tokens/s", "speedup", "GPU speedup", "efficiency",
+                 "MFU", "layout"):
+        table.add_column(name, justify="left" if name == "layout" else "right")
+    for p in points:
+        par = p.parallelism
+        layout = f"tp{par['tp']} pp{par['pp']} dp{par['dp']} cp{par['cp']}" if p.fits else "does not fit"
+        table.add_row(str(p.nodes), str(p.gpus), str(p.global_batch), _seconds(p.step_time_s),
+                      f"{p.tokens_per_s:,.0f}", f"{p.speedup:.2f}", f"{p.gpu_speedup:.1f}", f"{p.efficiency:.1%}",
+                      f"{p.mfu:.1%}", layout)
+    return table
