@@ -9,10 +9,11 @@ import functools
 from pathlib import Path
 
 import numpy as np
-import yaml
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from linkscope.hardware.errors import DataError
+from linkscope.hardware.loader import parse_yaml
 from linkscope.hardware.specs import GpuSpec
 
 COMPUTE_FILE = Path(__file__).parent / "data" / "compute.yaml"
@@ -42,7 +43,7 @@ class ComputeConstants(BaseModel):
 def compute_constants() -> ComputeConstants:
     """The packaged compute constants, loaded once."""
     try:
-        return ComputeConstants.model_validate(yaml.safe_load(COMPUTE_FILE.read_text(encoding="utf-8")))
+        return ComputeConstants.model_validate(parse_yaml(COMPUTE_FILE.read_text(encoding="utf-8")))
     except ValidationError as exc:
         err = exc.errors()[0]
         raise DataError(str(COMPUTE_FILE), err["msg"], field=".".join(map(str, err["loc"]))) from None

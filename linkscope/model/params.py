@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from linkscope.hardware.errors import DataError
+from linkscope.hardware.loader import parse_yaml
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -63,7 +65,7 @@ class FabricTable(_Strict):
 
 def _load(path: Path, model: type[BaseModel]) -> Any:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = parse_yaml(path.read_text(encoding="utf-8"))
         return model.model_validate(raw)
     except (OSError, yaml.YAMLError) as exc:
         raise DataError(str(path), f"cannot read model constants ({exc})") from None

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from linkscope.hardware.errors import DataError, UserError
+from linkscope.hardware.loader import parse_yaml
 
 PRESETS_FILE = Path(__file__).parent / "data" / "models.yaml"
 
@@ -126,7 +128,7 @@ def _validate(raw: Any, file: str, label: str) -> ModelEntry:
 @functools.cache
 def model_presets() -> dict[str, ModelConfig]:
     """The packaged model presets by id and alias."""
-    raw = yaml.safe_load(PRESETS_FILE.read_text(encoding="utf-8"))
+    raw = parse_yaml(PRESETS_FILE.read_text(encoding="utf-8"))
     presets: dict[str, ModelConfig] = {}
     for item in raw["models"]:
         entry = _validate(item, str(PRESETS_FILE), item.get("id", "?"))
@@ -155,7 +157,7 @@ def _load_model_file(path: Path) -> ModelConfig:
         raise UserError(f"--model: file '{path}' not found")
     text = path.read_text(encoding="utf-8")
     try:
-        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        raw = json.loads(text) if path.suffix == ".json" else parse_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise DataError(str(path), f"cannot parse ({exc.__class__.__name__})") from None
     if not isinstance(raw, dict):
