@@ -1,0 +1,105 @@
+"""The layout search for many offerings and GPU counts at once.
+
+`model.search.search` prices one System at one GPU count. Ranking a catalog over a range of GPU counts
+would call it hundreds of times, so this module does the same work in bulk:
+
+- enumerations (and their memory, which depends only on the layout) are cached per (GPUs, GPUs per node);
+- layouts that cannot fit in the GPU's memory are dropped before the step model prices anything;
+- every node count of one node type is priced in a single `estimate_steps` call. That is sound because the
+  step model prices a layout from its own tp/pp/dp/cp and the node type, never from the System's node count
+  (tests/advise/test_engine.py checks the batched answer against `search` on each System);
+- offerings with identical node types (and no profile of their own) share one evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from linkscope.hardware.system import System
+from linkscope.model.compute import compute_constants
+from linkscope.model.layout import Layouts
+from linkscope.model.memory import memory_gib_per_gpu
+from linkscope.model.search import LayoutRequest, SearchResult, enumerate_layouts
+from linkscope.model.tiers import CommTiers
+from linkscope.model.train import Job, estimate_steps
+
+
+@dataclass
+class CountResult:
+    """One node count of one node type: the fastest fitting layout, or how close the best came to fitting."""
+
+    nodes: int
+    enumerated: int
+    best: int | None
+    """Index into the node type's `SearchResult` (None when nothing fits)."""
+    min_memory_gib: float | None
+    """Least memory per GPU any layout needs (None when no layout is valid at all)."""
+
+
+@dataclass
+class NodeTypeResult:
+    """Every priced layout of one node type over several node counts."""
+
+    search: SearchResult | None
+    counts: dict[int, CountResult]
+
+    @property
+    def priced(self) -> int:
+        """Layouts the step model priced (those that fit in memory)."""
+        return 0 if self.search is None else self.search.evaluated
+
+
+def concat_layouts(parts: list[Layouts]) -> Layouts:
+    """Several Layouts as one."""
+    return Layouts(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(Layouts)})
+
+
+class LayoutPool:
+    """Enumerated layouts and their memory per GPU, per (GPU count, GPUs per node), for one job."""
+
+    def __init__(self, job: Job, request: LayoutRequest) -> None:
+        self.job = job
+        self.request = request
+        self._cache: dict[tuple[int, int], tuple[Layouts, np.ndarray]] = {}
+
+    def get(self, system: System) -> tuple[Layouts, np.ndarray]:
+        """(layouts, memory GiB per GPU) for all of `system`'s GPUs."""
+        key = (system.gpus, system.node.gpus)
+        if key not in self._cache:
+            layouts = enumerate_layouts(self.job, system, self.request)
+            memory = memory_gib_per_gpu(self.job, system, layouts) if len(layouts) else np.zeros(0)
+            self._cache[key] = (layouts, memory)
+        return self._cache[key]
+
+
+def usable_memory_gib(system: System) -> float:
+    """What a training job may use of one GPU's memory (the framework keeps the rest)."""
+    return system.node.gpu.memory_gib - compute_constants().reserved_memory_gib
+
+
+def evaluate_node_type(pool: LayoutPool, system: System, node_counts: list[int], tiers: CommTiers) -> NodeTypeResult:
+    """The fastest fitting layout at each node count of `system`'s node type, priced in one batch."""
+    usable = usable_memory_gib(system)
+    parts: list[Layouts] = []
+    counts: dict[int, CountResult] = {}
+    spans: list[tuple[int, int, int]] = []
+    offset = 0
+    for nodes in sorted(set(node_counts)):
+        layouts, memory = pool.get(system.with_nodes(nodes))
+        keep = np.flatnonzero(memory <= usable)
+        min_memory = float(memory.min()) if len(memory) else None
+        counts[nodes] = CountResult(nodes, len(layouts), None, min_memory)
+        if len(keep):
+            parts.append(layouts.take(keep))
+            spans.append((nodes, offset, offset + len(keep)))
+            offset += len(keep)
+    if not parts:
+        return NodeTypeResult(None, counts)
+    batch = concat_layouts(parts)
+    est = estimate_steps(pool.job, system.with_nodes(max(node_counts)), batch, tiers)
+    for nodes, start, stop in spans:
+        counts[nodes].best = start + int(np.argmin(est.step_time_s[start:stop]))
+    result = SearchResult(layouts=batch, estimate=est, best=-1, evaluated=len(batch), any_fits=True)
+    return NodeTypeResult(result, counts)

@@ -1,0 +1,217 @@
+"""`advise infer`: serving one model on every offering at a per-user speed budget, ranked by dollars per
+million output tokens.
+
+Per offering: tensor parallelism inside one node (every TP that divides the node's GPUs and the model's
+heads), and pipeline stages across nodes only when the weights fit nowhere in one node. For each layout the
+largest batch that still gives every user the budgeted tokens/s; the layout with the most tokens/s per GPU
+wins, since the price per GPU-hour is the same for all of them. $/Mtok = price per GPU-hour /
+(tokens/s per GPU x 3600) x 1e6. With a request rate, replicas = ceil(QPS x output tokens / replica tokens/s).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from linkscope.advise.bookable import multi_node_block
+from linkscope.advise.measured import measured_system
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.offering import Offering
+from linkscope.model.infer import InferEstimate, InferJob, best_batch_for_budget, estimate_inference
+from linkscope.model.search import divisors
+from linkscope.model.tiers import comm_tiers
+from linkscope.model.transformer import ModelConfig
+
+BATCHES = np.arange(1, 1025)
+"""Batch sizes tried; the memory and the per-user budget cut them down."""
+MAX_PIPELINE_NODES = 8
+PRECISIONS = ("bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True)
+class InferRequest:
+    """One serving job: the model, the per-user speed budget, prompt and answer lengths, optional load."""
+
+    model: ModelConfig
+    tokens_per_s_per_user: float
+    input_tokens: int = 2048
+    output_tokens: int = 512
+    qps: float | None = None
+    precision: str = "bf16"
+
+
+def validate_infer_request(request: InferRequest) -> None:
+    """Reject values that make no sense, naming the flag."""
+    if not request.tokens_per_s_per_user > 0:
+        raise UserError(f"--latency-budget must be positive tokens/s per user (got {request.tokens_per_s_per_user})")
+    if request.input_tokens < 1 or request.output_tokens < 1:
+        raise UserError("--input-tokens and --output-tokens must be at least 1")
+    if request.qps is not None and not request.qps > 0:
+        raise UserError(f"--qps must be positive (got {request.qps})")
+    if request.precision not in PRECISIONS:
+        raise UserError(f"--precision: unknown format '{request.precision}' (choose from {', '.join(PRECISIONS)})")
+
+
+@dataclass
+class InferOption:
+    """One offering's best serving layout at the budget, or why there is none."""
+
+    offering: str
+    provider: str
+    gpu: str
+    gpus_per_node: int
+    price_per_gpu_hour: float | None
+    feasible: bool = False
+    reason: str | None = None
+    tp: int | None = None
+    pp: int | None = None
+    gpus_per_replica: int | None = None
+    batch: int | None = None
+    tokens_per_s_per_user: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    usd_per_million_tokens: float | None = None
+    memory_gib_per_gpu: float | None = None
+    tp_allreduce_share_decode: float | None = None
+    replicas: int | None = None
+    nodes_needed: int | None = None
+    fleet_usd_per_hour: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+def _tp_options(model: ModelConfig, gpus_per_node: int) -> list[int]:
+    return [t for t in divisors(gpus_per_node)
+            if model.heads % t == 0 and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
+
+
+def _layouts(offering: Offering, model: ModelConfig) -> list[tuple[int, int]]:
+    """(tp, pp): every TP inside one node, then the widest TP with pipeline stages over 2, 4, 8 nodes."""
+    tps = _tp_options(model, offering.system.node.gpus)
+    if not tps:
+        return []
+    widest = max(tps)
+    # Stages over whole nodes only: a node is the unit rented, and TP stays inside it.
+    pps = [p for p in (2, 4, MAX_PIPELINE_NODES) if p <= model.layers and widest == offering.system.node.gpus]
+    return [(t, 1) for t in tps] + [(widest, p) for p in pps]
+
+
+@dataclass
+class _Try:
+    tp: int
+    pp: int
+    est: InferEstimate
+    pick: int | None
+
+
+def _try(offering: Offering, request: InferRequest, tp: int, pp: int) -> _Try | str:
+    """Price one layout over every batch size, or say why it cannot be booked."""
+    nodes = math.ceil(tp * pp / offering.system.node.gpus)
+    block = multi_node_block(offering, comm_tiers(offering.system), nodes)
+    if block is not None:
+        return block
+    job = InferJob(request.model, tp, pp, request.input_tokens, request.output_tokens, request.precision)
+    est = estimate_inference(job, offering.system.with_nodes(nodes), BATCHES)
+    return _Try(tp, pp, est, best_batch_for_budget(est, request.tokens_per_s_per_user))
+
+
+def _tries(offering: Offering, request: InferRequest) -> tuple[list[_Try], list[str]]:
+    """Single-node layouts; pipeline stages across nodes only when no single node holds the model."""
+    tries: list[_Try] = []
+    blocks: list[str] = []
+    for tp, pp in _layouts(offering, request.model):
+        if pp > 1 and any(bool(t.est.fits[0]) for t in tries):
+            break
+        result = _try(offering, request, tp, pp)
+        if isinstance(result, str):
+            blocks.append(result)
+        else:
+            tries.append(result)
+    return tries, blocks
+
+
+def _base(offering: Offering) -> InferOption:
+    o = offering
+    option = InferOption(offering=o.id, provider=o.provider, gpu=o.system.node.gpu.id,
+                         gpus_per_node=o.system.node.gpus, price_per_gpu_hour=o.price_per_gpu_hour)
+    if o.price_per_hour is None:
+        option.notes.append("price unknown")
+    measured = measured_system(o)
+    if measured is not None:
+        # The inference model derives its links from the System itself, so a profile cannot enter it yet.
+        option.notes.append(f"profile {measured.profile} exists; inference uses the catalog figures")
+    return option
+
+
+def _fill(option: InferOption, best: _Try, request: InferRequest, offering: Offering) -> InferOption:
+    i = best.pick if best.pick is not None else 0
+    est = best.est
+    option.feasible = True
+    option.tp, option.pp, option.gpus_per_replica = best.tp, best.pp, best.tp * best.pp
+    option.batch = int(est.batch[i])
+    option.tokens_per_s_per_user = float(est.tokens_per_s_per_user[i])
+    option.tokens_per_s_per_gpu = float(est.tokens_per_s_per_gpu[i])
+    option.memory_gib_per_gpu = float(est.memory_gib_per_gpu[i])
+    option.tp_allreduce_share_decode = float(est.tp_comm_decode_s[i] / est.decode_step_s[i])
+    if option.price_per_gpu_hour is not None:
+        option.usd_per_million_tokens = option.price_per_gpu_hour / (option.tokens_per_s_per_gpu * 3600.0) * 1e6
+    if request.qps is not None:
+        replica_tokens_per_s = option.tokens_per_s_per_gpu * option.gpus_per_replica
+        option.replicas = math.ceil(request.qps * request.output_tokens / replica_tokens_per_s)
+        option.nodes_needed = math.ceil(option.replicas * option.gpus_per_replica / option.gpus_per_node)
+        if offering.price_per_hour is not None:
+            option.fleet_usd_per_hour = option.nodes_needed * offering.price_per_hour
+    return option
+
+
+def _why_not(option: InferOption, tries: list[_Try], blocks: list[str], request: InferRequest) -> str:
+    """The reason in words; a layout that fits but is too slow leaves its best speed on `option` (closest first)."""
+    fitting = [t for t in tries if bool(t.est.fits[0])]
+    if fitting:
+        fastest = max(fitting, key=lambda t: float(t.est.tokens_per_s_per_user[0]))
+        speed = float(fastest.est.tokens_per_s_per_user[0])
+        option.tp, option.pp, option.batch, option.tokens_per_s_per_user = fastest.tp, fastest.pp, 1, speed
+        return f"too slow for {request.tokens_per_s_per_user:g} tokens/s per user: at most {speed:.0f} " \
+               f"(batch 1, tp {fastest.tp}, pp {fastest.pp})"
+    if blocks:
+        return f"the model needs more than one node; {blocks[0]}"
+    if not tries:
+        return f"no tensor-parallel size divides both the node's GPUs and {request.model.id}'s heads"
+    least = min(tries, key=lambda t: float(t.est.memory_gib_per_gpu[0]))
+    return f"does not fit in memory: {float(least.est.memory_gib_per_gpu[0]):.0f} GiB per GPU at batch 1 " \
+           f"(tp {least.tp}, pp {least.pp})"
+
+
+def _option(offering: Offering, request: InferRequest) -> InferOption:
+    option = _base(offering)
+    if request.precision == "fp8" and offering.system.node.gpu.fp8_dense_tflops is None:
+        option.reason = f"no FP8 tensor cores on {option.gpu}"
+        return option
+    tries, blocks = _tries(offering, request)
+    good = [t for t in tries if t.pick is not None]
+    if not good:
+        option.reason = _why_not(option, tries, blocks, request)
+        return option
+    best = max(good, key=lambda t: (float(t.est.tokens_per_s_per_gpu[t.pick or 0]), -t.tp * t.pp))
+    return _fill(option, best, request, offering)
+
+
+def _sort_key(option: InferOption) -> tuple[float, float, str]:
+    cost = option.usd_per_million_tokens
+    return (math.inf if cost is None else cost, -(option.tokens_per_s_per_gpu or 0.0), option.offering)
+
+
+def advise_infer(request: InferRequest, offerings: list[Offering]) -> list[InferOption]:
+    """Every offering's serving option: feasible ones by $/Mtok (unknown prices after), then the near misses."""
+    validate_infer_request(request)
+    options = [_option(o, request) for o in offerings]
+    feasible = sorted((o for o in options if o.feasible), key=_sort_key)
+    # The nearest misses first: the fastest of those too slow for the budget, then the rest by name.
+    rest = sorted((o for o in options if not o.feasible),
+                  key=lambda o: (-(o.tokens_per_s_per_user or 0.0), o.offering))
+    return feasible + rest

@@ -1,0 +1,79 @@
+"""What users type for `advise`: token counts (`300B`, `2e12`), durations (`30d`), GPU ranges (`8..1024`),
+money (`50k`), and the defaults chosen when they type nothing.
+
+Every parser raises UserError naming the flag and the value, so the command line prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from linkscope.hardware.errors import UserError
+
+# Suffixes as people write token counts: 300B tokens is 3e11, not 300 bytes.
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_NUMBER = re.compile(r"^([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)$", re.IGNORECASE)
+_DURATION_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+_DURATION = re.compile(r"^([0-9]*\.?[0-9]+)\s*(s|min|m|h|d|w)$", re.IGNORECASE)
+
+DEFAULT_BATCH_TOKENS = 4 * 2**20
+"""Default global batch in tokens (~4M), the size most published pre-training runs settle on."""
+DEFAULT_GPU_RANGE = (8, 1024)
+
+
+def parse_count(text: str, flag: str) -> float:
+    """`2e12`, `300B`, `1.5T`, `500M`, `2,000,000` -> a positive number (K/M/B/T = 1e3/1e6/1e9/1e12)."""
+    cleaned = text.strip().replace(",", "").replace("_", "").lstrip("$")
+    match = _NUMBER.match(cleaned)
+    if not match:
+        raise UserError(f"{flag}: cannot read '{text}' (write a number such as 2e12, 300B or 50k)")
+    value = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{flag}: must be a positive number (got '{text}')")
+    return value
+
+
+def parse_duration_s(text: str, flag: str = "--deadline") -> float:
+    """`30d`, `36h`, `90min`, `2w`, `3600s` -> seconds. A unit is required: a bare `30` is ambiguous."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise UserError(f"{flag}: cannot read '{text}' (write a number with a unit: s, min, h, d or w, e.g. 30d)")
+    seconds = float(match.group(1)) * _DURATION_S[match.group(2).lower()]
+    if seconds <= 0:
+        raise UserError(f"{flag}: must be longer than zero (got '{text}')")
+    return seconds
+
+
+def parse_money_usd(text: str, flag: str = "--budget") -> float:
+    """`50000`, `50k`, `$1.2M` -> USD; negative or zero is an error."""
+    if text.strip().startswith("-"):
+        raise UserError(f"{flag}: must not be negative (got '{text}')")
+    return parse_count(text, flag)
+
+
+def parse_gpu_range(text: str, flag: str = "--gpus-range") -> tuple[int, int]:
+    """`8..1024` -> (8, 1024): whole numbers, at least 1, low <= high."""
+    low, sep, high = text.strip().partition("..")
+    if not sep or not low.strip().isdigit() or not high.strip().isdigit():
+        raise UserError(f"{flag}: cannot read '{text}' (write LOW..HIGH, e.g. 8..1024)")
+    a, b = int(low), int(high)
+    if a < 1 or b < a:
+        raise UserError(f"{flag}: need 1 <= LOW <= HIGH (got {a}..{b})")
+    return a, b
+
+
+def default_global_batch(seq_len: int) -> int:
+    """~4M tokens per step, in sequences, rounded to a power of two (1024 sequences at 4096 tokens)."""
+    sequences = max(DEFAULT_BATCH_TOKENS / seq_len, 1.0)
+    return 2 ** round(math.log2(sequences))
+
+
+def node_counts_in_range(low_gpus: int, high_gpus: int, gpus_per_node: int) -> list[int]:
+    """Power-of-two node counts whose GPU total lies in [low, high] (whole nodes only)."""
+    counts, nodes = [], 1
+    while nodes * gpus_per_node <= high_gpus:
+        if nodes * gpus_per_node >= low_gpus:
+            counts.append(nodes)
+        nodes *= 2
+    return counts

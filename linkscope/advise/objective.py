@@ -1,0 +1,73 @@
+"""What "best" means: the objective (total cost or total time of the same task) and the hard limits.
+
+Like SkyPilot's optimizer, there are two targets, cost and time; unlike it, the time comes from the model of
+the job on each offering's interconnect, so a cheap node on a slow network is not ranked by price alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+from linkscope.hardware.errors import UserError
+
+COST_TIE = 0.05
+"""Across GPU counts of one offering, costs within 5% of the cheapest count are a tie, settled by time:
+paying a few percent more to finish several times sooner is what anyone minimising cost would still take."""
+
+
+class Objective(str, enum.Enum):
+    """What the ranking minimises."""
+
+    COST = "cost"
+    TIME = "time"
+
+
+def parse_objective(text: str) -> Objective:
+    """`cost` or `time` (UserError otherwise)."""
+    try:
+        return Objective(text.strip().lower())
+    except ValueError:
+        raise UserError(f"--objective: unknown objective '{text}' (choose cost or time)") from None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Hard limits on one training run; None = no limit."""
+
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+
+    def misses(self, time_s: float, cost_usd: float | None) -> list[str]:
+        """Why a (time, cost) pair breaks the limits, in words; empty when it keeps them."""
+        reasons = []
+        if self.deadline_s is not None and time_s > self.deadline_s:
+            reasons.append(f"misses the deadline ({_days(time_s)} > {_days(self.deadline_s)})")
+        if self.budget_usd is not None:
+            if cost_usd is None:
+                reasons.append("price unknown, so the budget cannot be checked")
+            elif cost_usd > self.budget_usd:
+                reasons.append(f"over budget (${cost_usd:,.0f} > ${self.budget_usd:,.0f})")
+        return reasons
+
+    def excess(self, time_s: float, cost_usd: float | None) -> float:
+        """How far past the limits, as a sum of relative overshoots (0 when within): ranks the near misses."""
+        over = 0.0
+        if self.deadline_s is not None:
+            over += max(time_s / self.deadline_s - 1.0, 0.0)
+        if self.budget_usd is not None:
+            over += math.inf if cost_usd is None else max(cost_usd / self.budget_usd - 1.0, 0.0)
+        return over
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86400:.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h"
+
+
+def rank_key(objective: Objective, time_s: float, cost_usd: float | None) -> tuple[float, float, float]:
+    """Sort key: by cost (unknown prices last, then by time) or by time (then cost)."""
+    cost = math.inf if cost_usd is None else cost_usd
+    if objective is Objective.TIME:
+        return (time_s, cost, 0.0)
+    return (float(cost_usd is None), cost, time_s)

@@ -1,0 +1,140 @@
+"""`plan`: lay a job's ranks on a System, say what launchers need, and what the placement saves over a naive one.
+
+The placement keeps TP first (inside the node). With a model, every order with TP first is priced and the
+fastest predicted step wins; without one, Megatron-Core's default order `tp-cp-dp-pp` is used. The naive
+baseline moves TP to slowest-varying, which spreads TP groups over nodes as soon as there are several.
+Predicted step time = the step model's time for Megatron's order (its own layout search for micro-batch,
+interleave and recomputation) + the difference in TP/CP/PP collective time + the difference in the DP time
+left exposed after the part the step model hides behind the backward pass.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from linkscope.advise.placement import (DEFAULT_ORDER, Parallelism, Placement, naive_order, place, rail_pairs,
+                                        validate_parallelism)
+from linkscope.advise.placement_cost import PlacementCost, price_placement, reference_items, step_items
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.system import System
+from linkscope.model.predict_train import validate_request
+from linkscope.model.search import LayoutRequest, search
+from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
+from linkscope.model.train import Job
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A System, a node count, the parallel degrees, and optionally the job for a step-time answer."""
+
+    system: System
+    nodes: int
+    par: Parallelism
+    order: tuple[str, ...] | None = None
+    baseline_order: tuple[str, ...] | None = None
+    job: Job | None = None
+    micro_batch: int | None = None
+    zero: int = 1
+
+
+@dataclass
+class _Anchor:
+    """The step model's answer for Megatron's order."""
+
+    layout: dict[str, Any]
+    step_time_s: float
+    dp_exposed_s: float
+    fits: bool
+
+
+@dataclass
+class PlanResult:
+    """Both placements, their collective costs and, with a model, their predicted step times."""
+
+    request: PlanRequest
+    placement: Placement
+    baseline: Placement
+    cost: PlacementCost
+    baseline_cost: PlacementCost
+    basis: str
+    """`step` (collectives of one modelled step) or `reference` (one 64 MiB collective per group)."""
+    order_reason: str
+    step_time_s: float | None = None
+    baseline_step_time_s: float | None = None
+    layout: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def rails(self) -> dict[str, tuple[int, int]]:
+        """(cross-node pipeline pairs, of them on the same rail) for both placements."""
+        return {"placement": rail_pairs(self.placement), "baseline": rail_pairs(self.baseline)}
+
+
+def _anchor(req: PlanRequest, job: Job, system: System, tiers: CommTiers) -> _Anchor:
+    par = req.par
+    layout_req = LayoutRequest(tp=par.tp, pp=par.pp, dp=par.dp, cp=par.cp, micro_batch=req.micro_batch, zero=req.zero)
+    validate_request(job, system, layout_req)
+    result = search(job, system, layout_req, tiers)
+    i = result.best
+    return _Anchor(result.layouts.row(i), float(result.estimate.step_time_s[i]),
+                   float(result.estimate.dp_comm_exposed_s[i]), result.any_fits)
+
+
+def _predicted_step_s(anchor: _Anchor, megatron: PlacementCost, cost: PlacementCost) -> float:
+    # The DP time the step model hides behind the backward pass hides the same way under any placement.
+    hidden = max(megatron.dp_s - anchor.dp_exposed_s, 0.0)
+    exposed = lambda c: max(c.dp_s - hidden, 0.0)  # noqa: E731
+    return anchor.step_time_s + cost.critical_s - megatron.critical_s + exposed(cost) - exposed(megatron)
+
+
+def tp_first_orders() -> list[tuple[str, ...]]:
+    """Every rank order with TP fastest-varying (TP inside the node)."""
+    return [("tp", *rest) for rest in itertools.permutations(("cp", "dp", "pp"))]
+
+
+def _validate(req: PlanRequest) -> None:
+    validate_parallelism(req.system, req.nodes, req.par)
+    if req.zero not in (0, 1, 2):
+        raise UserError(f"--zero {req.zero}: plan prices ZeRO 0, 1 or 2 (ZeRO-3 gathers per layer are not placed)")
+    if req.micro_batch is not None and req.micro_batch < 1:
+        raise UserError(f"--micro-batch must be at least 1 (got {req.micro_batch})")
+
+
+def _without_model(req: PlanRequest, system: System, tiers: CommTiers) -> PlanResult:
+    order = req.order or DEFAULT_ORDER
+    baseline_order = req.baseline_order or naive_order(order)
+    chosen, baseline = place(system, req.par, order), place(system, req.par, baseline_order)
+    items = reference_items()
+    reason = "as given with --order" if req.order else "Megatron-Core's default; give --model to choose by step time"
+    return PlanResult(req, chosen, baseline, price_placement(chosen, tiers, items),
+                      price_placement(baseline, tiers, items), "reference", reason)
+
+
+def _with_model(req: PlanRequest, job: Job, system: System, tiers: CommTiers) -> PlanResult:
+    anchor = _anchor(req, job, system, tiers)
+    items = step_items(job, anchor.layout)
+    megatron = price_placement(place(system, req.par, DEFAULT_ORDER), tiers, items)
+    orders = [req.order] if req.order else tp_first_orders()
+    costs = {o: price_placement(place(system, req.par, o), tiers, items) for o in orders}
+    order = min(orders, key=lambda o: (_predicted_step_s(anchor, megatron, costs[o]), o != DEFAULT_ORDER))
+    baseline_order = req.baseline_order or naive_order(order)
+    baseline_cost = price_placement(place(system, req.par, baseline_order), tiers, items)
+    reason = "as given with --order" if req.order else "fastest predicted step of the orders with TP first"
+    result = PlanResult(req, place(system, req.par, order), place(system, req.par, baseline_order), costs[order],
+                        baseline_cost, "step", reason, _predicted_step_s(anchor, megatron, costs[order]),
+                        _predicted_step_s(anchor, megatron, baseline_cost), anchor.layout)
+    if not anchor.fits:
+        result.notes.append("this layout does not fit in GPU memory; times are for the least-memory variant")
+    return result
+
+
+def make_plan(req: PlanRequest) -> PlanResult:
+    """Place the ranks, price both placements, and predict step times when a model is given."""
+    _validate(req)
+    system = req.system.with_nodes(req.nodes)
+    tiers = comm_tiers(system)
+    check_multi_node(tiers, req.nodes)
+    if req.job is None:
+        return _without_model(req, system, tiers)
+    return _with_model(req, req.job, system, tiers)

@@ -1,0 +1,272 @@
+"""`advise train`: the same training job on every offering, each with its best layout, ranked by total cost or
+total time ("decide by the total time and total cost of the same task").
+
+Per offering: the node counts it can be booked at, the fastest layout that fits at each (the bulk search in
+`engine`), time to train = tokens / (tokens per second), cost = price per node-hour x nodes x hours; then the
+best count by the objective within the deadline and budget. Offerings that cannot run the job stay in the
+answer with the reason, so "why is X not listed" always has an answer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+from linkscope.advise.bookable import GpuRequest, bookable_node_counts
+from linkscope.advise.bottleneck import bottleneck_label
+from linkscope.advise.engine import LayoutPool, NodeTypeResult, evaluate_node_type, usable_memory_gib
+from linkscope.advise.measured import measured_system
+from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.offering import Offering
+from linkscope.model.predict_train import TrainPrediction, summarize
+from linkscope.model.search import LayoutRequest
+from linkscope.model.tiers import CommTiers, comm_tiers
+from linkscope.model.train import Job
+from linkscope.model.transformer import ModelConfig
+
+PRECISIONS = ("bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """One training job to place: what, how much, on how many GPUs, and what counts as best."""
+
+    model: ModelConfig
+    tokens: float
+    global_batch: int
+    seq_len: int
+    gpus: GpuRequest = GpuRequest()
+    objective: Objective = Objective.COST
+    limits: Limits = Limits()
+    precision: str = "bf16"
+    global_batch_is_default: bool = False
+
+    def job(self) -> Job:
+        """The model's view of one step."""
+        return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision)
+
+
+def validate_train_request(request: TrainRequest) -> None:
+    """Reject values no offering could ever satisfy, naming the flag."""
+    if request.precision not in PRECISIONS:
+        raise UserError(f"--precision: unknown format '{request.precision}' (choose from {', '.join(PRECISIONS)})")
+    if request.seq_len < 1:
+        raise UserError(f"--seq-len must be at least 1 (got {request.seq_len})")
+    if request.global_batch < 1:
+        raise UserError(f"--global-batch must be at least 1 (got {request.global_batch})")
+    if request.gpus.gpus is not None and request.gpus.gpus < 1:
+        raise UserError(f"--gpus must be at least 1 (got {request.gpus.gpus})")
+
+
+@dataclass
+class TrainOption:
+    """One offering's answer: its best node count and layout, or why it cannot run the job."""
+
+    offering: str
+    provider: str
+    gpu: str
+    gpus_per_node: int
+    price_per_hour: float | None
+    feasible: bool = False
+    reason: str | None = None
+    nodes: int | None = None
+    gpus: int | None = None
+    parallelism: dict[str, Any] | None = None
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    time_to_train_s: float | None = None
+    cost_usd: float | None = None
+    mfu: float | None = None
+    memory_gib_per_gpu: float | None = None
+    memory_gib_available: float | None = None
+    bottleneck: str | None = None
+    bottleneck_detail: str | None = None
+    breakdown: dict[str, float] | None = None
+    measured_profile: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Plan:
+    """What will be evaluated for one offering."""
+
+    offering: Offering
+    tiers: CommTiers
+    key: Hashable
+    counts: list[int]
+    reason: str | None
+    profile: str | None
+
+
+@dataclass
+class TrainAdvice:
+    """Every offering's option, feasible ones first in objective order, and how much was searched."""
+
+    request: TrainRequest
+    rows: list[TrainOption]
+    layouts_enumerated: int
+    layouts_priced: int
+
+    @property
+    def feasible(self) -> list[TrainOption]:
+        """Options that run the job within the limits, best first."""
+        return [r for r in self.rows if r.feasible]
+
+    @property
+    def infeasible(self) -> list[TrainOption]:
+        """Options that cannot, nearest misses first."""
+        return [r for r in self.rows if not r.feasible]
+
+
+def _plan(offering: Offering, request: TrainRequest, tiers_cache: dict[Hashable, CommTiers]) -> _Plan:
+    node = offering.system.node
+    measured = measured_system(offering)
+    if measured is not None:
+        key: Hashable = (node, "profile", measured.profile)
+        tiers = measured.tiers
+    else:
+        key = node
+        tiers = tiers_cache.setdefault(node, comm_tiers(offering.system))
+    if request.precision == "fp8" and node.gpu.fp8_dense_tflops is None:
+        return _Plan(offering, tiers, key, [], f"no FP8 tensor cores on {node.gpu.id}", None)
+    counts, reason = bookable_node_counts(offering, tiers, request.gpus)
+    return _Plan(offering, tiers, key, counts, reason, measured.profile if measured else None)
+
+
+def _evaluate(pool: LayoutPool, plans: list[_Plan]) -> dict[Hashable, NodeTypeResult]:
+    """One batched search per distinct node type, over every node count any of its offerings needs."""
+    wanted: dict[Hashable, set[int]] = defaultdict(set)
+    first: dict[Hashable, _Plan] = {}
+    for plan in plans:
+        if plan.counts:
+            wanted[plan.key].update(plan.counts)
+            first.setdefault(plan.key, plan)
+    return {key: evaluate_node_type(pool, first[key].offering.system, sorted(counts), first[key].tiers)
+            for key, counts in wanted.items()}
+
+
+def _base_option(plan: _Plan) -> TrainOption:
+    o = plan.offering
+    notes = []
+    if plan.profile:
+        notes.append(f"uses measured figures from profile {plan.profile}")
+    if o.price_per_hour is None:
+        notes.append("price unknown")
+    elif "price_per_hour" in o.unconfirmed:
+        notes.append("price unconfirmed")
+    return TrainOption(offering=o.id, provider=o.provider, gpu=o.system.node.gpu.id,
+                       gpus_per_node=o.system.node.gpus, price_per_hour=o.price_per_hour,
+                       measured_profile=plan.profile, notes=notes)
+
+
+def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: TrainRequest) -> TrainOption:
+    option = _base_option(plan)
+    time_s = request.tokens / prediction.tokens_per_s
+    price = plan.offering.price_per_hour
+    option.feasible = True
+    option.nodes, option.gpus = nodes, nodes * option.gpus_per_node
+    option.parallelism = prediction.parallelism
+    option.step_time_s, option.tokens_per_s = prediction.step_time_s, prediction.tokens_per_s
+    option.time_to_train_s = time_s
+    option.cost_usd = None if price is None else price * nodes * time_s / 3600.0
+    option.mfu, option.breakdown = prediction.mfu, prediction.breakdown
+    option.memory_gib_per_gpu = prediction.memory_gib_per_gpu
+    option.memory_gib_available = prediction.memory_gib_available
+    option.bottleneck = bottleneck_label(prediction.breakdown, prediction.step_time_s)
+    option.bottleneck_detail = prediction.bottleneck
+    if nodes > 1 and plan.offering.multi_node is None:
+        option.notes.append("multi-node booking unconfirmed")
+    return option
+
+
+def _best(options: list[TrainOption], objective: Objective) -> TrainOption:
+    """Best by the objective; under cost, near-ties (COST_TIE) go to the fastest."""
+    priced = [o for o in options if o.cost_usd is not None]
+    if objective is Objective.TIME or not priced:
+        return min(options, key=lambda o: rank_key(Objective.TIME, o.time_to_train_s or 0.0, o.cost_usd))
+    cheapest = min(o.cost_usd or 0.0 for o in priced)
+    ties = [o for o in priced if (o.cost_usd or 0.0) <= cheapest * (1.0 + COST_TIE)]
+    return min(ties, key=lambda o: o.time_to_train_s or 0.0)
+
+
+def _choose(options: list[TrainOption], request: TrainRequest) -> TrainOption:
+    """The best option within the limits, else the nearest miss, marked infeasible with its reasons."""
+    limits = request.limits
+    within = [o for o in options if not limits.misses(o.time_to_train_s or 0.0, o.cost_usd)]
+    if within:
+        return _best(within, request.objective)
+    nearest = min(options, key=lambda o: (limits.excess(o.time_to_train_s or 0.0, o.cost_usd),
+                                          rank_key(request.objective, o.time_to_train_s or 0.0, o.cost_usd)))
+    nearest.feasible = False
+    nearest.reason = "; ".join(limits.misses(nearest.time_to_train_s or 0.0, nearest.cost_usd))
+    return nearest
+
+
+def _no_fit(plan: _Plan, result: NodeTypeResult) -> TrainOption:
+    option = _base_option(plan)
+    needs = [(c.min_memory_gib, n) for n, c in result.counts.items()
+             if n in plan.counts and c.min_memory_gib is not None]
+    if not needs:
+        option.reason = "no valid layout at these GPU counts (the global batch or the model's heads and layers " \
+                        "do not divide evenly)"
+        return option
+    memory, nodes = min(needs)
+    usable = usable_memory_gib(plan.offering.system)
+    option.memory_gib_per_gpu, option.memory_gib_available = memory, usable
+    option.reason = f"does not fit in memory: needs {memory:.0f} GiB per GPU at best " \
+                    f"(at {nodes * option.gpus_per_node} GPUs), {usable:.0f} GiB usable"
+    return option
+
+
+def _row(plan: _Plan, results: dict[Hashable, NodeTypeResult], request: TrainRequest) -> TrainOption:
+    if not plan.counts:
+        option = _base_option(plan)
+        option.reason = plan.reason
+        return option
+    result = results[plan.key]
+    job = request.job()
+    options = []
+    for nodes in plan.counts:
+        best = result.counts[nodes].best
+        if best is not None and result.search is not None:
+            system = plan.offering.system.with_nodes(nodes)
+            options.append(_candidate(plan, nodes, summarize(job, system, result.search, best), request))
+    return _choose(options, request) if options else _no_fit(plan, result)
+
+
+def _sort(rows: list[TrainOption], request: TrainRequest) -> list[TrainOption]:
+    """Feasible by the objective; near misses by how far they miss; the rest by memory short, then name."""
+    def objective_key(r: TrainOption) -> tuple[float, float, float]:
+        return rank_key(request.objective, r.time_to_train_s or 0.0, r.cost_usd)
+
+    feasible = sorted((r for r in rows if r.feasible), key=lambda r: (objective_key(r), r.offering))
+    predicted = [r for r in rows if not r.feasible and r.time_to_train_s is not None]
+    predicted.sort(key=lambda r: (request.limits.excess(r.time_to_train_s or 0.0, r.cost_usd), objective_key(r)))
+    rest = [r for r in rows if not r.feasible and r.time_to_train_s is None]
+    rest.sort(key=lambda r: (_memory_ratio(r), r.offering))
+    return feasible + predicted + rest
+
+
+def _memory_ratio(row: TrainOption) -> float:
+    if row.memory_gib_per_gpu is None or not row.memory_gib_available:
+        return float("inf")
+    return row.memory_gib_per_gpu / row.memory_gib_available
+
+
+def advise_train(request: TrainRequest, offerings: list[Offering]) -> TrainAdvice:
+    """Rank `offerings` for the training job in `request`."""
+    validate_train_request(request)
+    pool = LayoutPool(request.job(), LayoutRequest())
+    tiers_cache: dict[Hashable, CommTiers] = {}
+    plans = [_plan(o, request, tiers_cache) for o in offerings]
+    results = _evaluate(pool, plans)
+    rows = [_row(plan, results, request) for plan in plans]
+    enumerated = sum(c.enumerated for r in results.values() for c in r.counts.values())
+    priced = sum(r.priced for r in results.values())
+    return TrainAdvice(request, _sort(rows, request), enumerated, priced)

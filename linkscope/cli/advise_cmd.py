@@ -1,0 +1,205 @@
+"""`linkscope advise train|infer`: what to rent for a job, and how to lay it out. Parsing and printing only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from linkscope.advise.bookable import GpuRequest
+from linkscope.advise.infer import InferOption, InferRequest, advise_infer
+from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, default_global_batch, parse_count, parse_duration_s,
+                                     parse_gpu_range, parse_money_usd)
+from linkscope.advise.interconnect import InterconnectComparison, compare_interconnect
+from linkscope.advise.objective import Limits, parse_objective
+from linkscope.advise.output import infer_json, select_train, train_json
+from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
+from linkscope.cli.common import console, print_json, user_errors
+from linkscope.hardware.catalog import OfferingFilter, filter_offerings
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.loader import HardwareDB, load_db
+from linkscope.hardware.offering import Offering
+from linkscope.model.transformer import load_model
+from linkscope.report.advise import (infer_table, interconnect_table, reasons_table, train_header, train_table,
+                                     winner_text)
+
+advise_app = typer.Typer(help="Rank cloud offerings for a training or serving job, each with its best layout.",
+                         no_args_is_help=True)
+
+# The catalog filters, as `linkscope catalog` has them.
+GpuOpt = typer.Option(None, "--gpu", help="GPU id, alias or family (H100 matches every H100 variant).")
+MinGpusOpt = typer.Option(None, "--min-gpus", help="At least this many GPUs per node.")
+NvlinkOpt = typer.Option(False, "--nvlink", help="Any NVLink inside the node.")
+NvswitchOpt = typer.Option(False, "--nvswitch", help="NVSwitch inside the node.")
+IbOpt = typer.Option(False, "--ib", help="InfiniBand between nodes.")
+RdmaOpt = typer.Option(False, "--rdma", help="GPUDirect RDMA between nodes (InfiniBand, RoCE or EFA).")
+FabricOpt = typer.Option(None, "--fabric", help="Scale-out fabric: infiniband, roce, efa, tcp or none.")
+MinScaleOutOpt = typer.Option(None, "--min-scale-out-gbit", help="Scale-out Gbit/s per node, at least.")
+ProviderOpt = typer.Option(None, "--provider", help="Provider(s), comma-separated.")
+MaxPriceOpt = typer.Option(None, "--max-price-per-gpu-hour", help="On-demand USD per GPU-hour, at most.")
+MultiNodeOpt = typer.Option(False, "--multi-node", help="Only offerings bookable as multi-node clusters.")
+CatalogOpt = typer.Option(None, "--catalog", help="Extra data file(s) with offerings, presets or GPUs.")
+TopOpt = typer.Option(10, "--top", help="Show the best K offerings.")
+AllOpt = typer.Option(False, "--all", help="Also list every offering that cannot run the job, with the reason.")
+JsonOpt = typer.Option(False, "--json", help="JSON instead of tables.")
+
+
+def _offerings(db: HardwareDB, f: OfferingFilter) -> list[Offering]:
+    return filter_offerings(db.offerings.values(), f, db)
+
+
+def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
+    if gpus is not None and gpus_range is not None:
+        raise UserError("--gpus and --gpus-range: give one or the other")
+    if gpus is not None:
+        if gpus < 1:
+            raise UserError(f"--gpus must be at least 1 (got {gpus})")
+        return GpuRequest(gpus=gpus)
+    low, high = parse_gpu_range(gpus_range) if gpus_range else DEFAULT_GPU_RANGE
+    return GpuRequest(None, low, high)
+
+
+def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | None, seq_len: int | None,
+                   global_batch: int | None, deadline: str | None, budget: str | None, objective: str,
+                   precision: str) -> TrainRequest:
+    config = load_model(model)
+    length = seq_len if seq_len is not None else config.seq_len
+    return TrainRequest(
+        model=config, tokens=parse_count(tokens, "--tokens"),
+        global_batch=global_batch if global_batch is not None else default_global_batch(max(length, 1)),
+        seq_len=length, gpus=_gpu_request(gpus, gpus_range), objective=parse_objective(objective),
+        limits=Limits(parse_duration_s(deadline) if deadline else None,
+                      parse_money_usd(budget) if budget else None),
+        precision=precision, global_batch_is_default=global_batch is None)
+
+
+def _print_train(advice: TrainAdvice, top: int, show_all: bool) -> None:
+    selection = select_train(advice, top, show_all)
+    console.print(train_header(advice), highlight=False)
+    if selection.top:
+        title = f"{len(advice.feasible)} of {len(advice.rows)} offerings can run it; best {len(selection.top)}"
+        console.print(train_table(selection.top, title))
+        console.print(winner_text(selection.top[0]), highlight=False)
+    elif not advice.rows:
+        console.print("No offering matches these filters.")
+    else:
+        console.print("[bold]No offering can run this job as asked[/] (GPU count, memory, deadline, budget). "
+                      "The closest:")
+        console.print(reasons_table(selection.closest, "closest options"))
+    if selection.infeasible:
+        console.print(reasons_table(selection.infeasible, "cannot run this job"))
+    elif selection.hidden_infeasible and selection.top:
+        console.print(f"[dim]{selection.hidden_infeasible} more cannot run it; --all lists them with the reason.[/]")
+    console.print(f"[dim]searched {advice.layouts_enumerated:,} layouts ({advice.layouts_priced:,} that fit memory "
+                  f"priced by the step model) over {len(advice.rows)} offerings[/]", highlight=False)
+
+
+@advise_app.command("train")
+@user_errors
+def train(
+    model: str = typer.Option(..., "--model", help="Model preset (e.g. llama2-70b) or a YAML/JSON file."),
+    tokens: str = typer.Option(..., "--tokens", help="Tokens to train on: 2e12, 300B, 2B (K/M/B/T suffixes)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Exactly this many GPUs (whole nodes)."),
+    gpus_range: Optional[str] = typer.Option(None, "--gpus-range",
+                                             help="Try power-of-two node counts in LOW..HIGH GPUs (default 8..1024)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length (default: the model's)."),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch",
+                                               help="Sequences per step (default ~4M tokens, a power of two)."),
+    deadline: Optional[str] = typer.Option(None, "--deadline", help="Finish within this time: 30d, 36h, 2w."),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Spend at most this many USD: 50000, 50k, 1.2M."),
+    objective: str = typer.Option("cost", "--objective", help="Rank by total cost or total time."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8."),
+    compare: bool = typer.Option(False, "--compare-interconnect",
+                                 help="Also run the winner's job on PCIe/NVLink mesh/NVSwitch x IB/RoCE/EFA/TCP."),
+    gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
+    nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
+    min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
+    max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
+    top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
+) -> None:
+    """Rank offerings for a training job by total cost or time, each with its best layout and node count."""
+    if top < 1:
+        raise UserError(f"--top must be at least 1 (got {top})")
+    db = load_db(extra or [])
+    request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
+                             precision)
+    wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
+                            fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
+                            max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
+    offerings = _offerings(db, wanted)
+    advice = advise_train(request, offerings)
+    winner = advice.feasible[0] if advice.feasible else None
+    comparison = None
+    if compare and winner is not None:
+        comparison = compare_interconnect(request, winner, db.offerings[winner.offering], db)
+    if as_json:
+        print_json(train_json(advice, select_train(advice, top, show_all), comparison))
+        return
+    _print_train(advice, top, show_all)
+    if compare:
+        _print_comparison(comparison)
+
+
+def _print_comparison(comparison: InterconnectComparison | None) -> None:
+    if comparison is None:
+        console.print("No winner to compare interconnects for.")
+        return
+    console.print(interconnect_table(comparison))
+    for note in comparison.notes:
+        console.print(f"[dim]note: {note}[/]", highlight=False)
+
+
+@advise_app.command("infer")
+@user_errors
+def infer(
+    model: str = typer.Option(..., "--model", help="Model preset (e.g. llama3.1-70b) or a YAML/JSON file."),
+    latency_budget: float = typer.Option(..., "--latency-budget",
+                                         help="Tokens per second each user must see (1 / time per output token)."),
+    input_tokens: int = typer.Option(2048, "--input-tokens", help="Prompt length."),
+    output_tokens: int = typer.Option(512, "--output-tokens", help="Answer length."),
+    qps: Optional[float] = typer.Option(None, "--qps", help="Requests per second to serve: sizes the fleet."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8 weights and GEMMs."),
+    gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
+    nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
+    min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
+    max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
+    top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
+) -> None:
+    """Rank offerings for serving a model at a per-user speed, by dollars per million output tokens."""
+    if top < 1:
+        raise UserError(f"--top must be at least 1 (got {top})")
+    db = load_db(extra or [])
+    request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision)
+    wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
+                            fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
+                            max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
+    rows = advise_infer(request, _offerings(db, wanted))
+    if as_json:
+        print_json(infer_json(request, rows, top, show_all))
+    else:
+        _print_infer(request, rows, top, show_all)
+
+
+def _print_infer(request: InferRequest, rows: list[InferOption], top: int, show_all: bool) -> None:
+    feasible = [r for r in rows if r.feasible]
+    infeasible = [r for r in rows if not r.feasible]
+    console.print(f"[bold]{request.model.id}[/] at {request.tokens_per_s_per_user:g} tokens/s per user, "
+                  f"{request.input_tokens} in / {request.output_tokens} out, {request.precision}"
+                  + (f", {request.qps:g} requests/s" if request.qps else ""), highlight=False)
+    if feasible:
+        title = f"{len(feasible)} of {len(rows)} offerings meet the budget; best {min(top, len(feasible))} by $/Mtok"
+        console.print(infer_table(feasible[:top], title, request.qps is not None))
+    else:
+        console.print("[bold]No offering meets this budget.[/] The closest, and why not:" if rows
+                      else "No offering matches these filters.")
+    if infeasible and (show_all or not feasible):
+        shown = infeasible if show_all else infeasible[:top]
+        console.print(reasons_table(shown, "cannot serve it at this budget" if show_all else "closest options"))
+    elif infeasible:
+        console.print(f"[dim]{len(infeasible)} more cannot; --all lists them with the reason.[/]")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `advise train` and `advise infer` to the command line."""
+    app.add_typer(advise_app, name="advise")

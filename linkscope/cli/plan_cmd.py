@@ -1,0 +1,97 @@
+"""`linkscope plan`: lay a job's ranks on a System and print what launchers need. Parsing and printing only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from linkscope.advise.inputs import default_global_batch
+from linkscope.advise.launch import host_names, launch_plan
+from linkscope.advise.placement import Parallelism, group_spans, parse_order
+from linkscope.advise.plan import PlanRequest, PlanResult, make_plan
+from linkscope.cli.common import console, print_json, user_errors
+from linkscope.hardware.loader import load_db
+from linkscope.hardware.resolve import resolve_system
+from linkscope.model.train import Job
+from linkscope.model.transformer import load_model
+from linkscope.report.advise import groups_table, launch_text, plan_summary, rank_map_table
+
+MAP_NODES = 4
+"""Nodes drawn in the rank map and launch lines on the terminal; --json always has all of them."""
+
+
+def _job(model: str | None, seq_len: int | None, global_batch: int | None) -> Job | None:
+    if model is None:
+        return None
+    config = load_model(model)
+    length = seq_len or config.seq_len
+    return Job(model=config, global_batch=global_batch or default_global_batch(length), seq_len=length)
+
+
+def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
+    p = result.placement
+    return {
+        "system": p.system.id, "nodes": p.system.nodes, "gpus_per_node": p.system.node.gpus,
+        "parallelism": dict(p.par.__dict__), "order": p.order_text, "order_reason": result.order_reason,
+        "baseline_order": result.baseline.order_text, "basis": result.basis,
+        "step_time_s": result.step_time_s, "baseline_step_time_s": result.baseline_step_time_s,
+        "layout": result.layout, "ranks": p.rank_rows(),
+        "groups": {d: dict(s.__dict__) for d, s in group_spans(p).items()},
+        "cost": result.cost.as_dict(), "baseline_cost": result.baseline_cost.as_dict(),
+        "rails": {k: {"cross_node_pairs": v[0], "same_rail": v[1]} for k, v in result.rails().items()},
+        "launch": launch_plan(p, hosts).as_dict(), "notes": result.notes,
+    }
+
+
+@user_errors
+def plan(
+    system: str = typer.Option(..., "--system", help="Preset, offering id (aws/p5.48xlarge) or System YAML."),
+    nodes: int = typer.Option(..., "--nodes", help="Nodes of that System."),
+    tp: int = typer.Option(..., "--tp", help="Tensor-parallel size."),
+    pp: int = typer.Option(..., "--pp", help="Pipeline-parallel size."),
+    dp: int = typer.Option(..., "--dp", help="Data-parallel size."),
+    cp: int = typer.Option(1, "--cp", help="Context-parallel size."),
+    model: Optional[str] = typer.Option(None, "--model",
+                                        help="Model preset or file: predicts step times (else bytes-only comparison)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length (default: the model's)."),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="Sequences per step (default ~4M tokens)."),
+    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="Micro-batch size (default: searched)."),
+    zero: int = typer.Option(1, "--zero", help="ZeRO stage 0, 1 (distributed optimizer) or 2."),
+    order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
+    baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
+                                           "(default TP slowest-varying)."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="Host names, comma-separated, one per node."),
+    hostfile: Optional[Path] = typer.Option(None, "--write-hostfile", help="Also write the hostfile here."),
+    as_json: bool = typer.Option(False, "--json", help="JSON with every rank instead of tables."),
+    extra: Optional[list[Path]] = typer.Option(None, "--catalog", help="Extra data file(s)."),
+) -> None:
+    """Place ranks on a topology (TP inside NVLink domains, PP on rails, DP across nodes), print the rank map
+    and launcher inputs, and predict what the placement saves over a naive one."""
+    db = load_db(extra or [])
+    request = PlanRequest(system=resolve_system(system, db), nodes=nodes, par=Parallelism(tp=tp, pp=pp, dp=dp, cp=cp),
+                          order=parse_order(order) if order else None,
+                          baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,
+                          job=_job(model, seq_len, global_batch), micro_batch=micro_batch, zero=zero)
+    result = make_plan(request)
+    names = host_names(hosts, nodes)
+    launch = launch_plan(result.placement, names)
+    if hostfile is not None:
+        hostfile.write_text(launch.hostfile, encoding="utf-8")
+    if as_json:
+        print_json(_json(result, names))
+        return
+    console.print(f"[bold]{result.placement.system.id}[/]: {nodes} node{'s' if nodes > 1 else ''} x "
+                  f"{result.placement.system.node.gpus} "
+                  f"GPUs, tp {tp} x pp {pp} x dp {dp} x cp {cp}", highlight=False)
+    console.print(rank_map_table(result.placement, MAP_NODES))
+    console.print(groups_table(result))
+    console.print(plan_summary(result), highlight=False)
+    # Commands stay on one line each so they can be copied.
+    console.print(launch_text(launch, MAP_NODES), highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `plan` to the command line."""
+    app.command("plan")(plan)

@@ -1,0 +1,259 @@
+"""Terminal views of `advise train`, `advise infer` and `plan`: rich tables sized for a 100-column terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+from linkscope.advise.bottleneck import bottleneck_short
+from linkscope.advise.infer import InferOption
+from linkscope.advise.interconnect import InterconnectComparison
+from linkscope.advise.launch import LaunchPlan
+from linkscope.advise.placement import DIMS, Placement
+from linkscope.advise.plan import PlanResult
+from linkscope.advise.train import TrainAdvice, TrainOption
+
+UNKNOWN = "[dim]unknown[/]"
+
+
+def duration_text(seconds: float | None) -> str:
+    """`42 s`, `18 min`, `5.3 h`, `12.4 d`, `2.1 y`."""
+    if seconds is None:
+        return UNKNOWN
+    for limit, unit, scale in ((120, "s", 1), (7200, "min", 60), (3 * 86400, "h", 3600), (730 * 86400, "d", 86400)):
+        if seconds < limit:
+            value = seconds / scale
+            return f"{value:.0f} {unit}" if value >= 100 or unit in ("s", "min") else f"{value:.1f} {unit}"
+    return f"{seconds / (365 * 86400):.1f} y"
+
+
+def money_text(usd: float | None) -> str:
+    """`$12.50`, `$1,234`, `$335k`, `$2.10M`, or unknown."""
+    if usd is None:
+        return UNKNOWN
+    if usd >= 1e6:
+        return f"${usd / 1e6:,.2f}M"
+    if usd >= 1e5:
+        return f"${usd / 1e3:,.0f}k"
+    return f"${usd:,.0f}" if usd >= 100 else f"${usd:,.2f}"
+
+
+def rate_text(per_s: float | None) -> str:
+    """`412k`, `3.1M` tokens/s."""
+    if per_s is None:
+        return UNKNOWN
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if per_s >= scale:
+            return f"{per_s / scale:.3g}{suffix}"
+    return f"{per_s:.3g}"
+
+
+def count_text(value: float) -> str:
+    """`2B`, `300B`, `1.5T`, as token counts are written."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def layout_text(par: dict[str, Any] | None) -> str:
+    """`tp8 pp4 dp2`, with cp and interleave when used."""
+    if not par:
+        return "-"
+    parts = [f"tp{par['tp']}", f"pp{par['pp']}", f"dp{par['dp']}"]
+    if par.get("cp", 1) > 1:
+        parts.append(f"cp{par['cp']}")
+    if par.get("interleave", 1) > 1:
+        parts.append(f"v{par['interleave']}")
+    return " ".join(parts)
+
+
+def layout_detail(par: dict[str, Any]) -> str:
+    """Every layout choice in words, for the winner's paragraph."""
+    return (f"TP {par['tp']} x PP {par['pp']} x DP {par['dp']}" + (f" x CP {par['cp']}" if par["cp"] > 1 else "")
+            + f", interleave {par['interleave']}, micro-batch {par['micro_batch']}, recompute {par['recompute']}, "
+              f"ZeRO-{par['zero']}" + (", sequence parallel" if par["sequence_parallel"] else ""))
+
+
+def _table(title: str, columns: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, title_justify="left")
+    for name, justify in columns:
+        # Offering ids run to 40 characters; below 20 they fold into unreadable pieces.
+        width = 20 if name == "offering" else None
+        table.add_column(name, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
+    return table
+
+
+def train_table(rows: list[TrainOption], title: str) -> Table:
+    """Feasible options, one row each, in ranking order."""
+    table = _table(title, [("#", "right"), ("offering", "left"), ("GPUs", "right"), ("layout", "left"),
+                           ("step", "right"), ("time", "right"), ("cost", "right"), ("MFU", "right"),
+                           ("bottleneck", "left")])
+    for i, r in enumerate(rows, 1):
+        cost = money_text(r.cost_usd)
+        if "price unconfirmed" in r.notes:
+            cost += "?"
+        mark = "*" if r.measured_profile else ""
+        table.add_row(str(i), r.offering + mark, str(r.gpus), layout_text(r.parallelism),
+                      _seconds(r.step_time_s or 0.0), duration_text(r.time_to_train_s), cost,
+                      f"{(r.mfu or 0):.0%}", _short(r))
+    return table
+
+
+def _short(r: TrainOption) -> str:
+    if r.breakdown is None or r.step_time_s is None:
+        return "-"
+    return bottleneck_short(r.breakdown, r.step_time_s)
+
+
+def reasons_table(rows: list[TrainOption] | list[InferOption], title: str) -> Table:
+    """Options that cannot run the job, with the reason."""
+    table = _table(title, [("offering", "left"), ("reason", "left")])
+    for r in rows:
+        table.add_row(r.offering, r.reason or "-")
+    return table
+
+
+def train_header(advice: TrainAdvice) -> str:
+    """What was asked, including every default that was filled in."""
+    req = advice.request
+    batch_tokens = req.global_batch * req.seq_len
+    default = " (default ~4M tokens; --global-batch to change)" if req.global_batch_is_default else ""
+    limits = []
+    if req.limits.deadline_s is not None:
+        limits.append(f"deadline {duration_text(req.limits.deadline_s)}")
+    if req.limits.budget_usd is not None:
+        limits.append(f"budget {money_text(req.limits.budget_usd)}")
+    return (f"[bold]{req.model.id}[/], {count_text(req.tokens)} tokens, {req.precision}, {req.gpus.describe()}, "
+            f"ranked by total {req.objective.value}" + (f", {', '.join(limits)}" if limits else "") + "\n"
+            f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}")
+
+
+def winner_text(r: TrainOption) -> str:
+    """The best option in full sentences (a feasible option: every field is set)."""
+    if r.parallelism is None:
+        return f"{r.offering}: {r.reason}"
+    nodes = f"{r.nodes} node{'s' if (r.nodes or 0) > 1 else ''} x {r.gpus_per_node} {r.gpu}"
+    lines = [f"[bold]Best: {r.offering}[/] ({nodes})",
+             f"  layout: {layout_detail(r.parallelism)}",
+             f"  {r.step_time_s:.2f} s per step, {rate_text(r.tokens_per_s)} tokens/s, MFU {(r.mfu or 0):.0%}, "
+             f"{r.memory_gib_per_gpu:.0f} of {r.memory_gib_available:.0f} GiB per GPU",
+             f"  time to train {duration_text(r.time_to_train_s)}, cost {money_text(r.cost_usd)}"
+             + (f" at ${r.price_per_hour:,.2f} per node-hour" if r.price_per_hour is not None else ""),
+             f"  bottleneck: {r.bottleneck_detail}"]
+    lines += [f"  note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+def interconnect_table(c: InterconnectComparison) -> Table:
+    """The winner's job on every interconnect, relative to the offering as offered."""
+    title = f"What if: {c.offering} ({c.nodes} x {c.gpu} nodes) with another interconnect"
+    table = _table(title, [("in the node", "left"), ("between nodes", "left"), ("layout", "left"),
+                           ("step", "right"), ("time", "right"), ("cost", "right"), ("vs offered", "right")])
+    for v in c.variants:
+        change = "as offered" if v.as_offered else ("-" if v.time_change is None else f"{v.time_change:+.0%}")
+        step = "-" if v.step_time_s is None else f"{v.step_time_s:.2f} s"
+        table.add_row(v.scale_up, v.scale_out, layout_text(v.parallelism), step, duration_text(v.time_to_train_s),
+                      money_text(v.cost_usd), change, style="bold" if v.as_offered else None)
+    return table
+
+
+def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
+    """Feasible serving options by $/Mtok."""
+    columns = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
+               ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right")]
+    if with_qps:
+        columns += [("repl", "right"), ("nodes", "right"), ("$/h", "right")]
+    table = _table(title, columns)
+    for i, r in enumerate(rows, 1):
+        price = UNKNOWN if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:.2f}"
+        layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "")
+        cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
+                 f"{r.tokens_per_s_per_gpu:.0f}", price]
+        if with_qps:
+            cells += [str(r.replicas), str(r.nodes_needed), money_text(r.fleet_usd_per_hour)]
+        table.add_row(*cells)
+    return table
+
+
+def rank_map_table(p: Placement, max_nodes: int, max_gpus: int = 8) -> Table:
+    """Nodes as rows, GPUs as columns; each cell the rank and its coordinates (dims of size 1 left out).
+    Large Systems show their first nodes and GPUs only (72-GPU NVL72 nodes would not fit a terminal)."""
+    gpn = min(p.system.node.gpus, max_gpus)
+    dims = [d for d in DIMS if p.par.size(d) > 1]
+    shown = min(p.system.nodes, max_nodes)
+    cut = [f"first {shown} of {p.system.nodes} nodes" if shown < p.system.nodes else "",
+           f"first {gpn} of {p.system.node.gpus} GPUs per node" if gpn < p.system.node.gpus else ""]
+    cut_text = "; ".join(c for c in cut if c)
+    title = f"rank map, order {p.order_text} (fastest first)" + (f"; {cut_text} (--json has all)" if cut_text else "")
+    table = _table(title, [("node", "left")] + [(f"GPU{g}", "left") for g in range(gpn)])
+    by_slot = {(int(p.node[r]), int(p.gpu[r])): r for r in range(p.par.world)}
+    for n in range(shown):
+        cells = []
+        for g in range(gpn):
+            r = by_slot[(n, g)]
+            coords = " ".join(f"{d[0]}{int(p.coords[d][r])}" for d in dims)
+            cells.append(f"r{r}\n[dim]{coords}[/]")
+        table.add_row(f"node{n}", *cells)
+    return table
+
+
+def groups_table(result: PlanResult) -> Table:
+    """Each kind of group under both placements: nodes spanned, what bounds it, and its time."""
+    per = "per step" if result.basis == "step" else "per 64 MiB op"
+    table = _table(f"collectives {per}: {result.placement.order_text} vs naive {result.baseline.order_text}",
+                   [("group", "left"), ("ranks", "right"), ("nodes", "right"), ("link", "left"),
+                    ("time", "right"), ("naive nodes", "right"), ("naive link", "left"), ("naive time", "right")])
+    for dim in DIMS:
+        a, b = result.cost.dims[dim], result.baseline_cost.dims[dim]
+        if a.ranks <= 1:
+            continue
+        table.add_row(dim.upper(), str(a.ranks), str(a.nodes), a.limit, _seconds(a.time_s), str(b.nodes), b.limit,
+                      _seconds(b.time_s))
+    return table
+
+
+def _seconds(value: float) -> str:
+    """`12.3 ms`, `4.56 s`, `123 s`."""
+    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def plan_summary(result: PlanResult) -> str:
+    """The verdict: predicted step times (with a model) or collective times (without), and the rails."""
+    lines = [f"placement: order {result.placement.order_text} ({result.order_reason})"]
+    if result.basis == "step" and result.step_time_s is not None and result.baseline_step_time_s is not None:
+        delta = result.baseline_step_time_s - result.step_time_s
+        lines.append(f"predicted step: {result.step_time_s:.3g} s; naive {result.baseline.order_text}: "
+                     f"{result.baseline_step_time_s:.3g} s ({delta:+.3g} s, "
+                     f"{result.baseline_step_time_s / result.step_time_s - 1:+.0%})")
+        if result.layout:
+            lines.append(f"step model's layout: {layout_detail(result.layout)}")
+    else:
+        slower = [f"{d.upper()} {result.baseline_cost.dims[d].time_s / c.time_s:.1f}x"
+                  for d, c in result.cost.dims.items() if c.time_s > 0]
+        lines.append(f"naive placement, time for the same bytes: {', '.join(slower)} "
+                     "(give --model for predicted step times)")
+    rails = result.rails()
+    crossing, same = rails["placement"]
+    if crossing:
+        lines.append(f"pipeline neighbours across nodes on the same rail: {same} of {crossing} pairs")
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def launch_text(plan: LaunchPlan, max_nodes: int) -> str:
+    """Hostfile, per-node CUDA_VISIBLE_DEVICES and torchrun lines, Megatron arguments."""
+    shown = plan.torchrun[:max_nodes]
+    more = len(plan.torchrun) - len(shown)
+    lines = ["[bold]hostfile[/] (DeepSpeed/MPI style):", *("  " + h for h in plan.hostfile.splitlines()[:max_nodes])]
+    if more:
+        lines.append(f"  ... {more} more")
+    lines += ["[bold]per node[/] (torchrun numbers ranks node-major: rank = node x GPUs per node + local rank):",
+              *("  " + t for t in shown)]
+    if more:
+        lines.append(f"  ... {more} more (--json has every node)")
+    lines += ["[bold]Megatron-LM[/]: " + plan.megatron_args + f"  (rank order {plan.order}, "
+              "Megatron-Core `order=`)"]
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""The `advise` and `plan` commands: JSON keys, readable tables, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner, Result
+
+from linkscope.cli import advise_cmd, plan_cmd
+
+TRAIN = ["advise", "train", "--model", "llama2-7b", "--tokens", "2B", "--gpus", "16", "--provider", "aws,nebius"]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer(pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _root() -> None:
+        """linkscope."""
+
+    advise_cmd.register(app)
+    plan_cmd.register(app)
+    return app
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(_app(), list(args), catch_exceptions=False, env={"COLUMNS": "100"})
+
+
+def test_train_json_rows_carry_the_documented_keys() -> None:
+    result = run(*TRAIN, "--json", "--all")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["request"]["global_batch"] == 1024 and doc["request"]["global_batch_is_default"]
+    assert doc["request"]["tokens"] == 2e9
+    keys = {"offering", "nodes", "gpus", "parallelism", "step_time_s", "time_to_train_s", "cost_usd", "mfu",
+            "bottleneck", "feasible", "reason"}
+    assert doc["rows"] and all(keys <= set(row) for row in doc["rows"])
+    feasible = [r for r in doc["rows"] if r["feasible"]]
+    assert [r["cost_usd"] for r in feasible if r["cost_usd"] is not None] == sorted(
+        r["cost_usd"] for r in feasible if r["cost_usd"] is not None)
+    assert all(r["gpus"] == 16 and r["nodes"] == 2 for r in feasible)
+
+
+def test_train_table_fits_a_100_column_terminal_and_names_the_winner() -> None:
+    result = run(*TRAIN, "--top", "3")
+    assert result.exit_code == 0, result.stderr
+    assert "Best: " in result.stdout and "ranked by total cost" in result.stdout
+    assert "default ~4M tokens" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100
+
+
+def test_compare_interconnect_adds_the_what_if_table() -> None:
+    result = run(*TRAIN, "--compare-interconnect", "--json")
+    doc = json.loads(result.stdout)
+    variants = doc["interconnect"]["variants"]
+    assert variants[0]["as_offered"] and len(variants) == 13
+    text = run(*TRAIN, "--compare-interconnect", "--top", "1").stdout
+    assert "What if" in text and "price held constant" in text
+
+
+def test_nothing_within_the_budget_says_so_with_the_closest_options() -> None:
+    result = run(*TRAIN, "--budget", "1")
+    assert result.exit_code == 0
+    assert "No offering can run this job as asked" in result.stdout
+    assert "over budget" in result.stdout
+    doc = json.loads(run(*TRAIN, "--budget", "1", "--json").stdout)
+    assert doc["rows"] == [] and doc["closest"] and doc["feasible"] == 0
+
+
+def test_an_empty_filter_says_so() -> None:
+    result = run("advise", "train", "--model", "llama2-7b", "--tokens", "1B", "--gpu", "L40S", "--nvswitch")
+    assert result.exit_code == 0
+    assert "No offering matches these filters" in result.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tokens", "lots"], "--tokens"),
+    (["--tokens", "1B", "--gpus-range", "64..8"], "--gpus-range"),
+    (["--tokens", "1B", "--budget", "-5"], "negative"),
+    (["--tokens", "1B", "--deadline", "30"], "--deadline"),
+    (["--tokens", "1B", "--objective", "speed"], "--objective"),
+    (["--tokens", "1B", "--gpus", "8", "--gpus-range", "8..16"], "one or the other"),
+    (["--tokens", "1B", "--fabric", "smoke-signals"], "--fabric"),
+])
+def test_bad_train_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = run("advise", "train", "--model", "llama2-7b", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_model_is_exit_2() -> None:
+    result = run("advise", "train", "--model", "llama9-900b", "--tokens", "1B")
+    assert result.exit_code == 2 and "unknown model" in result.stderr
+
+
+def test_infer_json_and_table() -> None:
+    args = ["advise", "infer", "--model", "llama2-13b", "--latency-budget", "30", "--provider", "nebius,lambda"]
+    doc = json.loads(run(*args, "--qps", "5", "--json").stdout)
+    assert {"offering", "tp", "pp", "batch", "tokens_per_s_per_gpu", "usd_per_million_tokens", "replicas"} <= set(
+        doc["rows"][0])
+    text = run(*args, "--qps", "5").stdout
+    assert "$/Mtok" in text and max(len(line) for line in text.splitlines()) <= 100
+    bad = run("advise", "infer", "--model", "llama2-13b", "--latency-budget", "-3")
+    assert bad.exit_code == 2 and "--latency-budget" in bad.stderr
+
+
+def test_plan_prints_map_hostfile_and_prediction() -> None:
+    result = run("plan", "--system", "dgx-h100", "--nodes", "2", "--tp", "8", "--pp", "1", "--dp", "2",
+                 "--model", "llama2-7b", "--global-batch", "64")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "node0 slots=8" in out and "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 torchrun" in out
+    assert "predicted step" in out and "--tensor-model-parallel-size 8" in out
+
+
+def test_plan_json_lists_every_rank(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    hostfile = tmp_path / "hosts"
+    result = run("plan", "--system", "dgx-h100", "--nodes", "2", "--tp", "4", "--pp", "2", "--dp", "2", "--json",
+                 "--hosts", "h1,h2", "--write-hostfile", str(hostfile))
+    doc = json.loads(result.stdout)
+    assert len(doc["ranks"]) == 16 and doc["groups"]["tp"]["nodes"] == 1
+    assert doc["launch"]["hostfile"] == "h1 slots=8\nh2 slots=8\n" == hostfile.read_text()
+    assert doc["basis"] == "reference" and doc["step_time_s"] is None
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--system", "dgx-h100", "--nodes", "2", "--tp", "8", "--pp", "2", "--dp", "2"], "does not match"),
+    (["--system", "no-such-box", "--nodes", "1", "--tp", "8", "--pp", "1", "--dp", "1"], "unknown System"),
+    (["--system", "dgx-h100", "--nodes", "1", "--tp", "8", "--pp", "1", "--dp", "1", "--order", "tp-dp"], "--order"),
+    (["--system", "dgx-h100", "--nodes", "1", "--tp", "3", "--pp", "1", "--dp", "1"], "does not match"),
+])
+def test_plan_validation_errors_exit_2(args: list[str], message: str) -> None:
+    result = run("plan", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,71 @@
+"""`advise infer`: the best layout per offering at a per-user speed, ranked by dollars per million tokens."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from linkscope.advise.infer import InferOption, InferRequest, advise_infer
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.loader import HardwareDB, load_db
+from linkscope.model.transformer import load_model
+
+IDS = ["aws/p5.48xlarge", "nebius/gpu-h100-sxm_8gpu-128vcpu-1600gb", "lambda/gpu_8x_a100",
+       "coreweave/hgx-h100", "hyperstack/8x-h100-sxm"]
+
+
+@pytest.fixture
+def db() -> HardwareDB:
+    return load_db([])
+
+
+def _advise(db: HardwareDB, model: str = "llama2-13b", budget: float = 30.0, **kw: object) -> list[InferOption]:
+    request = InferRequest(load_model(model), budget, input_tokens=1024, output_tokens=256,
+                           **kw)  # type: ignore[arg-type]
+    return advise_infer(request, [db.offerings[i] for i in IDS])
+
+
+def test_ranked_by_dollars_per_million_tokens_with_unknown_prices_after(db: HardwareDB) -> None:
+    rows = _advise(db)
+    feasible = [r for r in rows if r.feasible]
+    priced = [r.usd_per_million_tokens for r in feasible if r.usd_per_million_tokens is not None]
+    assert priced == sorted(priced)
+    assert feasible[-1].offering == "coreweave/hgx-h100" and feasible[-1].usd_per_million_tokens is None
+
+
+def test_each_option_meets_the_budget_inside_one_node_and_prices_follow(db: HardwareDB) -> None:
+    for r in _advise(db):
+        assert r.feasible
+        assert r.tokens_per_s_per_user >= 30.0
+        assert r.pp == 1 and r.gpus_per_node % r.tp == 0
+        if r.price_per_gpu_hour is not None:
+            expected = r.price_per_gpu_hour / (r.tokens_per_s_per_gpu * 3600) * 1e6
+            assert r.usd_per_million_tokens == pytest.approx(expected)
+
+
+def test_a_request_rate_sizes_the_fleet(db: HardwareDB) -> None:
+    for r in _advise(db, qps=20.0):
+        replica = r.tokens_per_s_per_gpu * r.gpus_per_replica
+        assert r.replicas == math.ceil(20.0 * 256 / replica)
+        assert r.nodes_needed == math.ceil(r.replicas * r.gpus_per_replica / r.gpus_per_node)
+
+
+def test_too_fast_a_budget_and_too_big_a_model_give_reasons(db: HardwareDB) -> None:
+    rows = _advise(db, budget=5000.0)
+    assert not any(r.feasible for r in rows)
+    assert all("too slow for 5000 tokens/s per user" in (r.reason or "") for r in rows)
+    big = _advise(db, model="llama3.1-405b")
+    reasons = {r.offering: r.reason or "" for r in big if not r.feasible}
+    assert "more than one node" in reasons["hyperstack/8x-h100-sxm"]
+    across = next(r for r in big if r.offering == "aws/p5.48xlarge")
+    assert across.pp is not None and across.pp > 1
+
+
+def test_bad_values_are_user_errors(db: HardwareDB) -> None:
+    with pytest.raises(UserError, match="--latency-budget"):
+        _advise(db, budget=-1.0)
+    with pytest.raises(UserError, match="--qps"):
+        _advise(db, qps=0.0)
+    with pytest.raises(UserError, match="--precision"):
+        _advise(db, precision="int4")

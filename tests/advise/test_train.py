@@ -1,0 +1,159 @@
+"""`advise train`: ranking by cost or time, the reasons offerings drop out, deadlines and budgets, profiles."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from linkscope.advise.bookable import GpuRequest
+from linkscope.advise.objective import Limits, Objective
+from linkscope.advise.train import TrainAdvice, TrainOption, TrainRequest, _best, advise_train
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.loader import HardwareDB, load_db
+from linkscope.hardware.offering import Offering
+from linkscope.model.calibrate import OpFit, Segment
+from linkscope.model.profiles import new_profile, save_profile
+from linkscope.model.transformer import load_model
+
+SMALL = ["aws/p5.48xlarge", "nebius/gpu-h100-sxm_8gpu-128vcpu-1600gb", "azure/Standard_ND96amsr_A100_v4",
+         "gcp/a2-highgpu-8g", "coreweave/hgx-b200", "lambda/gpu_8x_h100_sxm5", "aws/g6e.48xlarge"]
+
+
+@pytest.fixture
+def db() -> HardwareDB:
+    return load_db([])
+
+
+def _offerings(db: HardwareDB, ids: list[str] = SMALL) -> list[Offering]:
+    return [db.offerings[i] for i in ids]
+
+
+def _request(gpus: GpuRequest, objective: Objective = Objective.COST, limits: Limits = Limits(),
+             model: str = "llama2-7b", tokens: float = 2e10, **kw: object) -> TrainRequest:
+    return TrainRequest(model=load_model(model), tokens=tokens, global_batch=256, seq_len=4096, gpus=gpus,
+                        objective=objective, limits=limits, **kw)  # type: ignore[arg-type]
+
+
+def _row(advice: TrainAdvice, offering: str) -> TrainOption:
+    return next(r for r in advice.rows if r.offering == offering)
+
+
+def test_cost_objective_ranks_by_total_cost_with_unknown_prices_last(db: HardwareDB) -> None:
+    advice = advise_train(_request(GpuRequest(gpus=16)), _offerings(db))
+    priced = [r for r in advice.feasible if r.cost_usd is not None]
+    unpriced = [r for r in advice.feasible if r.cost_usd is None]
+    assert [r.cost_usd for r in priced] == sorted(r.cost_usd for r in priced)  # type: ignore[misc]
+    assert advice.feasible == priced + unpriced
+    assert _row(advice, "coreweave/hgx-b200").feasible and "price unknown" in _row(advice, "coreweave/hgx-b200").notes
+
+
+def test_time_objective_ranks_by_time_and_includes_unpriced_offerings(db: HardwareDB) -> None:
+    advice = advise_train(_request(GpuRequest(gpus=16), Objective.TIME), _offerings(db))
+    times = [r.time_to_train_s for r in advice.feasible]
+    assert times == sorted(times)  # type: ignore[type-var]
+    # B200 nodes are the fastest of the set even though their price is unknown.
+    assert advice.feasible[0].offering == "coreweave/hgx-b200"
+
+
+def test_time_and_cost_follow_from_throughput_and_price(db: HardwareDB) -> None:
+    advice = advise_train(_request(GpuRequest(gpus=16)), _offerings(db, ["aws/p5.48xlarge"]))
+    row = advice.rows[0]
+    assert row.nodes == 2 and row.gpus == 16
+    assert row.time_to_train_s == pytest.approx(2e10 / row.tokens_per_s)  # type: ignore[operator]
+    assert row.cost_usd == pytest.approx(55.04 * 2 * row.time_to_train_s / 3600)  # type: ignore[operator]
+    assert row.parallelism is not None
+    assert row.parallelism["tp"] * row.parallelism["pp"] * row.parallelism["dp"] * row.parallelism["cp"] == 16
+    assert row.bottleneck and row.bottleneck.split()[0].endswith("-bound")
+
+
+def test_reasons_for_offerings_that_cannot_run_the_job(db: HardwareDB) -> None:
+    nebius = db.offerings["nebius/gpu-h100-sxm_8gpu-128vcpu-1600gb"]
+    closed = replace(nebius, id="test/closed", multi_node=False)
+    small = replace(nebius, id="test/small", system=replace(nebius.system, max_nodes=2))
+    offerings = _offerings(db, ["lambda/gpu_8x_h100_sxm5", "aws/g6e.48xlarge"]) + [closed, small]
+    advice = advise_train(_request(GpuRequest(gpus=32)), offerings)
+    reasons = {r.offering: r.reason or "" for r in advice.infeasible}
+    assert "no network between nodes" in reasons["lambda/gpu_8x_h100_sxm5"]
+    assert "NIC rate unknown" in reasons["aws/g6e.48xlarge"]
+    assert "not bookable" in reasons["test/closed"]
+    assert "at most 2 nodes" in reasons["test/small"]
+    assert advice.feasible == []
+
+
+def test_gpu_counts_that_do_not_fill_nodes_and_models_that_fit_nowhere(db: HardwareDB) -> None:
+    advice = advise_train(_request(GpuRequest(gpus=12)), _offerings(db, ["aws/p5.48xlarge"]))
+    assert "do not fill whole nodes of 8" in (advice.rows[0].reason or "")
+    big = advise_train(_request(GpuRequest(gpus=8), model="megatron-1t"), _offerings(db, ["aws/p5.48xlarge"]))
+    assert big.feasible == [] and "does not fit in memory" in (big.rows[0].reason or "")
+
+
+def test_fp8_needs_fp8_tensor_cores(db: HardwareDB) -> None:
+    advice = advise_train(_request(GpuRequest(gpus=8), precision="fp8"),
+                          _offerings(db, ["azure/Standard_ND96amsr_A100_v4", "aws/p5.48xlarge"]))
+    assert "no FP8" in (_row(advice, "azure/Standard_ND96amsr_A100_v4").reason or "")
+    assert _row(advice, "aws/p5.48xlarge").feasible
+
+
+def test_a_deadline_moves_the_choice_to_more_gpus(db: HardwareDB) -> None:
+    # On a 100 Gbit/s TCP network scaling out costs money, so the cheapest count is a small one.
+    offerings = _offerings(db, ["gcp/a2-highgpu-8g"])
+    gpus = GpuRequest(None, 8, 128)
+    free = advise_train(_request(gpus, model="llama2-13b"), offerings).rows[0]
+    deadline_s = (free.time_to_train_s or 0.0) / 3
+    rushed = advise_train(_request(gpus, limits=Limits(deadline_s=deadline_s), model="llama2-13b"), offerings).rows[0]
+    assert rushed.feasible and (rushed.gpus or 0) > (free.gpus or 0)
+    assert (rushed.time_to_train_s or 0.0) <= deadline_s
+    assert (rushed.cost_usd or 0.0) > (free.cost_usd or 0.0)
+
+
+def test_missed_deadlines_and_budgets_are_reasons_and_closest_come_first(db: HardwareDB) -> None:
+    advice = advise_train(_request(GpuRequest(gpus=16), limits=Limits(deadline_s=60.0)), _offerings(db))
+    assert advice.feasible == []
+    missed = [r for r in advice.rows if r.time_to_train_s is not None]
+    assert all("misses the deadline" in (r.reason or "") for r in missed)
+    assert [r.time_to_train_s for r in missed] == sorted(r.time_to_train_s for r in missed)  # type: ignore[misc]
+    assert advice.rows[:len(missed)] == missed
+    broke = advise_train(_request(GpuRequest(gpus=16), limits=Limits(budget_usd=1.0)), _offerings(db))
+    assert broke.feasible == []
+    assert "over budget" in (_row(broke, "aws/p5.48xlarge").reason or "")
+    assert "price unknown" in (_row(broke, "coreweave/hgx-b200").reason or "")
+
+
+def test_budget_keeps_only_offerings_within_it(db: HardwareDB) -> None:
+    everything = advise_train(_request(GpuRequest(gpus=16)), _offerings(db))
+    costs = sorted(r.cost_usd for r in everything.feasible if r.cost_usd is not None)
+    budget = (costs[0] + costs[1]) / 2
+    advice = advise_train(_request(GpuRequest(gpus=16), limits=Limits(budget_usd=budget)), _offerings(db))
+    assert [r.cost_usd for r in advice.feasible] == [costs[0]]
+
+
+def test_near_ties_in_cost_go_to_the_faster_option() -> None:
+    def option(cost: float, time_s: float) -> TrainOption:
+        return TrainOption("x", "p", "g", 8, 1.0, feasible=True, cost_usd=cost, time_to_train_s=time_s)
+
+    slow_cheap, fast_close, fast_dear = option(100.0, 1000.0), option(103.0, 200.0), option(150.0, 100.0)
+    assert _best([slow_cheap, fast_close, fast_dear], Objective.COST) is fast_close
+    assert _best([slow_cheap, fast_close, fast_dear], Objective.TIME) is fast_dear
+
+
+def test_invalid_requests_are_user_errors(db: HardwareDB) -> None:
+    with pytest.raises(UserError, match="--precision"):
+        advise_train(_request(GpuRequest(gpus=8), precision="int3"), _offerings(db))
+    with pytest.raises(UserError, match="--gpus"):
+        advise_train(_request(GpuRequest(gpus=0)), _offerings(db))
+
+
+def test_a_saved_profile_replaces_the_catalog_figures(db: HardwareDB, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LINKSCOPE_PROFILE_DIR", str(tmp_path))
+    offering = db.offerings["aws/p5.48xlarge"]
+    before = advise_train(_request(GpuRequest(gpus=8)), [offering]).rows[0]
+    slow = OpFit("all_reduce", 8, 1, (Segment(20.0, 5.0, float("inf")),), 0.01, 0.02, 12)
+    save_profile(new_profile("p5-measured", "run1", 8, 1, "nccl", {"all_reduce": slow}, offering.system,
+                             offering.id, ""))
+    after = advise_train(_request(GpuRequest(gpus=8)), [offering]).rows[0]
+    assert after.measured_profile == "p5-measured"
+    assert "uses measured figures from profile p5-measured" in after.notes
+    assert (after.step_time_s or 0.0) > (before.step_time_s or 0.0)
