@@ -22,6 +22,13 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "linkscope.cli.systems_cmd",
     "linkscope.cli.catalog_cmd",
+    "linkscope.cli.runs_cmd",
+    "linkscope.cli.probe_cmd",
+    "linkscope.cli.bench_cmd",
+    "linkscope.cli.predict_cmd",
+    "linkscope.cli.calibrate_cmd",
+    "linkscope.cli.advise_cmd",
+    "linkscope.cli.plan_cmd",
 ]
 
 

@@ -1,0 +1,249 @@
+"""Starting local ranks outside torchrun, and watching them.
+
+The parent process owns the run: it spawns one process per rank (multiprocessing `spawn`, file
+rendezvous in a fresh temporary directory), receives rank 0's reports over a queue as each size
+completes, and watches every rank. When a rank dies, stops making progress for `timeout_s`, or the
+user presses Ctrl-C, it stops the other ranks and says which rank and where; whatever rank 0 had
+reported by then has already been handed to the parent (and stored).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue as queue_mod
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from linkscope.hardware.errors import UserError
+
+POLL_S = 0.1
+EXIT_GRACE_S = 1.5
+"""After a rank dies, how long to keep listening for the others' error reports before deciding."""
+PG_TIMEOUT_MARGIN_S = 60.0
+"""The process-group timeout exceeds the watchdog's, so a hang is reported by the watchdog, by rank."""
+
+
+@dataclass
+class Outcome:
+    """How a launch ended."""
+
+    status: str
+    """`complete`, `fault`, `interrupted` or `user_error`."""
+    message: str = ""
+    ranks: list[int] = field(default_factory=list)
+    """The ranks the failure is attributed to."""
+
+
+@dataclass
+class _RankError:
+    rank: int
+    text: str
+    user: bool
+
+
+def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, progress: Any, timeout_s: float) -> None:
+    # The parent handles Ctrl-C and stops the ranks itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from linkscope.bench.comm import init_rank
+    from linkscope.bench.events import NullSink, QueueSink
+    from linkscope.bench.jobs import run_job
+    from linkscope.bench.layout import RankEnv
+
+    env = RankEnv(rank=rank, world=world, local_rank=rank, local_world=world, node_rank=0)
+
+    def publish(value: int) -> None:
+        progress[rank] = value
+
+    try:
+        cfg = job.config
+        ctx = init_rank(env, cfg.run.backend, init_method, timeout_s + PG_TIMEOUT_MARGIN_S, publish,
+                        getattr(cfg, "cudagraph", 0))
+        run_job(job, ctx, QueueSink(q) if rank == 0 else NullSink())
+        ctx.close()
+    except UserError as exc:
+        q.put(("rank_error", rank, str(exc), True))
+        sys.exit(2)
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent, named
+        q.put(("rank_error", rank, f"{type(exc).__name__}: {exc}".strip(), False))
+        sys.exit(1)
+
+
+class _Watch:
+    """Parent-side state: processes, reports, progress counters and when they last moved."""
+
+    def __init__(self, procs: list[Any], q: Any, progress: Any, handler: Callable[[str, tuple], None]) -> None:
+        self.procs = procs
+        self.q = q
+        self.progress = progress
+        self.handler = handler
+        self.errors: list[_RankError] = []
+        self.last_values = list(progress)
+        self.last_move = time.monotonic()
+
+    def pump(self, wait_s: float) -> None:
+        """Handle every queued report, waiting up to `wait_s` for the first."""
+        block = wait_s > 0
+        while True:
+            try:
+                msg = self.q.get(timeout=wait_s) if block else self.q.get_nowait()
+            except (queue_mod.Empty, EOFError, OSError):
+                return
+            block = False
+            if msg[0] == "event":
+                self.handler(msg[1], msg[2])
+            elif msg[0] == "rank_error":
+                self.errors.append(_RankError(msg[1], msg[2], msg[3]))
+
+    def stalled_for(self) -> float:
+        """Seconds since any rank's progress counter last moved."""
+        values = list(self.progress)
+        if values != self.last_values:
+            self.last_values = values
+            self.last_move = time.monotonic()
+        return time.monotonic() - self.last_move
+
+
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _fault_from_exits(watch: _Watch, where: Callable[[int], str]) -> Outcome:
+    """Name the rank(s) behind a failure once some rank has exited non-zero."""
+    user = [e for e in watch.errors if e.user]
+    if user:
+        return Outcome("user_error", user[0].text, [user[0].rank])
+    reported = {e.rank for e in watch.errors}
+    silent = [r for r, p in enumerate(watch.procs) if p.exitcode not in (None, 0) and r not in reported]
+    if silent:
+        parts = [f"rank {r} {_exit_text(watch.procs[r].exitcode)} {where(watch.progress[r])}" for r in silent]
+        return Outcome("fault", "; ".join(parts), silent)
+    first = watch.errors[0] if watch.errors else None
+    if first is None:
+        return Outcome("fault", "a rank exited without a report", [])
+    return Outcome("fault", f"rank {first.rank} failed {where(watch.progress[first.rank])}: {first.text}", [first.rank])
+
+
+def stall_message(values: list[int], timeout_s: float, where: Callable[[int], str]) -> tuple[str, list[int]]:
+    """Name the ranks whose progress counters are behind the others' after a stall of `timeout_s`."""
+    lowest = min(values)
+    laggards = [r for r, v in enumerate(values) if v == lowest]
+    if len(laggards) == len(values):
+        return f"no rank made progress for {timeout_s:g} s {where(lowest)}", laggards
+    names = ", ".join(str(r) for r in laggards)
+    noun = "rank" if len(laggards) == 1 else "ranks"
+    return (f"{noun} {names} stopped making progress for {timeout_s:g} s {where(lowest)}; "
+            "the other ranks waited for it"), laggards
+
+
+def behind_message(values: list[int], where: Callable[[int], str]) -> str:
+    """After a failed collective: which ranks were behind the rest, and where they were last seen."""
+    lowest = min(values)
+    laggards = [r for r, v in enumerate(values) if v == lowest]
+    if len(laggards) == len(values):
+        return ""
+    noun = "rank" if len(laggards) == 1 else "ranks"
+    return f"{noun} {', '.join(str(r) for r in laggards)} last seen {where(lowest)}"
+
+
+def _fault_from_stall(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Outcome:
+    message, ranks = stall_message(list(watch.progress), timeout_s, where)
+    return Outcome("fault", message, ranks)
+
+
+def _monitor(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Outcome:
+    while True:
+        watch.pump(POLL_S)
+        codes = [p.exitcode for p in watch.procs]
+        if any(c not in (None, 0) for c in codes):
+            deadline = time.monotonic() + EXIT_GRACE_S
+            while time.monotonic() < deadline and any(p.exitcode is None for p in watch.procs):
+                watch.pump(POLL_S)
+            watch.pump(0)
+            return _fault_from_exits(watch, where)
+        if all(c == 0 for c in codes):
+            watch.pump(0)
+            return Outcome("complete")
+        if watch.stalled_for() > timeout_s:
+            return _fault_from_stall(watch, timeout_s, where)
+
+
+def _stop(procs: list[Any]) -> None:
+    procs = [p for p in procs if p.pid is not None]  # started ones only
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + 3.0
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM to the parent ends the run like Ctrl-C: ranks stopped, run marked incomplete."""
+
+    def raise_interrupt(signum: int, frame: Any) -> None:
+        raise _Interrupted()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def launch_local(
+    job: Any,
+    nproc: int,
+    timeout_s: float,
+    handler: Callable[[str, tuple], None],
+    where: Callable[[int], str],
+) -> Outcome:
+    """Run `job` on `nproc` local ranks; `handler(method, args)` receives rank 0's reports as they come.
+
+    `where(progress_value)` turns a rank's progress counter into words for messages.
+    """
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    progress = ctx.Array("q", nproc, lock=False)
+    with tempfile.TemporaryDirectory(prefix="linkscope-rdzv-") as tmp:
+        init_method = "file://" + str(Path(tmp) / "rendezvous")
+        procs = [
+            ctx.Process(target=_worker_main, args=(r, nproc, init_method, job, q, progress, timeout_s), daemon=True)
+            for r in range(nproc)
+        ]
+        watch = _Watch(procs, q, progress, handler)
+        with _sigterm_as_interrupt():
+            try:
+                for p in procs:
+                    p.start()
+                outcome = _monitor(watch, timeout_s, where)
+            except (KeyboardInterrupt, _Interrupted):
+                watch.pump(0)
+                outcome = Outcome("interrupted", f"interrupted {where(min(watch.progress))}", [])
+            finally:
+                _stop(procs)
+        watch.pump(0)
+    return outcome

@@ -1,0 +1,174 @@
+"""Rank 0's reports turned into printed lines and stored rows, as they arrive.
+
+The Recorder runs where the store is owned: in the parent process under linkscope's own launcher, in
+rank 0 under torchrun. Each size is committed to the store as soon as its last repeat is measured, so
+a run that dies keeps every size measured so far; `close()` stores what partial repeats there are and
+sets the final status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from linkscope.bench import printer
+from linkscope.bench.events import SizeResult
+from linkscope.bench.layout import RankInfo, distinct_hosts, node_count, rank_groups
+from linkscope.bench.progress import ProgressView
+from linkscope.bench.repeats import aggregate
+from linkscope.results.records import CollectiveRow, PairRow, RunInfo
+from linkscope.results.store import ResultStore, utc_now
+from linkscope.results.textfmt import format_row
+
+EXIT_OK = 0
+EXIT_WRONG = 1
+EXIT_USER_ERROR = 2
+EXIT_FAULT = 3
+
+
+@dataclass
+class RunResult:
+    """How a run ended and what it measured; what `run_bench` and `run_p2p` return."""
+
+    run_id: str
+    db_path: Path
+    status: str
+    """`complete`, `incomplete` or `failed`, as stored."""
+    exit_code: int
+    """0 ok, 1 wrong results, 2 user error, 3 fault, timeout or interrupt."""
+    rows: list[CollectiveRow] = field(default_factory=list)
+    pair_rows: list[PairRow] = field(default_factory=list)
+    error: str | None = None
+    info: RunInfo | None = None
+
+
+Key = tuple[str, int, str]
+
+
+class Recorder:
+    """Receives rank 0's reports (a Sink), prints, stores, and keeps the rows for export."""
+
+    def __init__(self, store: ResultStore, info: RunInfo, cfg: Any, emit: Callable[[str], None], total: int,
+                 to_stdout: bool = False) -> None:
+        """`to_stdout`: `emit` writes to the terminal's stdout, so lines may have to go above a progress bar."""
+        self.store = store
+        self.info = info
+        self.cfg = cfg
+        self._emit = emit
+        self._to_stdout = to_stdout
+        self.progress = ProgressView(total, not cfg.run.quiet, info.kind)
+        self.samples: dict[Key, list[CollectiveRow]] = {}
+        self.stored: list[CollectiveRow] = []
+        self.pairs: list[PairRow] = []
+        self.wrong: list[str] = []
+        self._stored_keys: set[Key] = set()
+        self._op_rows: list[CollectiveRow] = []
+        self.done = False
+
+    def begin(self) -> str:
+        """Create the run in the store (status running) and return its id."""
+        self.info.run_id = self.store.create_run(self.info)
+        return self.info.run_id
+
+    def emit(self, line: str) -> None:
+        """Print one line (nothing with --quiet); above the progress bar when one is showing."""
+        if self.cfg.run.quiet:
+            return
+        if self._to_stdout and self.progress.shares_terminal:
+            self.progress.print_above(line)
+        else:
+            self._emit(line)
+
+    def _lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.emit(line)
+
+    def started(self, infos: list[RankInfo]) -> None:
+        """Record the rank layout and print the run header."""
+        self.info.hosts = distinct_hosts(infos)
+        self.info.world_size = len(infos)
+        self.info.nodes = node_count(infos)
+        self.info.groups = rank_groups(infos)
+        self.store.update_run(self.info.run_id, hosts=self.info.hosts, world_size=self.info.world_size,
+                              nodes=self.info.nodes, groups=self.info.groups)
+        if self.info.kind == "bench":
+            self._lines(printer.run_header(self.cfg, self.info.versions, self.info.backend))
+        self._lines(printer.device_lines(infos))
+
+    def op_started(self, op: str, repeat: int) -> None:
+        """Print the op's marker and column headings."""
+        self._op_rows = []
+        self._lines(printer.op_start_lines(op, repeat, self.cfg.repeat))
+
+    def size_done(self, result: SizeResult) -> None:
+        """Print the row; store the size once its last repeat is in."""
+        out_of_place, in_place = result.rows
+        self._op_rows += result.rows
+        self.emit(format_row(out_of_place, in_place))
+        for placement, by_rank in result.wrong_ranks.items():
+            size = out_of_place.size_bytes
+            self._lines(printer.wrong_lines(result.op, size, placement, by_rank))
+            self.wrong.append(f"{result.op} {size} B {placement.replace('_', '-')} on rank(s) "
+                              + ", ".join(str(r) for r in sorted(by_rank)))
+        for row in result.rows:
+            self.samples.setdefault((row.op, result.size_index, row.placement), []).append(row)
+        if result.repeat == self.cfg.repeat - 1:
+            self._store_size(result.op, result.size_index)
+        self.progress.advance(f"{result.op} {out_of_place.size_bytes} B")
+
+    def _store_size(self, op: str, size_index: int) -> None:
+        keys = [(op, size_index, placement) for placement in ("out_of_place", "in_place")]
+        rows = [aggregate(self.samples[k]) for k in keys if k in self.samples and k not in self._stored_keys]
+        if rows:
+            self.store.add_rows(self.info.run_id, rows)
+            self.stored += rows
+            self._stored_keys.update(keys)
+
+    def op_finished(self, op: str, repeat: int) -> None:
+        """Print the op's footer; after the last repeat of several, the table of means."""
+        self._lines(printer.op_end_lines(op, self._op_rows))
+        if self.cfg.repeat > 1 and repeat == self.cfg.repeat - 1:
+            mine = [r for r in self.stored if r.op == op]
+            self._lines(printer.summary_lines(op, mine, self.cfg.repeat))
+
+    def pair_done(self, row: PairRow) -> None:
+        """Store one pair of the p2p matrix."""
+        self.store.add_pair_rows(self.info.run_id, [row])
+        self.pairs.append(row)
+        self.progress.advance(f"pair {row.src}-{row.dst}")
+
+    def finished(self) -> None:
+        """Every rank has finished the job."""
+        self.done = True
+
+    def dispatch(self, method: str, args: tuple) -> None:
+        """Call a Sink method by name (reports forwarded over the launcher's queue)."""
+        getattr(self, method)(*args)
+
+    def flush_partial(self) -> None:
+        """Store every size measured in fewer repeats than asked (a run that ended early)."""
+        indices = sorted({(op, idx) for op, idx, _ in self.samples})
+        for op, idx in indices:
+            self._store_size(op, idx)
+
+    def close(self, status: str, error: str | None) -> None:
+        """Store what is left, and the final status."""
+        self.progress.close()
+        self.flush_partial()
+        self.info.status = status  # type: ignore[assignment]
+        self.info.error = error
+        self.info.ended_at = utc_now()
+        self.store.finish_run(self.info.run_id, status, error)  # type: ignore[arg-type]
+
+
+def final_status(outcome_status: str, wrong: list[str], message: str) -> tuple[str, int, str | None]:
+    """(stored status, exit code, error text) from how the launch ended and what the checks found."""
+    if outcome_status == "user_error":
+        return "failed", EXIT_USER_ERROR, message
+    if outcome_status in ("fault", "interrupted"):
+        return "incomplete", EXIT_FAULT, message
+    if wrong:
+        return "failed", EXIT_WRONG, "wrong results: " + "; ".join(wrong)
+    return "complete", EXIT_OK, None

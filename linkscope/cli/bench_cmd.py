@@ -1,0 +1,168 @@
+"""`linkscope bench` and `linkscope p2p`: measure collectives (nccl-tests semantics) and the pairwise matrix.
+
+Parsing and printing only. torch is imported inside the commands (through linkscope.bench), so that
+`linkscope --help` and the other commands never pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from linkscope.cli.common import console, err_console, user_errors
+
+if TYPE_CHECKING:
+    from linkscope.bench.config import RunOptions
+    from linkscope.bench.recorder import RunResult
+
+EXIT_CODES = (
+    "Exit codes: 0 ok; 1 wrong results (a correctness check failed); 2 user error (bad option, or "
+    "something the backend cannot do); 3 a rank died, hung past --timeout, or the run was interrupted "
+    "(Ctrl-C, SIGTERM); the sizes measured so far are then stored with status incomplete."
+)
+
+
+def _paragraphs(*parts: str) -> str:
+    # Typer reflows each paragraph itself; hard line breaks inside one would survive as ragged lines.
+    return "\n\n".join(parts)
+
+
+BENCH_HELP = _paragraphs(
+    "Measure collectives exactly as nccl-tests does, and store the results.",
+    "OPS: all_reduce (default), all_gather, reduce_scatter, broadcast, reduce, all_to_all, sendrecv, gather, "
+    "scatter, or all. Rows are printed as each size completes, in nccl-tests' layout, and committed to the "
+    "store as they come.",
+    "Outside torchrun, linkscope starts --nproc local ranks itself (2 CPU ranks with gloo; one per visible GPU "
+    "with nccl). Under torchrun it uses torchrun's ranks and rendezvous, multi-node included: "
+    "`torchrun --nnodes 2 --nproc-per-node 8 ... -m linkscope bench all -e 8G` (see docs/multinode.md).",
+    "Defaults are quick on CPU: -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 -d float -o sum -a 1. On GPUs add e.g. -e 8G "
+    "to reach the bandwidth plateau.",
+    EXIT_CODES,
+)
+
+P2P_HELP = _paragraphs(
+    "Bandwidth and latency between every pair of ranks, one pair at a time, as p2pBandwidthLatencyTest and "
+    "nvbandwidth measure it.",
+    "Unidirectional (row sends to column) and bidirectional (both at once, the two directions added) bandwidth "
+    "in GB/s, and latency (half a round trip of a 16-byte message) in microseconds. On CPU ranks it measures "
+    "the host's loopback; on GPUs, NCCL send/recv. Stored as a run of kind p2p.",
+    EXIT_CODES,
+)
+
+
+def _run_options(backend: str, nproc: Optional[int], timeout: float, label: str, db: Optional[str],
+                 json_file: Optional[str], csv_file: Optional[str], quiet: bool) -> RunOptions:
+    from linkscope.bench.config import RunOptions
+
+    return RunOptions(backend=backend, nproc=nproc, timeout_s=timeout, label=label, db_path=db,
+                      json_path=json_file, csv_path=csv_file, quiet=quiet)
+
+
+def _report_end(result: RunResult) -> None:
+    """Where the run went, and why it failed if it did; then exit with the run's code."""
+    if not result.run_id:  # a torchrun rank other than 0: rank 0 reports
+        raise typer.Exit(result.exit_code)
+    if result.error:
+        err_console.print(f"[bold red]error:[/] {escape(result.error)}", highlight=False, soft_wrap=True)
+    console.print(f"# stored as run {result.run_id} in {result.db_path} (status {result.status})",
+                  highlight=False, soft_wrap=True)
+    raise typer.Exit(result.exit_code)
+
+
+@user_errors
+def bench(
+    ops: Optional[list[str]] = typer.Argument(None, help="Collectives to measure (default all_reduce; `all` = every op)."),
+    min_bytes: str = typer.Option("8", "-b", "--min-bytes", help="Smallest size (K/M/G = powers of 2)."),
+    max_bytes: str = typer.Option("64M", "-e", "--max-bytes", help="Largest size."),
+    step_factor: int = typer.Option(2, "-f", "--step-factor", help="Multiply the size by this each step."),
+    iters: int = typer.Option(20, "-n", "--iters", help="Timed operations per size."),
+    warmup: int = typer.Option(5, "-w", "--warmup", help="Untimed operations before timing each size."),
+    check: int = typer.Option(1, "-c", "--check", help="Correctness-check iterations per size (0 = off)."),
+    dtype: str = typer.Option("float", "-d", "--dtype", help="int8 uint8 int32 int64 half bfloat16 float double."),
+    redop: str = typer.Option("sum", "-o", "--op", help="Reduction: sum prod min max avg."),
+    average: int = typer.Option(1, "-a", "--average", help="Per-rank times: 0 rank 0, 1 mean, 2 min, 3 max."),
+    blocking: int = typer.Option(0, "-z", "--blocking", help="1 = wait and barrier after every operation."),
+    cudagraph: int = typer.Option(0, "-G", "--cudagraph", help="Capture in a CUDA graph, replay N times (nccl)."),
+    root: int = typer.Option(0, "-r", "--root", help="Root rank of broadcast, reduce, gather, scatter."),
+    repeat: int = typer.Option(1, "--repeat", help="Run the whole sweep K times; rows give mean/min/max/stdev."),
+    min_time: float = typer.Option(0.0, "--min-time", help="Raise iterations so each size is timed >= S seconds."),
+    backend: str = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all GPUs)."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
+    label: str = typer.Option("", "--label", help="A name for the run in the store."),
+    db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
+    json_file: Optional[str] = typer.Option(None, "--json", help="Also write nccl-tests' -J JSON (plus linkscope keys)."),
+    csv_file: Optional[str] = typer.Option(None, "--csv", help="Also write one CSV line per size and placement."),
+    quiet: bool = typer.Option(False, "--quiet", help="No table and no progress bar; only the final lines."),
+) -> None:
+    from linkscope.bench.config import BenchConfig
+    from linkscope.bench.runner import run_bench
+    from linkscope.bench.sizes import parse_size
+
+    cfg = BenchConfig(
+        ops=tuple(ops or ("all_reduce",)), min_bytes=parse_size(min_bytes, "-b/--min-bytes"),
+        max_bytes=parse_size(max_bytes, "-e/--max-bytes"), step_factor=step_factor, iters=iters, warmup=warmup,
+        check=check, dtype=dtype, redop=redop, average=average, blocking=blocking, cudagraph=cudagraph, root=root,
+        repeat=repeat, min_time_s=min_time,
+        run=_run_options(backend, nproc, timeout, label, db, json_file, csv_file, quiet),
+    )
+    _report_end(run_bench(cfg))
+
+
+def _matrix_table(values: list[list[Optional[float]]], digits: int) -> Table:
+    table = Table(show_edge=False)
+    table.add_column("src \\ dst", justify="right")
+    for dst in range(len(values)):
+        table.add_column(str(dst), justify="right")
+    for src, row in enumerate(values):
+        table.add_row(str(src), *("-" if v is None else f"{v:.{digits}f}" for v in row))
+    return table
+
+
+def _print_matrices(result: RunResult) -> None:
+    from linkscope.bench.p2p import matrix
+
+    world = result.info.world_size if result.info else 0
+    size = result.pair_rows[0].size_bytes if result.pair_rows else 0
+    for title, field, digits in (
+        (f"Unidirectional bandwidth (GB/s), {size} B messages, row sends to column", "uni_gb_per_s", 2),
+        ("Bidirectional bandwidth (GB/s), both directions added", "bi_gb_per_s", 2),
+        ("Latency (us), half a round trip", "latency_us", 1),
+    ):
+        console.print(f"\n{title}", highlight=False, soft_wrap=True)
+        console.print(_matrix_table(matrix(result.pair_rows, world, field), digits))
+
+
+@user_errors
+def p2p(
+    size: str = typer.Option("32M", "--size", help="Message size for bandwidth (K/M/G = powers of 2)."),
+    iters: int = typer.Option(20, "-n", "--iters", help="Messages per bandwidth measurement."),
+    warmup: int = typer.Option(5, "-w", "--warmup", help="Untimed messages first."),
+    latency_iters: int = typer.Option(100, "--latency-iters", help="Round trips for latency."),
+    backend: str = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all GPUs)."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
+    label: str = typer.Option("", "--label", help="A name for the run in the store."),
+    db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
+    json_file: Optional[str] = typer.Option(None, "--json", help="Also write the run as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", help="No matrices and no progress bar; only the final lines."),
+) -> None:
+    from linkscope.bench.config import P2PConfig
+    from linkscope.bench.runner import run_p2p
+    from linkscope.bench.sizes import parse_size
+
+    cfg = P2PConfig(size_bytes=parse_size(size, "--size"), iters=iters, warmup=warmup, latency_iters=latency_iters,
+                    run=_run_options(backend, nproc, timeout, label, db, json_file, None, quiet))
+    result = run_p2p(cfg)
+    if result.run_id and result.pair_rows and not quiet:
+        _print_matrices(result)
+    _report_end(result)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `bench` and `p2p` to the command line."""
+    app.command("bench", help=BENCH_HELP, short_help="Measure collectives with nccl-tests' semantics; store them.")(bench)
+    app.command("p2p", help=P2P_HELP, short_help="Bandwidth and latency matrices between every pair of ranks.")(p2p)
