@@ -15,6 +15,11 @@ from linkscope.model.profiles import list_profiles, load_profile
 from linkscope.results.store import ResultStore
 
 
+def _busbw(value: float) -> str:
+    # A range whose time does not grow with size is pure latency: its fitted bandwidth is unbounded.
+    return "-" if value > 1e6 else f"{value:.2f}"
+
+
 def _fit_table(report_fits: dict[str, object], title: str) -> Table:
     table = Table(title=title, header_style="bold")
     for name in ("op", "ranks", "sizes", "ranges", "latency (us)", "busbw (GB/s)", "fit error median", "max"):
@@ -23,7 +28,7 @@ def _fit_table(report_fits: dict[str, object], title: str) -> Table:
         segs = fit.segments  # type: ignore[attr-defined]
         table.add_row(op, str(fit.ranks), str(fit.points), str(len(segs)),  # type: ignore[attr-defined]
                       " / ".join(f"{s.alpha_us:.1f}" for s in segs),
-                      " / ".join(f"{s.busbw_gb_per_s:.2f}" for s in segs),
+                      " / ".join(_busbw(s.busbw_gb_per_s) for s in segs),
                       f"{fit.median_error:.1%}", f"{fit.max_error:.1%}")  # type: ignore[attr-defined]
     return table
 

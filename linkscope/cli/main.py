@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "linkscope.cli.bench_cmd",
     "linkscope.cli.predict_cmd",
     "linkscope.cli.calibrate_cmd",
+    "linkscope.cli.demo_cmd",
     "linkscope.cli.advise_cmd",
     "linkscope.cli.plan_cmd",
 ]

@@ -102,7 +102,7 @@ def predict_from_profile(profile: "Profile", op: str, sizes_bytes: list[int],  #
     for nbytes, time_us in zip(sizes_bytes, times):
         algbw = nbytes / (float(time_us) * 1e3)
         out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=fit.nodes,
-                                        algorithm=f"measured ({profile.backend})", protocol="",
+                                        algorithm=f"fit ({profile.backend})", protocol="",
                                         time_us=float(time_us), algbw=algbw, busbw=algbw * factor,
-                                        bottleneck=f"profile {profile.name} (run {profile.run_id})"))
+                                        bottleneck=f"run {profile.run_id}"))
     return out

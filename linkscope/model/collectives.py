@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linkscope.hardware.errors import UserError
-from linkscope.model.params import PROTOCOLS, nccl_tuning, node_count_index
+from linkscope.model.params import PROTOCOLS, nccl_tuning
 from linkscope.model.tiers import CommTiers
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv", "gather",
@@ -57,15 +57,24 @@ class _Shape:
     n: np.ndarray
     nn: np.ndarray
     ppn: np.ndarray
+    labels: bool = True
+    """Also work out protocol and bottleneck names (a layout search needs only times, and strings are slow)."""
 
 
-def _shape(size_bytes: object, ranks: object, nodes: object) -> _Shape:
+def _shape(size_bytes: object, ranks: object, nodes: object, labels: bool = True) -> _Shape:
     size, n, nn = np.broadcast_arrays(np.atleast_1d(np.asarray(size_bytes, dtype=float)),
                                       np.asarray(ranks, dtype=float), np.asarray(nodes, dtype=float))
-    return _Shape(size=size, n=n, nn=nn, ppn=n / nn)
+    return _Shape(size=size, n=n, nn=nn, ppn=n / nn, labels=labels)
+
+
+def _label(s: _Shape, condition: np.ndarray, yes: object, no: object) -> np.ndarray:
+    """np.where on names, skipped (an empty array) when the caller wants times only."""
+    return np.where(condition, yes, no) if s.labels else np.empty(0)
 
 
 def _best(algorithm: str, times: list[np.ndarray], bottlenecks: list[np.ndarray], protos: tuple[str, ...]) -> Candidate:
+    if not bottlenecks[0].size and times[0].size:
+        return Candidate(algorithm, np.minimum.reduce(times), np.empty(0), np.empty(0))
     stack = np.stack(times)
     idx = np.argmin(stack, axis=0)
     time = np.take_along_axis(stack, idx[None], axis=0)[0]
@@ -77,6 +86,8 @@ def _tier_bw(t: CommTiers, s: _Shape) -> tuple[np.ndarray, np.ndarray]:
     """Ring bus bandwidth (min of the intra-node chain and the NICs) and which tier limits it."""
     intra = np.where(s.ppn > 1, t.intra_bw(s.ppn), INF)
     inter = np.where(s.nn > 1, t.inter_bw(s.ppn), INF)
+    if not s.labels:
+        return np.minimum(intra, inter), np.empty(0)
     intra_name = "nvlink" if t.intra_hw == "nvlink" else "pcie"
     if t.intra_hw == "pci":
         socket_bound = (s.ppn > t.gpus_per_node / t.cpu_sockets) & (t.inter_socket_bw_gb_per_s < t.pcie_bw_gb_per_s)
@@ -117,7 +128,7 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     bus, limit = _tier_bw(t, s)
     nsteps, ninter = _steps(op, s)
     ratio = s.n / nsteps if op in ("all_reduce", "all_gather", "reduce_scatter") else 1.0
-    ll_cap = np.asarray(tune.ll_max_bw[t.arch])[np.vectorize(node_count_index)(s.nn.astype(int))]
+    ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)]
     bws = [np.minimum(ll_cap, 0.5 * bus), np.where(_ll128_allowed(t, s), tune.ll128_efficiency * bus, 0.0), bus]
     times, names = [], []
     for proto, bw in enumerate(bws):
@@ -127,7 +138,7 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
             lat = np.where(plateau, lat * tune.ring_plateau_latency_factor[t.arch], lat)
         transfer = np.where(bw > 0, s.size / (1000.0 * bw * ratio), INF)
         times.append(lat + transfer)
-        names.append(np.where(lat > transfer, "latency", limit))
+        names.append(_label(s, lat > transfer, "latency", limit))
     return _best("ring", times, names, PROTOCOLS)
 
 
@@ -137,8 +148,8 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     intra = np.where(s.ppn > 1, t.intra_bw(s.ppn), INF)
     inter = t.inter_bw(s.ppn) * np.where(s.nn <= 2, 2.0, 1.0)
     base = np.minimum(intra, inter)
-    limit = np.where(inter < intra, f"network ({t.fabric})", "nvlink" if t.intra_hw == "nvlink" else "pcie")
-    ll_cap = np.asarray(tune.ll_max_bw[t.arch])[np.vectorize(node_count_index)(s.nn.astype(int))]
+    limit = _label(s, inter < intra, f"network ({t.fabric})", "nvlink" if t.intra_hw == "nvlink" else "pcie")
+    ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)]
     bws = [np.minimum(base / 3.8, ll_cap), np.where(_ll128_allowed(t, s), base * 120 / 128, 0.0),
            base * tune.tree_efficiency]
     log_size = np.clip(np.log2(np.maximum(s.size, 64) / 64).astype(int), 0, 21)
@@ -152,9 +163,18 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
         lat = tune.base_latency_us["tree"][proto] + 2 * ((s.ppn - 1) * intra_lat + np.log2(s.nn) * inter_lat)
         transfer = np.where(algbw > 0, s.size / (1000.0 * algbw), INF)
         times.append(lat + transfer)
-        names.append(np.where(lat > transfer, "latency", limit))
+        names.append(_label(s, lat > transfer, "latency", limit))
     valid = (s.nn > 1) & (op == "all_reduce")
     return _mask(_best("tree", times, names, PROTOCOLS), valid)
+
+
+def _node_index(nodes: np.ndarray) -> np.ndarray:
+    """NCCL's [1 node, 2 nodes, 4+ nodes] table column, elementwise."""
+    return np.where(nodes <= 1, 0, np.where(nodes <= 2, 1, 2))
+
+
+def _simple(s: _Shape) -> np.ndarray:
+    return np.full(s.n.shape, "Simple") if s.labels else np.empty(0)
 
 
 def _mask(c: Candidate, valid: np.ndarray | bool) -> Candidate:
@@ -184,8 +204,8 @@ def nvls(op: str, t: CommTiers, s: _Shape) -> Candidate:
     lat = nccl_tuning().hw_latency_us["nvlink"]["nvls"][2]
     transfer = s.size / (1000.0 * algbw)
     valid = t.nvls & (s.nn <= 1) & (s.n >= 2) & (s.n <= t.domain_size)
-    limit = np.where(lat > transfer, "latency", "nvlink (nvls)")
-    return _mask(Candidate("nvls", lat + transfer, np.full(s.n.shape, "Simple"), limit), valid)
+    limit = _label(s, lat > transfer, "latency", "nvlink (nvls)")
+    return _mask(Candidate("nvls", lat + transfer, _simple(s), limit), valid)
 
 
 def nvls_tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
@@ -200,9 +220,9 @@ def nvls_tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     inter_lat = tune.hw_latency_us["net"]["nvls_tree"][2] + overhead + t.net_latency_us_extra
     lat = tune.hw_latency_us["nvlink"]["nvls_tree"][2] + 2 * np.log2(s.nn) * inter_lat
     time = lat + s.size / (1000.0 * algbw)
-    limit = np.where(inter < intra, f"network ({t.fabric})", "nvlink (nvls)")
+    limit = _label(s, inter < intra, f"network ({t.fabric})", "nvlink (nvls)")
     valid = t.nvls & (s.nn > 1) & (s.ppn >= 2) & (op == "all_reduce")
-    return _mask(Candidate("nvls_tree", time, np.full(s.n.shape, "Simple"), limit), valid)
+    return _mask(Candidate("nvls_tree", time, _simple(s), limit), valid)
 
 
 def collnet(op: str, t: CommTiers, s: _Shape) -> Candidate:
@@ -214,22 +234,22 @@ def collnet(op: str, t: CommTiers, s: _Shape) -> Candidate:
     intra_lat = tune.hw_latency_us[t.intra_hw]["collnet_direct"][2]
     lat = 2 * (s.ppn - 1) * intra_lat + tune.hw_latency_us["net"]["collnet_direct"][2] + t.net_latency_us_extra
     time = lat + np.maximum(intra_t, inter_t)
-    limit = np.where(inter_t > intra_t, f"network ({t.fabric} SHARP)", "nvlink")
+    limit = _label(s, inter_t > intra_t, f"network ({t.fabric} SHARP)", "nvlink")
     valid = t.sharp & (s.nn > 1) & (op == "all_reduce")
-    return _mask(Candidate("collnet", time, np.full(s.n.shape, "Simple"), limit), valid)
+    return _mask(Candidate("collnet", time, _simple(s), limit), valid)
 
 
 def hierarchical(op: str, t: CommTiers, s: _Shape) -> Candidate:
     """Reduce-scatter in the node, all-reduce of each shard across nodes, all-gather in the node (ASTRA-sim style)."""
-    in_node = _Shape(size=s.size, n=s.ppn, nn=np.ones_like(s.nn), ppn=s.ppn)
-    across = _Shape(size=s.size / s.ppn, n=s.nn, nn=s.nn, ppn=np.ones_like(s.ppn))
+    in_node = _Shape(size=s.size, n=s.ppn, nn=np.ones_like(s.nn), ppn=s.ppn, labels=s.labels)
+    across = _Shape(size=s.size / s.ppn, n=s.nn, nn=s.nn, ppn=np.ones_like(s.ppn), labels=s.labels)
     rs, ag = ring("reduce_scatter", t, in_node), ring("all_gather", t, in_node)
     ar = ring("all_reduce", t, across)
     intra_t = np.where(s.ppn > 1, rs.time_us + ag.time_us, 0.0)
     time = intra_t + ar.time_us
-    limit = np.where(ar.time_us > intra_t, ar.bottleneck, rs.bottleneck)
+    limit = _label(s, ar.time_us > intra_t, ar.bottleneck, rs.bottleneck)
     valid = (s.nn > 1) & (op == "all_reduce")
-    return _mask(Candidate("hierarchical", time, np.full(s.n.shape, "Simple"), limit), valid)
+    return _mask(Candidate("hierarchical", time, _simple(s), limit), valid)
 
 
 def _p2p_latency(t: CommTiers, multi_node: np.ndarray) -> np.ndarray:
@@ -253,9 +273,9 @@ def direct(op: str, t: CommTiers, s: _Shape) -> Candidate:
     inter_t = np.where(inter_bytes > 0, inter_bytes / (1000.0 * np.where(s.nn > 1, nic_per_gpu, INF)), 0.0)
     lat = _p2p_latency(t, s.nn > 1)
     time = lat + np.maximum(intra_t, inter_t)
-    limit = np.where(inter_t > intra_t, f"network ({t.fabric})", "nvlink" if t.intra_hw == "nvlink" else "pcie")
-    limit = np.where(lat > np.maximum(intra_t, inter_t), "latency", limit)
-    return Candidate("direct", time, np.full(s.n.shape, "Simple"), limit)
+    limit = _label(s, inter_t > intra_t, f"network ({t.fabric})", "nvlink" if t.intra_hw == "nvlink" else "pcie")
+    limit = _label(s, lat > np.maximum(intra_t, inter_t), "latency", limit)
+    return Candidate("direct", time, _simple(s), limit)
 
 
 _IMPLS = {"ring": ring, "tree": tree, "nvls": nvls, "nvls_tree": nvls_tree, "collnet": collnet,
@@ -263,7 +283,7 @@ _IMPLS = {"ring": ring, "tree": tree, "nvls": nvls, "nvls_tree": nvls_tree, "col
 
 
 def candidates(op: str, tiers: CommTiers, size_bytes: object, ranks: object, nodes: object,
-               algo: str = "auto") -> list[Candidate]:
+               algo: str = "auto", labels: bool = True) -> list[Candidate]:
     """Every algorithm that can run `op` (or just `algo`), each at its best protocol."""
     if op not in OPS:
         raise UserError(f"unknown op '{op}' (choose from {', '.join(OPS)})")
@@ -272,7 +292,7 @@ def candidates(op: str, tiers: CommTiers, size_bytes: object, ranks: object, nod
     allowed = _ALGOS_FOR_OP[op]
     if algo != "auto" and algo not in allowed:
         raise UserError(f"algorithm '{algo}' does not implement {op} (it has: {', '.join(allowed)})")
-    s = _shape(size_bytes, ranks, nodes)
+    s = _shape(size_bytes, ranks, nodes, labels)
     # `auto` mirrors NCCL's tuner, which never picks the textbook hierarchical decomposition.
     chosen = [a for a in allowed if a != "hierarchical"] if algo == "auto" else [algo]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -280,14 +300,20 @@ def candidates(op: str, tiers: CommTiers, size_bytes: object, ranks: object, nod
 
 
 def collective_time(op: str, tiers: CommTiers, size_bytes: object, ranks: object, nodes: object,
-                    algo: str = "auto") -> Candidate:
-    """The fastest candidate per element (or the one asked for). Single-rank collectives take no time."""
-    cands = candidates(op, tiers, size_bytes, ranks, nodes, algo)
+                    algo: str = "auto", labels: bool = True) -> Candidate:
+    """The fastest candidate per element (or the one asked for). Single-rank collectives take no time.
+
+    With `labels=False` only `time_us` is filled: the fast path for layout searches.
+    """
+    cands = candidates(op, tiers, size_bytes, ranks, nodes, algo, labels)
+    n = np.asarray(ranks, dtype=float)
+    if not labels:
+        time = np.minimum.reduce([c.time_us for c in cands])
+        return Candidate("", np.where(n <= 1, 0.0, time), np.empty(0), np.empty(0))
     stack = np.stack([c.time_us for c in cands])
     idx = np.argmin(stack, axis=0)
     pick = lambda attr: np.take_along_axis(np.stack([getattr(c, attr) for c in cands]), idx[None], 0)[0]  # noqa: E731
     time = np.take_along_axis(stack, idx[None], 0)[0]
-    n = np.broadcast_to(np.asarray(ranks, dtype=float), time.shape)
     names = np.asarray([c.algorithm for c in cands])[idx]
-    return Candidate(algorithm=names, time_us=np.where(n <= 1, 0.0, time), protocol=pick("protocol"),
-                     bottleneck=pick("bottleneck"))  # type: ignore[arg-type]
+    return Candidate(algorithm=names, time_us=np.where(np.broadcast_to(n, time.shape) <= 1, 0.0, time),
+                     protocol=pick("protocol"), bottleneck=pick("bottleneck"))  # type: ignore[arg-type]

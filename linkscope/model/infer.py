@@ -60,7 +60,8 @@ class InferEstimate:
 def _allreduce_s(tiers: CommTiers, size: np.ndarray, job: InferJob, gpus_per_node: int) -> np.ndarray:
     ranks = np.full_like(size, job.tp, dtype=float)
     _, nodes = group_span(ranks, np.ones_like(ranks), gpus_per_node)
-    return np.where(job.tp > 1, collective_time("all_reduce", tiers, size, ranks, nodes).time_us * 1e-6, 0.0)
+    time_us = collective_time("all_reduce", tiers, size, ranks, nodes, labels=False).time_us
+    return np.where(job.tp > 1, time_us * 1e-6, 0.0)
 
 
 def _kv_bytes_per_token(job: InferJob) -> float:

@@ -76,7 +76,7 @@ class _Ctx:
 
 def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
     per_node, nodes = group_span(ranks, stride, ctx.system.node.gpus)
-    return collective_time(op, ctx.tiers, size_bytes, ranks, nodes).time_us * 1e-6
+    return collective_time(op, ctx.tiers, size_bytes, ranks, nodes, labels=False).time_us * 1e-6
 
 
 def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:

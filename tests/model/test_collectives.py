@@ -128,3 +128,23 @@ def test_vectorized_over_sizes_and_ranks(db) -> None:
     assert out.time_us.shape == (3,)
     assert np.all(np.diff(out.time_us) > 0)
     assert collective_time("all_reduce", tiers, 2**20, 1, 1).time_us[0] == 0.0
+
+
+def test_predict_collective_cli_json_and_sweep() -> None:
+    import json
+
+    from tests.cli.helpers import run_cli
+
+    one = run_cli("predict", "collective", "--system", "dgx-h100", "--op", "all_gather", "--bytes", "1G",
+                  "--gpus", "16", "--json")
+    assert one.exit_code == 0, one.stderr
+    data = json.loads(one.stdout)
+    assert {"op", "bytes", "gpus", "nodes", "algorithm", "protocol", "time_us", "algbw", "busbw",
+            "bottleneck"} <= set(data)
+    assert (data["bytes"], data["gpus"], data["nodes"]) == (2**30, 16, 2)
+    assert data["busbw"] == pytest.approx(data["algbw"] * 15 / 16)
+    sweep = run_cli("predict", "collective", "--system", "aws/p5.48xlarge", "--bytes", "1M", "--sweep", "--json")
+    rows = json.loads(sweep.stdout)
+    assert [r["bytes"] for r in rows] == [2**k for k in range(3, 21)]
+    bad = run_cli("predict", "collective", "--system", "dgx-a100", "--op", "all_reduce", "--algo", "nvls")
+    assert bad.exit_code == 2 and "nvls" in bad.stderr

@@ -1,0 +1,77 @@
+"""`linkscope demo`: the main job, run as the commands a new user would type, each shown before it runs.
+
+Probe this machine, show the presets and the NVLink + InfiniBand offerings, measure every collective on
+local ranks into the SQLite store, calibrate a profile from that run and predict with it, then predict a
+training step for a preset and ask what to rent.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from linkscope.cli.common import console, fail
+from linkscope.hardware.errors import UserError
+
+
+def _run(app: typer.Typer, args: list[str]) -> int:
+    """Run one linkscope command in-process, echoing it; return its exit code."""
+    console.rule(f"[bold]$ linkscope {' '.join(args)}", align="left")
+    command = typer.main.get_command(app)
+    try:
+        command.main(args, prog_name="linkscope", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    return 0
+
+
+def _latest_run(label: str, db: Path | None) -> str:
+    from linkscope.results.store import ResultStore
+
+    with ResultStore(db) as store:
+        runs = store.list_runs(limit=1, label=label)
+    if not runs:
+        raise UserError(f"the demo sweep '{label}' was not stored")
+    return runs[0].run_id
+
+
+def demo(
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: the user data directory)."),
+    nproc: int = typer.Option(2, help="Local ranks for the sweep."),
+    max_bytes: str = typer.Option("4M", help="Largest message of the quick sweep."),
+) -> None:
+    """Probe, measure every collective on local ranks, store, calibrate, predict and advise."""
+    from linkscope.cli.main import app
+
+    label = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    db_args = ["--db", str(db)] if db else []
+    for args in (["topo"], ["systems"], ["catalog", "--nvlink", "--ib"]):
+        _run(app, args)
+    code = _run(app, ["bench", "all", "-b", "8", "-e", max_bytes, "-f", "4", "-n", "10", "-w", "2", "--nproc",
+                      str(nproc), "--label", label, *db_args])
+    if code != 0:
+        fail(f"the sweep ended with exit code {code}", code)
+    run_id = _latest_run(label, db)
+    profile = f"local-{run_id}"
+    steps = [
+        ["runs", *db_args, "--limit", "3"],
+        ["calibrate", run_id, "--name", profile, *db_args],
+        ["predict", "collective", "--system", f"profile:{profile}", "--op", "all_reduce", "--bytes", max_bytes,
+         "--sweep"],
+        ["predict", "train", "--system", "dgx-h100", "--gpus", "64", "--model", "llama2-70b", "--global-batch",
+         "512"],
+        ["advise", "train", "--model", "llama2-70b", "--tokens", "2B", "--gpus", "64", "--top", "5"],
+    ]
+    for args in steps:
+        if _run(app, args) != 0:
+            fail(f"`linkscope {' '.join(args)}` failed")
+    console.print(f"\nThe sweep is run {run_id} (`linkscope runs show {run_id}`); profile:{profile} predicts "
+                  "collectives on this machine from it.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `demo`."""
+    app.command("demo")(demo)
