@@ -140,4 +140,10 @@ def fit_rows(rows: list[CollectiveRow], ranks: int, nodes: int,
     if not by_op:
         raise UserError("the run has no measured rows to calibrate from")
     return {op: fit_op(op, op_rows[0].world_size or ranks, nodes, [r.size_bytes for r in op_rows],
-                       [r.time_us for r in op_rows]) for op, op_rows in by_op.items()}
+                       [row_time_us(r) for r in op_rows]) for op, op_rows in by_op.items()}
+
+
+def row_time_us(row: CollectiveRow) -> float:
+    """The time to fit: the median over `--repeat` sweeps when there are several (one slow sweep on a busy
+    machine should not bend the curve), else the row's time."""
+    return float(np.median(row.times_us)) if len(row.times_us) > 1 else row.time_us

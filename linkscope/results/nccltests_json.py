@@ -13,6 +13,7 @@ from typing import Any
 
 from linkscope.results.nccltests_model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
                                                nccl_version_from_code)
+from linkscope.results.busbw import OP_TO_BINARY
 from linkscope.results.records import CollectiveRow, Placement
 
 _CONFIG_KEYS = {"nthreads": "nthreads", "ngpus": "ngpus", "minimum_bytes": "min_bytes",
@@ -95,18 +96,40 @@ def _rows(entry: Any, section: NcclTestsSection, iters: int) -> list[CollectiveR
     except (KeyError, TypeError, ValueError) as exc:
         raise _Bad(f"size/count/type/redop/root unreadable ({exc!r})") from None
     rows = []
+    ours = entry.get("linkscope") if isinstance(entry.get("linkscope"), dict) else {}
+    op = _entry_op(entry, ours, section.op)
     for placement in ("out_of_place", "in_place"):
         values = entry.get(placement)
         if values is None:
             continue  # nccl-tests writes null when a placement was not run
-        row = CollectiveRow(op=section.op, size_bytes=size, count=count, dtype=dtype, redop=redop, root=root,
+        row = CollectiveRow(op=op, size_bytes=size, count=count, dtype=dtype, redop=redop, root=root,
                             placement=placement, world_size=section.world_size, iters=iters,
-                            **_measurements(values, placement))
+                            **_measurements(values, placement), **_repeat_stats(ours.get(placement)))
         row.iter_stats = _iter_stats(entry.get(f"{placement}_per_iter", values))
         rows.append(row)
     if not rows:
         raise _Bad("neither out_of_place nor in_place has measurements")
     return rows
+
+
+def _entry_op(entry: dict[str, Any], ours: dict[str, Any], section_op: str) -> str:
+    """The op of one result: the file's binary, else linkscope's own key or nccl-tests' experiment name."""
+    if section_op in OP_TO_BINARY:
+        return section_op
+    for candidate in (ours.get("op"), entry.get("experiment_name")):
+        if isinstance(candidate, str) and candidate in OP_TO_BINARY:
+            return candidate
+    return section_op
+
+
+def _repeat_stats(values: Any) -> dict[str, Any]:
+    """The spread over `--repeat` sweeps that linkscope's own JSON adds to each placement."""
+    if not isinstance(values, dict) or not isinstance(values.get("times_us"), list):
+        return {}
+    times = [float(t) for t in values["times_us"] if isinstance(t, (int, float))]
+    return {"repeats": len(times), "times_us": times, "time_us_min": _number_or_none(values.get("time_us_min")),
+            "time_us_max": _number_or_none(values.get("time_us_max")),
+            "time_us_stdev": _number_or_none(values.get("time_us_stdev"))}
 
 
 def _measurements(values: Any, placement: Placement) -> dict[str, Any]:

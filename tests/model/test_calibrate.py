@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.model.calibrate import fit_op
+from linkscope.model.calibrate import fit_op, row_time_us
 from linkscope.model.collective_predict import predict_from_profile
 from linkscope.model.profiles import calibrated_tiers, load_profile, new_profile, profile_system, save_profile
+from linkscope.results.nccltests_json import parse_nccl_tests_json
+from linkscope.results.records import CollectiveRow
+from tests.cli.helpers import run_cli
 
 SIZES = [2**k for k in range(10, 27)]
 
@@ -66,3 +72,39 @@ def test_cpu_profiles_predict_collectives_only(tmp_path, monkeypatch) -> None:
         profile_system(load_profile("cpu"), load_db(include_user=False))
     with pytest.raises(UserError, match="unknown profile"):
         load_profile("nope")
+
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "bench" / "gloo_all_reduce_2rank_loopback.json"
+
+
+def _fixture_rows(placement: str = "out_of_place") -> list[CollectiveRow]:
+    parsed = parse_nccl_tests_json(json.loads(FIXTURE.read_text()), FIXTURE.name)
+    return [r for r in parsed.rows if r.placement == placement]
+
+
+def test_held_back_sizes_of_a_real_gloo_run_are_predicted_within_15_percent() -> None:
+    rows = sorted(_fixture_rows(), key=lambda r: r.size_bytes)
+    assert len(rows) >= 10 and all(len(r.times_us) == 5 for r in rows)
+    fitted, held_back = rows[::2], rows[1::2]
+    fit = fit_op("all_reduce", 2, 1, [r.size_bytes for r in fitted], [row_time_us(r) for r in fitted])
+    predicted = fit.predict_us([r.size_bytes for r in held_back])
+    for row, time_us in zip(held_back, predicted):
+        measured = row_time_us(row)
+        assert abs(time_us - measured) / measured <= 0.15, (row.size_bytes, time_us, measured)
+
+
+def test_calibrate_a_stored_run_end_to_end(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LINKSCOPE_PROFILE_DIR", str(tmp_path / "profiles"))
+    db = str(tmp_path / "runs.db")
+    imported = run_cli("import", "nccl-tests", str(FIXTURE), "--label", "loopback", "--db", db)
+    assert imported.exit_code == 0, imported.stderr
+    run_id = imported.stdout.split("imported run ")[1].split(":")[0]
+    calibrated = run_cli("calibrate", run_id, "--name", "loopback", "--db", db, "--json")
+    assert calibrated.exit_code == 0, calibrated.stderr
+    report = json.loads(calibrated.stdout)
+    assert report["profile"] == "loopback" and report["fits"]["all_reduce"]["median_error"] < 0.15
+    predicted = run_cli("predict", "collective", "--system", "profile:loopback", "--bytes", "16M", "--json")
+    measured = next(r for r in _fixture_rows() if r.size_bytes == 16 * 2**20)
+    assert json.loads(predicted.stdout)["time_us"] == pytest.approx(float(np.median(measured.times_us)), rel=0.15)
+    missing = run_cli("calibrate", "ffffffff", "--db", db)
+    assert missing.exit_code == 2
