@@ -86,15 +86,28 @@ def gather_rank_logs(ctx: Any) -> dict[str, str]:
     return texts
 
 
-def log_extra(texts: dict[str, str]) -> dict[str, Any]:
-    """What is stored in RunInfo.extra['nccl_log']: the files and, where available, their analysis."""
+def _expectations(system: dict[str, Any] | None) -> Any:
+    """What the probed System promises (NVLink, an RDMA fabric, NVLS), so fallbacks are called fallbacks."""
+    if not system:
+        return None
+    from linkscope.hardware.loader import load_db
+    from linkscope.hardware.serialize import system_from_dict
+    from linkscope.probe import Expectations
+
+    return Expectations.from_system(system_from_dict(system, load_db().gpu))
+
+
+def log_extra(texts: dict[str, str], system: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What is stored in RunInfo.extra['nccl_log']: the files and, where available, their analysis against
+    what the probed System promises."""
     out: dict[str, Any] = {"files": texts}
     try:
         from linkscope.probe import analyse_nccl_log
     except ImportError:
         return out
     try:
-        out["analysis"] = analyse_nccl_log("\n".join(texts.values()), source="linkscope bench").to_dict()
+        out["analysis"] = analyse_nccl_log("\n".join(texts.values()), _expectations(system),
+                                           source="linkscope bench").to_dict()
     except Exception as exc:  # noqa: BLE001 - an unreadable log must not cost the measurement
         out["analysis_error"] = f"{type(exc).__name__}: {exc}"
     return out

@@ -1,7 +1,7 @@
 """The nccl-tests text around the data rows: run header, device lines, per-op markers and footers.
 
-Rows themselves come from `linkscope.results.textfmt`, so a linkscope table diffs cleanly against an
-nccl-tests one.
+Rows, column headings and footers come from `linkscope.results.nccltests_table`, the same code that reads
+and re-prints imported nccl-tests output, so a linkscope table diffs cleanly against an nccl-tests one.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from linkscope.bench.config import BenchConfig
 from linkscope.bench.layout import RankInfo
 from linkscope.bench.ops import OPS
 from linkscope.results.records import CollectiveRow
-from linkscope.results.textfmt import HEADER_LINES, footer_lines, format_table
+from linkscope.results.nccltests_table import format_nccl_tests_table, format_table_footer, format_table_header
 
 
 def run_header(cfg: BenchConfig, versions: dict[str, str], backend: str) -> list[str]:
@@ -39,17 +39,22 @@ def device_lines(infos: list[RankInfo]) -> list[str]:
     return lines
 
 
+def header_lines() -> list[str]:
+    """The column headings (nccl-tests' four lines, starting with a bare `#`)."""
+    return format_table_header().rstrip("\n").split("\n")
+
+
 def op_start_lines(op: str, repeat: int, repeats: int) -> list[str]:
     """The marker before an op's table, and the column headings."""
     marker = f"# Collective test starting: {OPS[op].perf_name}"
     if repeats > 1:
         marker += f" (repeat {repeat + 1} of {repeats})"
-    return [marker, "#", *HEADER_LINES]
+    return [marker, *header_lines()]
 
 
 def op_end_lines(op: str, rows: list[CollectiveRow]) -> list[str]:
     """The footer after an op's table."""
-    return [*footer_lines(rows), f"# Collective test concluded: {OPS[op].perf_name}", "#"]
+    return [*format_table_footer(rows, program_name=OPS[op].perf_name).rstrip("\n").split("\n"), "#"]
 
 
 def wrong_lines(op: str, size_bytes: int, placement: str, by_rank: dict[int, int]) -> list[str]:
@@ -61,4 +66,4 @@ def wrong_lines(op: str, size_bytes: int, placement: str, by_rank: dict[int, int
 def summary_lines(op: str, rows: list[CollectiveRow], repeats: int) -> list[str]:
     """After `--repeat K`: the table of mean times over the repeats."""
     title = f"# {OPS[op].perf_name}: mean over {repeats} repeats (min, max and stdev are in the store and --json)"
-    return [title, format_table(rows), "#"]
+    return [title, format_nccl_tests_table(rows).rstrip("\n"), "#"]

@@ -20,7 +20,7 @@ from linkscope.bench.progress import ProgressView
 from linkscope.bench.repeats import aggregate
 from linkscope.results.records import CollectiveRow, PairRow, RunInfo
 from linkscope.results.store import ResultStore, utc_now
-from linkscope.results.textfmt import format_row
+from linkscope.results.nccltests_table import format_table_row
 
 EXIT_OK = 0
 EXIT_WRONG = 1
@@ -106,7 +106,7 @@ class Recorder:
         """Print the row; store the size once its last repeat is in."""
         out_of_place, in_place = result.rows
         self._op_rows += result.rows
-        self.emit(format_row(out_of_place, in_place))
+        self.emit(format_table_row(out_of_place, in_place).rstrip("\n"))
         for placement, by_rank in result.wrong_ranks.items():
             size = out_of_place.size_bytes
             self._lines(printer.wrong_lines(result.op, size, placement, by_rank))

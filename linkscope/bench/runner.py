@@ -135,7 +135,7 @@ def _run_local(job: Job, emit: Emit) -> RunResult:
 def _store_nccl_logs(recorder: Recorder, texts: dict[str, str]) -> None:
     if not texts:
         return
-    recorder.info.extra["nccl_log"] = nccl_capture.log_extra(texts)
+    recorder.info.extra["nccl_log"] = nccl_capture.log_extra(texts, recorder.info.system)
     recorder.store.update_run(recorder.info.run_id, extra=recorder.info.extra)
 
 

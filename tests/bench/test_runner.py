@@ -69,3 +69,16 @@ def test_avg_on_integers_is_fine_for_non_reducing_ops() -> None:
 def test_nccl_without_cuda_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--backend nccl needs CUDA"):
         run_bench(BenchConfig(run=RunOptions(backend="nccl", db_path=str(tmp_path / "r.db"))))
+
+
+def test_captured_nccl_log_is_judged_against_the_probed_system() -> None:
+    from linkscope.bench.nccl_capture import log_extra
+    from linkscope.hardware.loader import load_db
+    from linkscope.hardware.serialize import system_dict
+
+    # A real line shape (nccl-tests#166): an intra-node pair over shared memory instead of NVLink P2P.
+    line = "ubuntu:39964:40050 [6] NCCL INFO Channel 09 : 6[6] -> 7[7] via SHM/direct/direct\n"
+    judged = log_extra({"nccl.a.1.log": line}, system_dict(load_db().systems["dgx-h100"]))
+    assert ("fallback", "shm-instead-of-p2p") in {(f["severity"], f["code"]) for f in judged["analysis"]["findings"]}
+    unjudged = log_extra({"nccl.a.1.log": line})
+    assert all(f["severity"] != "fallback" for f in unjudged["analysis"]["findings"])
