@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.table import Table
@@ -11,11 +11,12 @@ from rich.table import Table
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
-from linkscope.probe.machine import MachineProbe, probe_machine
-from linkscope.probe.nccl_findings import Expectations
-from linkscope.probe.nccl_log import NcclLogReport, read_nccl_log
-from linkscope.probe.to_system import ProbedSystem, to_system
 from linkscope.report.catalog import system_detail
+
+if TYPE_CHECKING:  # the probe package is imported by the commands that use it, not at start-up
+    from linkscope.probe.machine import MachineProbe
+    from linkscope.probe.nccl_log import NcclLogReport
+    from linkscope.probe.to_system import ProbedSystem
 
 MAX_PAIR_ROWS = 64
 _SEVERITY_STYLE = {"ok": "green", "warning": "yellow", "fallback": "bold red"}
@@ -27,6 +28,9 @@ _SEVERITY_STYLE = {"ok": "green", "warning": "yellow", "fallback": "bold red"}
 @user_errors
 def topo(as_json: bool = typer.Option(False, "--json", help="JSON instead of tables.")) -> None:
     """This machine as a System: GPUs, NVLink, the topo -m matrix, PCIe, NICs, NUMA, host."""
+    from linkscope.probe.machine import probe_machine
+    from linkscope.probe.to_system import to_system
+
     probe = probe_machine()
     result = to_system(probe, load_db())
     if as_json:
@@ -131,6 +135,9 @@ def nccl_log(
     fail_on_fallback: bool = typer.Option(False, "--fail-on-fallback", help="Exit 1 when a fallback is found."),
 ) -> None:
     """Which transport each pair of ranks used (P2P, SHM, NET/IB, sockets, NVLS...) and the fallbacks."""
+    from linkscope.probe.nccl_findings import Expectations
+    from linkscope.probe.nccl_log import read_nccl_log
+
     base = Expectations.from_system(resolve_system(system, load_db())) if system else Expectations()
     expect = Expectations(nvlink=base.nvlink if expect_nvlink is None else expect_nvlink,
                           ib=base.ib if expect_ib is None else expect_ib,

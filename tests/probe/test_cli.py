@@ -31,7 +31,7 @@ def run(*args: str) -> Result:
 @pytest.fixture
 def hgx_probe(monkeypatch: pytest.MonkeyPatch) -> MachineProbe:
     probe = probe_machine(runner=h100_smi_runner(), paths=tree_paths(), use_nvml=False)
-    monkeypatch.setattr(probe_cmd, "probe_machine", lambda: probe)
+    monkeypatch.setattr("linkscope.probe.machine.probe_machine", lambda: probe)
     return probe
 
 
@@ -61,7 +61,7 @@ def test_topo_tables_of_an_hgx_node(hgx_probe: MachineProbe) -> None:
 def test_topo_tables_without_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     from linkscope.probe.records import HostInfo
 
-    monkeypatch.setattr(probe_cmd, "probe_machine", lambda: MachineProbe(host=HostInfo(hostname="cpu-box"),
+    monkeypatch.setattr("linkscope.probe.machine.probe_machine", lambda: MachineProbe(host=HostInfo(hostname="cpu-box"),
                                                                          notes=["NVML: not installed"]))
     result = run("topo")
     assert result.exit_code == 0
