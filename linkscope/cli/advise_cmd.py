@@ -16,6 +16,8 @@ from linkscope.advise.objective import Limits, parse_objective
 from linkscope.advise.output import infer_json, select_train, train_json
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
+                                   MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt)
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
@@ -27,19 +29,6 @@ from linkscope.report.advise import (infer_table, interconnect_table, reasons_ta
 advise_app = typer.Typer(help="Rank cloud offerings for a training or serving job, each with its best layout.",
                          no_args_is_help=True)
 
-# The catalog filters, as `linkscope catalog` has them.
-GpuOpt = typer.Option(None, "--gpu", help="GPU id, alias or family (H100 matches every H100 variant).")
-MinGpusOpt = typer.Option(None, "--min-gpus", help="At least this many GPUs per node.")
-NvlinkOpt = typer.Option(False, "--nvlink", help="Any NVLink inside the node.")
-NvswitchOpt = typer.Option(False, "--nvswitch", help="NVSwitch inside the node.")
-IbOpt = typer.Option(False, "--ib", help="InfiniBand between nodes.")
-RdmaOpt = typer.Option(False, "--rdma", help="GPUDirect RDMA between nodes (InfiniBand, RoCE or EFA).")
-FabricOpt = typer.Option(None, "--fabric", help="Scale-out fabric: infiniband, roce, efa, tcp or none.")
-MinScaleOutOpt = typer.Option(None, "--min-scale-out-gbit", help="Scale-out Gbit/s per node, at least.")
-ProviderOpt = typer.Option(None, "--provider", help="Provider(s), comma-separated.")
-MaxPriceOpt = typer.Option(None, "--max-price-per-gpu-hour", help="On-demand USD per GPU-hour, at most.")
-MultiNodeOpt = typer.Option(False, "--multi-node", help="Only offerings bookable as multi-node clusters.")
-CatalogOpt = typer.Option(None, "--catalog", help="Extra data file(s) with offerings, presets or GPUs.")
 TopOpt = typer.Option(10, "--top", help="Show the best K offerings.")
 AllOpt = typer.Option(False, "--all", help="Also list every offering that cannot run the job, with the reason.")
 JsonOpt = typer.Option(False, "--json", help="JSON instead of tables.")

@@ -9,7 +9,7 @@ import numpy as np
 import typer
 
 from linkscope.bench.sizes import parse_size
-from linkscope.cli.catalog_cmd import CatalogOption
+from linkscope.cli.options import CatalogOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
@@ -62,7 +62,7 @@ def collective(
     algo: str = typer.Option("auto", help="auto, ring, tree, nvls, nvls_tree, collnet, hierarchical, direct."),
     sweep: bool = typer.Option(False, "--sweep", help="Every power of two from 8 B up to --bytes."),
     as_json: bool = typer.Option(False, "--json"),
-    extra: Optional[list[Path]] = CatalogOption,
+    extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Time, algbw and busbw of one collective, which algorithm NCCL would pick and what limits it."""
     nbytes = parse_size(size, "--bytes")
@@ -117,7 +117,7 @@ def train(
     precision: str = typer.Option("bf16", help="bf16, fp16 or fp8 (GEMMs)."),
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
     as_json: bool = typer.Option(False, "--json"),
-    extra: Optional[list[Path]] = CatalogOption,
+    extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Step time, throughput, MFU, memory per GPU and where the time goes; `auto` values are searched."""
     if zero is not None and zero not in (0, 1, 2, 3):
@@ -156,7 +156,7 @@ def infer(
                                                               "batch that meets it."),
     precision: str = typer.Option("bf16", help="bf16, fp16 or fp8 (weights and GEMMs)."),
     as_json: bool = typer.Option(False, "--json"),
-    extra: Optional[list[Path]] = CatalogOption,
+    extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Prefill time, per-token decode time, tokens/s per GPU and per user, and the TP all-reduce share."""
     for flag, value in (("--tp", tp), ("--pp", pp), ("--batch", batch), ("--input-tokens", input_tokens),
@@ -192,7 +192,7 @@ def scaling(
     strong: bool = typer.Option(False, "--strong", help="Keep the global batch fixed instead."),
     precision: str = typer.Option("bf16"),
     as_json: bool = typer.Option(False, "--json"),
-    extra: Optional[list[Path]] = CatalogOption,
+    extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Speedup and scaling efficiency from one node to N nodes for a training job."""
     resolved, tiers = _sized_system(system, None, 1, extra or [])

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from linkscope.cli.catalog_cmd import CatalogOption
+from linkscope.cli.options import CatalogOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
@@ -22,7 +22,7 @@ systems_app = typer.Typer(help="Named System presets: list them, or show one.", 
 def systems(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="JSON instead of a table."),
-    extra: Optional[list[Path]] = CatalogOption,
+    extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """List the System presets."""
     if ctx.invoked_subcommand:
@@ -40,7 +40,7 @@ def systems(
 def show(
     system: str = typer.Argument(..., help="Preset id, offering id (provider/instance) or System YAML file."),
     as_json: bool = typer.Option(False, "--json", help="JSON instead of a table."),
-    extra: Optional[list[Path]] = CatalogOption,
+    extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Show one System: a preset, a catalog offering or a System file."""
     resolved = resolve_system(system, load_db(extra or []))
