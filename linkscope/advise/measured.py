@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
+from linkscope.model.profiles import calibrated_tiers, profile_for_offering
 from linkscope.model.tiers import CommTiers
 
 
@@ -20,10 +21,6 @@ class Measured:
 
 def measured_system(offering: Offering) -> Measured | None:
     """The newest profile calibrated on `offering`, as tiers for the model; None when there is none."""
-    try:
-        from linkscope.model.profiles import calibrated_tiers, profile_for_offering
-    except ImportError:
-        return None
     try:
         profile = profile_for_offering(offering.id)
         if profile is None:

@@ -2,7 +2,7 @@
 
 NCCL_DEBUG=INFO goes to per-process files (NCCL_DEBUG_FILE=<dir>/nccl.%h.%p.log) rather than the
 terminal, unless the user already set NCCL_DEBUG themselves. After the run the files are read and kept
-in the run's `extra['nccl_log']`, with `linkscope.probe`'s analysis when that is available.
+in the run's `extra['nccl_log']`, with `linkscope.probe`'s analysis.
 """
 
 from __future__ import annotations
@@ -100,11 +100,9 @@ def _expectations(system: dict[str, Any] | None) -> Any:
 def log_extra(texts: dict[str, str], system: dict[str, Any] | None = None) -> dict[str, Any]:
     """What is stored in RunInfo.extra['nccl_log']: the files and, where available, their analysis against
     what the probed System promises."""
+    from linkscope.probe import analyse_nccl_log
+
     out: dict[str, Any] = {"files": texts}
-    try:
-        from linkscope.probe import analyse_nccl_log
-    except ImportError:
-        return out
     try:
         out["analysis"] = analyse_nccl_log("\n".join(texts.values()), _expectations(system),
                                            source="linkscope bench").to_dict()

@@ -72,11 +72,9 @@ def config_dict(kind: str, cfg: BenchConfig | P2PConfig, nproc: int) -> dict[str
 
 def _probed_system() -> dict[str, Any] | None:
     """The System of this machine as `linkscope.probe` reads it, or None where it cannot say."""
-    try:
-        from linkscope.hardware.serialize import system_dict
-        from linkscope.probe import probe_machine, to_system
-    except ImportError:
-        return None
+    from linkscope.hardware.serialize import system_dict
+    from linkscope.probe import probe_machine, to_system
+
     try:
         probed = to_system(probe_machine())
     except Exception:  # noqa: BLE001 - a failed probe must never cost the measurement
