@@ -116,6 +116,9 @@ def train(
     zero: Optional[int] = typer.Option(None, help="ZeRO stage 0-3 (default: searched)."),
     precision: str = typer.Option("bf16", help="bf16, fp16 or fp8 (GEMMs)."),
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
+    dp_overlap: bool = typer.Option(True, "--dp-overlap/--no-dp-overlap",
+                                    help="Overlap the data-parallel gradient reduction with the last backward "
+                                         "pass (Megatron --overlap-grad-reduce)."),
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -128,7 +131,7 @@ def train(
     spec = load_model(model)
     job = Job(model=spec, global_batch=global_batch, seq_len=seq_len or spec.seq_len,
               precision=_choice(precision, "--precision", PRECISIONS),
-              attention=_choice(attention, "--attention", ("flash", "unfused")))
+              attention=_choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
     req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                         cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                         micro_batch=auto_int(micro_batch, "--micro-batch"),
