@@ -6,8 +6,11 @@ by the operation count (and by the graph launches with `-G`). linkscope does the
 - gloo: the calls run on the CPU and return when done, so the wall clock around the loop is the time.
   They are issued synchronously on purpose: ProcessGroupGloo runs asynchronous work on a pool of
   threads, which would overlap consecutive collectives, something nccl-tests' single stream never does.
-- nccl: calls only enqueue work on the stream; the clock stops after `torch.cuda.synchronize()`.
-- nccl with `-G N`: the `iters` calls are captured once in a CUDA graph, replayed N times.
+- nccl: device-side timing. CUDA events on the current stream bracket the loop; a synchronous collective
+  makes the current stream wait for NCCL's stream, so the end event fires when the last operation has
+  finished on the GPU. Unlike nccl-tests' host clock this leaves out the first launch's host latency,
+  which only matters at the smallest sizes.
+- nccl with `-G N`: the `iters` calls are captured once in a CUDA graph, and events bracket N replays.
 """
 
 from __future__ import annotations
@@ -63,9 +66,8 @@ class Timer(Protocol):
         """Seconds per operation for `iters` back-to-back calls (`after_each` runs inside the clock)."""
 
 
-def _timed_loop(call: Call, iters: int, after_each: Call | None, wait: Call) -> float:
+def _run_loop(call: Call, iters: int, after_each: Call | None) -> None:
     # Two loop bodies so that the default (non-blocking) path does nothing per iteration but the call.
-    start = time.perf_counter()
     if after_each is None:
         for _ in range(iters):
             call()
@@ -73,6 +75,11 @@ def _timed_loop(call: Call, iters: int, after_each: Call | None, wait: Call) -> 
         for _ in range(iters):
             call()
             after_each()
+
+
+def _timed_loop(call: Call, iters: int, after_each: Call | None, wait: Call) -> float:
+    start = time.perf_counter()
+    _run_loop(call, iters, after_each)
     wait()
     return time.perf_counter() - start
 
@@ -89,21 +96,30 @@ class WallTimer:
 
 
 class CudaTimer:
-    """nccl: wall clock from the first launch until the device is synchronised."""
+    """nccl: CUDA events on the current stream around the loop (device-side time)."""
 
     def __init__(self) -> None:
         import torch
 
-        self._sync = torch.cuda.synchronize
+        self._cuda = torch.cuda
 
     def wait(self) -> None:
         """Synchronise the current device."""
-        self._sync()
+        self._cuda.synchronize()
+
+    def _device_seconds(self, run: Call) -> float:
+        """Seconds the GPU spent between two events recorded around `run`."""
+        self.wait()
+        start, end = self._cuda.Event(enable_timing=True), self._cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
 
     def loop_seconds(self, call: Call, iters: int, after_each: Call | None) -> float:
-        """Synchronise, then time the launches up to the final synchronisation."""
-        self.wait()
-        return per_op_seconds(_timed_loop(call, iters, after_each, self.wait), iters)
+        """Device time of `iters` back-to-back calls."""
+        return per_op_seconds(self._device_seconds(lambda: _run_loop(call, iters, after_each)), iters)
 
 
 class CudaGraphTimer(CudaTimer):
@@ -124,13 +140,9 @@ class CudaGraphTimer(CudaTimer):
         with torch.cuda.graph(graph):
             for _ in range(iters):
                 call()
-        self.wait()
         replay = graph.replay
-        start = time.perf_counter()
-        for _ in range(self.launches):
-            replay()
-        self.wait()
-        return per_op_seconds(time.perf_counter() - start, iters, self.launches)
+        elapsed_s = self._device_seconds(lambda: _run_loop(replay, self.launches, None))
+        return per_op_seconds(elapsed_s, iters, self.launches)
 
 
 def make_timer(backend: str, cudagraph: int) -> Timer:
