@@ -68,3 +68,14 @@ class LinkSpec:
     def gbit_per_s(self) -> float | None:
         """The per-direction rate in Gbit/s (10^9 bits), the unit network ports are sold in."""
         return None if self.bw_gb_per_s is None else self.bw_gb_per_s * 8.0
+
+
+def host_cpu_spec(cpu_model: str | None, memory_gib: float | None) -> GpuSpec:
+    """The device of a machine without GPUs: its CPU, where linkscope's CPU ranks (gloo) run.
+
+    Tensor TFLOPS and HBM bandwidth are 0: a CPU host is measured and calibrated, never modelled.
+    """
+    return GpuSpec(id="CPU", vendor="cpu", arch="cpu", form_factor="Host", memory_gib=memory_gib or 0.0,
+                   hbm_gb_per_s=0.0, fp16_dense_tflops=0.0, bf16_dense_tflops=None, fp8_dense_tflops=None,
+                   scale_up_link=None, nvlink_links=None, pcie="pcie4", compute_capability=None,
+                   source=f"probe of this host ({cpu_model or 'CPU model unknown'})", as_of=date.today())

@@ -12,12 +12,13 @@ from typing import Literal
 
 from linkscope.hardware.specs import GpuSpec
 
-ScaleUpKind = Literal["nvswitch", "nvlink-mesh", "nvlink-bridge", "xgmi-mesh", "pcie"]
+ScaleUpKind = Literal["nvswitch", "nvlink-mesh", "nvlink-bridge", "xgmi-mesh", "pcie", "host"]
+"""`host`: a machine without GPUs, whose ranks are processes sharing the host's memory."""
 Fabric = Literal["infiniband", "roce", "efa", "tcp", "none"]
 InNetworkReduction = Literal["none", "nvls"]
 Origin = Literal["preset", "offering", "file", "probe", "profile"]
 
-SCALE_UP_KINDS: tuple[str, ...] = ("nvswitch", "nvlink-mesh", "nvlink-bridge", "xgmi-mesh", "pcie")
+SCALE_UP_KINDS: tuple[str, ...] = ("nvswitch", "nvlink-mesh", "nvlink-bridge", "xgmi-mesh", "pcie", "host")
 FABRICS: tuple[str, ...] = ("infiniband", "roce", "efa", "tcp", "none")
 RDMA_FABRICS: frozenset[str] = frozenset({"infiniband", "roce", "efa"})
 
@@ -121,6 +122,11 @@ class System:
     max_nodes: int | None = None
     """Largest bookable cluster, where the provider limits it (1 = single node only)."""
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def is_cpu_host(self) -> bool:
+        """A machine without GPUs (its device is the CPU): measured and calibrated, never modelled."""
+        return self.node.gpu.vendor == "cpu"
 
     @property
     def gpus(self) -> int:

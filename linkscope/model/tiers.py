@@ -96,7 +96,10 @@ def _nic_node_bw(system: System) -> tuple[float, float]:
 
 
 def comm_tiers(system: System) -> CommTiers:
-    """Derive the collective model's view of a System."""
+    """Derive the collective model's view of a System (a GPU System: CPU hosts are measured, not modelled)."""
+    if system.is_cpu_host:
+        raise UserError(f"{system.id} has no GPU: measure it (`linkscope bench`), calibrate the run "
+                        "(`linkscope calibrate RUN_ID`) and predict with --system profile:NAME")
     node = system.node
     arch = arch_key(node.gpu.arch)
     tuning = nccl_tuning()

@@ -22,7 +22,7 @@ from typing import Any
 
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.serialize import system_dict
-from linkscope.hardware.specs import GpuSpec
+from linkscope.hardware.specs import GpuSpec, host_cpu_spec
 from linkscope.hardware.system import (
     NO_SCALE_OUT,
     Fabric,
@@ -61,10 +61,11 @@ class ProbedSystem:
 
 
 def to_system(probe: MachineProbe, db: HardwareDB | None = None) -> ProbedSystem:
-    """Build the System of a probed machine; None (with a reason) for a machine without GPUs or unknown GPUs."""
+    """Build the System of a probed machine (a CPU-only host included); None, with the reason, for mixed or
+    unknown GPU models."""
     if not probe.gpus:
         why = "; ".join(probe.notes) or "no GPU reported"
-        return ProbedSystem(None, f"no NVIDIA GPU found ({why}); a System needs at least one GPU")
+        return _cpu_host(probe, f"no NVIDIA GPU found ({why}): the System is this host's CPU ranks")
     names = sorted({gpu.name for gpu in probe.gpus})
     if len(names) > 1:
         return ProbedSystem(None, f"mixed GPU models ({', '.join(names)}); a System has one GPU model per node")
@@ -81,6 +82,22 @@ def to_system(probe: MachineProbe, db: HardwareDB | None = None) -> ProbedSystem
     system = System(id=f"probe/{host}", node=node, name=f"{host}: {node.gpus}x {spec.id}",
                     description=_describe(node), origin="probe",
                     source=f"probe of {host} ({probe.gpu_source}, sysfs)", as_of=date.today(), notes=tuple(notes))
+    return ProbedSystem(system, notes=notes)
+
+
+def _cpu_host(probe: MachineProbe, note: str) -> ProbedSystem:
+    """A machine without GPUs as a System: its CPU, one slot per logical CPU, host memory between ranks."""
+    host = probe.host
+    slots = host.logical_cpus or 1
+    notes = [note]
+    node = NodeSpec(gpu=host_cpu_spec(host.cpu_model, host.memory_gib), gpus=slots,
+                    scale_up=ScaleUp(kind="host", generation="host-memory", bw_gb_per_s=0.0, domain_size=slots),
+                    scale_out=_tcp_scale_out(probe, notes), cpu_vendor=host.cpu_vendor,
+                    cpu_sockets=host.cpu_sockets or 1)
+    system = System(id=f"probe/{host.hostname}", node=node, name=f"{host.hostname}: CPU only",
+                    description=f"{host.cpu_model or 'CPU'}, {slots} logical CPUs, no GPU", origin="probe",
+                    source=f"probe of {host.hostname} (no GPU; /proc, sysfs)", as_of=date.today(),
+                    notes=tuple(notes))
     return ProbedSystem(system, notes=notes)
 
 

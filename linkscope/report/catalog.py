@@ -25,6 +25,8 @@ def _num(value: float | None, fmt: str = "{:,.2f}", unconfirmed: bool = False) -
 def scale_up_text(node: NodeSpec) -> str:
     """`NVSwitch nvlink4 450 GB/s` style summary; a mesh also shows its per-pair share."""
     su = node.scale_up
+    if su.kind == "host":
+        return f"host memory ({su.domain_size} logical CPUs, no GPU)"
     text = f"{su.kind} {su.generation} {su.bw_gb_per_s:g} GB/s"
     if su.is_mesh:
         text += f" ({su.pair_bw_gb_per_s():.0f}/pair)"
@@ -109,13 +111,17 @@ def systems_table(systems: list[System]) -> Table:
     return table
 
 
-def system_detail(system: System) -> Table:
-    """Every field of one System, for `linkscope systems show ID`."""
+def _cpu_host_rows(system: System) -> list[tuple[str, str]]:
+    node = system.node
+    return [("device", f"CPU ({node.gpu.memory_gib:g} GiB host memory), no GPU"),
+            ("slots", f"{node.gpus} logical CPUs"), ("between ranks", "host memory"),
+            ("scale-out", scale_out_text(node)), ("CPU", f"{node.cpu_vendor or 'unknown'} x{node.cpu_sockets}"),
+            ("note", "measured and calibrated (`bench`, `calibrate`), not modelled")]
+
+
+def _gpu_rows(system: System) -> list[tuple[str, str]]:
     node, gpu = system.node, system.node.gpu
-    table = Table(title=f"{system.id}: {system.name}", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
-    rows = [
+    return [
         ("GPU", f"{gpu.id} ({gpu.arch}, {gpu.form_factor}, {gpu.memory_gib:g} GiB, {gpu.hbm_gb_per_s:g} GB/s HBM)"),
         ("dense BF16/FP16 TFLOPS", f"{gpu.dense_tflops('bf16'):g}"),
         ("dense FP8 TFLOPS", _num(gpu.fp8_dense_tflops, "{:g}") if gpu.fp8_dense_tflops else "none"),
@@ -125,8 +131,16 @@ def system_detail(system: System) -> Table:
         ("scale-out", scale_out_text(node)),
         ("scale-out per GPU", _num(node.scale_out_gb_per_s_per_gpu(), "{:.2f} GB/s per direction")),
         ("host PCIe", str(node.host_pcie)), ("CPU", f"{node.cpu_vendor or 'unknown'} x{node.cpu_sockets}"),
-        ("description", system.description), ("source", system.source), ("as of", str(system.as_of)),
     ]
+
+
+def system_detail(system: System) -> Table:
+    """Every field of one System, for `linkscope systems show ID` and `linkscope topo`."""
+    table = Table(title=f"{system.id}: {system.name}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    rows = _cpu_host_rows(system) if system.is_cpu_host else _gpu_rows(system)
+    rows += [("description", system.description), ("source", system.source), ("as of", str(system.as_of))]
     for key, value in rows:
         table.add_row(key, value)
     return table

@@ -41,7 +41,8 @@ def test_topo_on_this_machine_gives_valid_json() -> None:
     data = json.loads(result.stdout)
     assert set(data) == {"probe", "system", "reason", "notes"}
     if not data["probe"]["gpus"]:
-        assert data["system"] is None and data["reason"].startswith("no NVIDIA GPU found")
+        assert data["system"]["gpu"] == "CPU" and data["system"]["scale_up"]["kind"] == "host"
+        assert data["notes"][0].startswith("no NVIDIA GPU found")
 
 
 def test_topo_json_of_an_hgx_node(hgx_probe: MachineProbe) -> None:
@@ -65,7 +66,7 @@ def test_topo_tables_without_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
                                                                          notes=["NVML: not installed"]))
     result = run("topo")
     assert result.exit_code == 0
-    assert "no GPU found" in result.stdout and "No System:" in result.stdout
+    assert "no GPU found" in result.stdout and "cpu-box: CPU only" in result.stdout
 
 
 def test_nccl_log_table_and_expectations() -> None:

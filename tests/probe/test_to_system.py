@@ -138,13 +138,27 @@ def test_ibstat_style_rate_gives_the_generation_with_a_note(db: HardwareDB) -> N
     assert "InfiniBand generation inferred from the port rate, assuming 4X ports" in result.notes
 
 
-def test_cpu_only_machine_has_no_system_and_says_why(db: HardwareDB) -> None:
-    probe = MachineProbe(host=HostInfo(hostname="laptop"), notes=["nvidia-smi: `nvidia-smi` not found"])
-    result = to_system(probe, db)
-    assert result.system is None
-    assert result.reason == ("no NVIDIA GPU found (nvidia-smi: `nvidia-smi` not found); a System needs at least "
-                             "one GPU")
-    assert result.to_dict()["system"] is None
+def test_cpu_only_machine_is_a_system_of_cpu_ranks(db: HardwareDB) -> None:
+    host = HostInfo(hostname="laptop", cpu_model="AMD EPYC", cpu_vendor="amd", cpu_sockets=1, logical_cpus=16,
+                    memory_gib=64.0)
+    result = to_system(MachineProbe(host=host, notes=["nvidia-smi: `nvidia-smi` not found"]), db)
+    system = result.system
+    assert system is not None and system.is_cpu_host and result.reason is None
+    assert (system.id, system.node.gpus, system.node.scale_up.kind) == ("probe/laptop", 16, "host")
+    assert system.node.gpu.memory_gib == 64.0 and system.node.cpu_vendor == "amd"
+    assert result.notes[0] == ("no NVIDIA GPU found (nvidia-smi: `nvidia-smi` not found): the System is this "
+                               "host's CPU ranks")
+    assert result.to_dict()["system"]["gpu"] == "CPU"
+
+
+def test_a_cpu_host_is_measured_not_modelled(db: HardwareDB) -> None:
+    from linkscope.hardware.errors import UserError
+    from linkscope.model.tiers import comm_tiers
+
+    system = to_system(MachineProbe(host=HostInfo(hostname="laptop", logical_cpus=2)), db).system
+    assert system is not None
+    with pytest.raises(UserError, match="no GPU: measure it"):
+        comm_tiers(system)
 
 
 def test_unknown_gpu_keeps_its_name_and_is_reported(db: HardwareDB) -> None:
