@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import typer
@@ -43,8 +42,3 @@ def user_errors(func: F) -> F:
 def print_json(data: Any) -> None:
     """Plain JSON on stdout (no colour, no wrapping) so it pipes into jq."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def catalog_files(catalog: list[Path] | None) -> list[Path]:
-    """The `--catalog FILE` values, empty when none were given."""
-    return list(catalog or [])

@@ -89,8 +89,3 @@ def fabric_traits() -> dict[str, FabricTraits]:
 def arch_key(arch: str) -> str:
     """Map a GPU architecture onto NCCL's four tables (Ada and CDNA take the nearest generation's values)."""
     return {"ada": "ampere", "cdna3": "hopper", "rubin": "blackwell"}.get(arch, arch if arch in ARCHS else "hopper")
-
-
-def node_count_index(nodes: int) -> int:
-    """NCCL's [1 node, 2 nodes, 4+ nodes] column."""
-    return 0 if nodes <= 1 else 1 if nodes == 2 else 2

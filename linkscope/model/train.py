@@ -106,11 +106,15 @@ def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
     n_f = ctx.tokens * m.ffn_hidden / lay.tp
     per_h = (2 * 6 + 2 * 7) if backward else (2 * 4 + 2 * 7)
     per_f = (10 if m.gated_mlp else 6) if backward else (6 if m.gated_mlp else 4)
-    total = per_h * n_h + per_f * n_f
-    if ctx.job.attention == "unfused":
-        n_a = ctx.tokens * (m.heads / lay.tp) * ctx.job.seq_len
-        total = total + (11 if backward else 9) * n_a
-    return total
+    return per_h * n_h + per_f * n_f + _scores_bytes(ctx, backward)
+
+
+def _scores_bytes(ctx: _Ctx, backward: bool) -> np.ndarray | float:
+    """HBM traffic of unfused attention's score matrix: scale-mask-softmax and dropout (none when fused)."""
+    if ctx.job.attention != "unfused":
+        return 0.0
+    n_a = ctx.tokens * (ctx.model.heads / ctx.lay.tp) * ctx.job.seq_len
+    return (11 if backward else 9) * n_a
 
 
 def _tp_comm_s(ctx: _Ctx, forward: bool) -> np.ndarray:
@@ -156,16 +160,10 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     fwd_tp, bwd_tp = _tp_comm_s(ctx, True), _tp_comm_s(ctx, False)
     cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, 2 * attn, False)
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
-    softmax = fwd_mem - memory_time_s(_elementwise_bytes_no_attention(ctx), ctx.system.node.gpu, ctx.c)
+    softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     selective = np.where(ctx.job.attention == "flash", 0.0, attn + softmax)
     recompute = np.select([ctx.lay.recompute == 2, ctx.lay.recompute == 1], [fwd_compute + fwd_tp, selective], 0.0)
     return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute)
-
-
-def _elementwise_bytes_no_attention(ctx: _Ctx) -> np.ndarray:
-    if ctx.job.attention != "unfused":
-        return _elementwise_bytes(ctx, False)
-    return _elementwise_bytes(ctx, False) - 9 * ctx.tokens * (ctx.model.heads / ctx.lay.tp) * ctx.job.seq_len
 
 
 def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
