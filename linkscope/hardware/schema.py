@@ -118,6 +118,8 @@ class OfferingEntry(NodeEntry, Provenance):
     max_nodes: int | None = Field(default=None, ge=1)
     unconfirmed: list[str] = []
     notes: str = ""
+    skypilot: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/\S+$")
+    """`cloud/InstanceType` of the matching SkyPilot catalog row, when it differs from `provider/instance`."""
 
     @model_validator(mode="after")
     def _price_has_provenance(self) -> OfferingEntry:
