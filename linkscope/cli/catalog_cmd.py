@@ -7,15 +7,29 @@ from typing import Optional
 
 import typer
 
-from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt)
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
+from linkscope.hardware.check import check_db, stale_warning
+from linkscope.hardware.refresh import read_catalog, refresh, write_overrides
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import offering_dict
 from linkscope.report.catalog import catalog_csv, catalog_table
 
+catalog_app = typer.Typer(help="List cloud offerings with typed interconnect fields; check or refresh the data.",
+                          invoke_without_command=True, no_args_is_help=False)
+
+
+def warn_stale(offerings: list) -> None:
+    """One stderr line when a price shown or used is older than 90 days."""
+    line = stale_warning(offerings)
+    if line:
+        err_console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+
+
 def catalog(
+    ctx: typer.Context,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
     min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
@@ -24,9 +38,20 @@ def catalog(
     as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
     as_csv: bool = typer.Option(False, "--csv", help="CSV instead of a table."),
     extra: Optional[list[Path]] = CatalogOpt,
+    check: bool = typer.Option(False, "--check", help="Check the data itself (prices, NICs, sources, dates); "
+                               "print each finding and exit 1 if there is any."),
 ) -> None:
     """List cloud offerings with typed interconnect fields, filtered and sorted. Unknown values say unknown."""
+    if ctx.invoked_subcommand is not None:
+        return
     db = load_db(extra or [])
+    if check:
+        findings = check_db(db)
+        for finding in findings:
+            typer.echo(str(finding))
+        typer.echo(f"{len(findings)} finding(s) in {len(db.offerings)} offerings, {len(db.gpus)} GPUs, "
+                   f"{len(db.links)} links")
+        raise typer.Exit(1 if findings else 0)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
@@ -39,8 +64,33 @@ def catalog(
         console.print(catalog_table(rows))
         if not rows:
             console.print("No offering matches these filters.")
+    warn_stale(rows)
+
+
+def refresh_cmd(
+    source: str = typer.Option(..., "--from", help="A directory laid out like skypilot-catalog "
+                               "(catalogs/v*/<cloud>/vms.csv), one vms.csv, or an http(s) URL of one."),
+    cloud: Optional[str] = typer.Option(None, "--cloud", help="Cloud of a single CSV (default: its directory name)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report the changes without writing the override file."),
+) -> None:
+    """Read SkyPilot catalog prices, join them onto the offerings and write them to the config directory."""
+    db = load_db()
+    report = refresh(db, read_catalog(source, cloud), source)
+    changed = [c for c in report.changes if c.changed]
+    for c in changed:
+        old = "unknown" if c.old_price is None else f"{c.old_price:g}"
+        new = "unknown" if c.new_price is None else f"{c.new_price:g}"
+        spot = f" (spot {c.new_spot:g})" if c.new_spot is not None else ""
+        typer.echo(f"{c.offering}: {old} -> {new}/h{spot} [{c.region or 'no region'}]")
+    typer.echo(f"{len(report.changes)} offering(s) matched in {report.rows} catalog rows, {len(changed)} changed")
+    if report.unmatched:
+        typer.echo(f"not in the catalog ({len(report.unmatched)}): {', '.join(report.unmatched)}")
+    if not dry_run and report.changes:
+        typer.echo(f"wrote {write_overrides(report)}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add `catalog` to the command line."""
-    app.command("catalog")(user_errors(catalog))
+    """Add `catalog` (and `catalog refresh`) to the command line."""
+    catalog_app.callback(invoke_without_command=True)(user_errors(catalog))
+    catalog_app.command("refresh")(user_errors(refresh_cmd))
+    app.add_typer(catalog_app, name="catalog")

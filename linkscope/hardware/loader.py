@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
@@ -22,6 +22,7 @@ from linkscope.hardware.schema import (
     LinkEntry,
     NodeEntry,
     OfferingEntry,
+    PriceOverride,
     ScaleOutEntry,
     SystemEntry,
 )
@@ -139,9 +140,10 @@ class _Pending:
     links: list[tuple[str, LinkEntry]] = field(default_factory=list)
     systems: list[tuple[str, SystemEntry]] = field(default_factory=list)
     offerings: list[tuple[str, str, OfferingEntry]] = field(default_factory=list)
+    price_overrides: list[tuple[str, PriceOverride]] = field(default_factory=list)
 
 
-_SECTIONS = {"provider", "gpus", "links", "systems", "offerings"}
+_SECTIONS = {"provider", "gpus", "links", "systems", "offerings", "price_overrides"}
 
 
 def _read_file(path: Path, pending: _Pending) -> None:
@@ -168,6 +170,8 @@ def _read_file(path: Path, pending: _Pending) -> None:
             raise DataError(file, "no provider (set 'provider' on the entry or at the top of the file)",
                             entry=label, field="provider")
         pending.offerings.append((file, entry_provider, entry))
+    for label, raw in _entries(doc, "price_overrides", file):
+        pending.price_overrides.append((file, _validate(PriceOverride, raw, file, label)))
 
 
 def _check_unique(kind: str, items: Iterable[tuple[str, str]]) -> None:
@@ -270,7 +274,15 @@ def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
                     price_per_hour=e.price_per_hour, spot_price_per_hour=e.spot_price_per_hour,
                     price_as_of=e.price_as_of, price_source=e.price_source, regions=tuple(e.regions),
                     multi_node=e.multi_node, unconfirmed=tuple(e.unconfirmed), notes=e.notes,
-                    source=e.source, as_of=e.as_of)
+                    source=e.source, as_of=e.as_of, skypilot=e.skypilot)
+
+
+def _apply_override(o: Offering, p: PriceOverride) -> Offering:
+    """The offering with the override's price; an override for an unknown offering is ignored by the caller."""
+    unconfirmed = tuple(u for u in o.unconfirmed if u not in ("price_per_hour", "price_as_of"))
+    return replace(o, price_per_hour=p.price_per_hour, spot_price_per_hour=p.spot_price_per_hour,
+                   price_as_of=p.price_as_of, price_source=p.price_source,
+                   regions=tuple(p.regions) or o.regions, unconfirmed=unconfirmed)
 
 
 def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -> HardwareDB:
@@ -292,6 +304,11 @@ def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -
     for file, provider, e in pending.offerings:
         offering = _offering(provider, e, builder.build(e, file, f"{provider}/{e.instance}"))
         db.offerings[offering.id] = offering
+    # Overrides apply in file order, so a later file (or `--catalog FILE`) wins. One naming an offering that no
+    # longer exists is skipped: a refreshed price file must not break every command when the catalog changes.
+    for _file, p in pending.price_overrides:
+        if p.offering in db.offerings:
+            db.offerings[p.offering] = _apply_override(db.offerings[p.offering], p)
     return db
 
 

@@ -30,6 +30,8 @@ class Offering:
     notes: str
     source: str
     as_of: date
+    skypilot: str | None = None
+    """`cloud/InstanceType` of the matching SkyPilot catalog row when it is not `provider/instance`."""
 
     @property
     def price_per_gpu_hour(self) -> float | None:

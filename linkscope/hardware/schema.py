@@ -128,6 +128,17 @@ class OfferingEntry(NodeEntry, Provenance):
         return self
 
 
+class PriceOverride(_Strict):
+    """A newer price for a shipped offering, as written by `linkscope catalog refresh` into the config directory."""
+
+    offering: str = Field(min_length=1, pattern=r"^[^/]+/.+$")
+    price_per_hour: float | None = Field(default=None, gt=0)
+    spot_price_per_hour: float | None = Field(default=None, gt=0)
+    price_as_of: date
+    price_source: str = Field(min_length=1)
+    regions: list[str] = []
+
+
 class DataFile(_Strict):
     """Any linkscope hardware data file; each section is optional so users can add just what they need."""
 
@@ -137,3 +148,4 @@ class DataFile(_Strict):
     links: list[LinkEntry] = []
     systems: list[SystemEntry] = []
     offerings: list[OfferingEntry] = []
+    price_overrides: list[PriceOverride] = []

@@ -1,0 +1,85 @@
+"""`linkscope catalog --check`: the shipped data has no findings, and each kind of mistake is found."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from linkscope.hardware.check import check_db, stale_prices, stale_warning
+from linkscope.hardware.loader import load_db
+from tests.cli.helpers import run_cli
+
+BAD = """
+provider: testcloud
+offerings:
+  - instance: bad-per-gpu
+    gpu: H100
+    gpus: 8
+    scale_up: {kind: nvswitch}
+    price_per_hour: 24.0
+    price_as_of: 2026-11-01
+    price_source: "somewhere ($2.50/GPU-h)"
+    source: test
+    as_of: 2026-11-01
+  - instance: bad-ib-rate
+    gpu: H100
+    gpus: 8
+    scale_up: {kind: nvswitch}
+    scale_out: {fabric: infiniband, generation: ib-ndr, nics: 8, nic_gbit_per_s: 300}
+    source: test
+    as_of: 2026-11-01
+  - instance: bad-dates
+    gpu: H100
+    gpus: 8
+    scale_up: {kind: nvswitch}
+    price_per_hour: 20.0
+    price_as_of: 2023-01-01
+    price_source: test
+    unconfirmed: [scale_out.nic_speed]
+    source: test
+    as_of: 2099-01-02
+  - instance: bad-multi-node
+    gpu: H100
+    gpus: 8
+    scale_up: {kind: nvswitch}
+    multi_node: true
+    source: test
+    as_of: 2026-11-01
+"""
+
+
+def test_shipped_data_has_no_findings() -> None:
+    assert [str(f) for f in check_db(load_db(include_user=False))] == []
+
+
+def test_check_command_exits_zero_on_shipped_data(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    result = run_cli("catalog", "--check")
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout.startswith("0 finding(s)")
+
+
+def test_each_kind_of_mistake_is_found(monkeypatch, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    found = [str(f) for f in check_db(load_db([bad], include_user=False), today=date(2026, 12, 3))]
+    assert any("testcloud/bad-per-gpu" in f and "$2.5/GPU-h" in f for f in found)
+    assert any("testcloud/bad-ib-rate" in f and "300 Gbit/s is not a known generation" in f for f in found)
+    assert any("testcloud/bad-ib-rate" in f and "ib-ndr runs at 400" in f for f in found)
+    assert any("bad-dates" in f and "placeholder" in f for f in found)
+    assert any("bad-dates" in f and "in the future" in f for f in found)
+    assert any("bad-dates" in f and "scale_out.nic_speed" in f for f in found)
+    assert any("bad-multi-node" in f and "no scale-out fabric" in f for f in found)
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path / "empty"))
+    result = run_cli("catalog", "--check", "--catalog", str(bad))
+    assert result.exit_code == 1
+    assert "testcloud/bad-per-gpu" in result.stdout
+
+
+def test_stale_prices_are_named_oldest_first() -> None:
+    db = load_db(include_user=False)
+    old = stale_prices(db.offerings.values(), today=date(2027, 6, 1))
+    assert old and all(o.price_as_of is not None for o in old)
+    assert [o.price_as_of for o in old] == sorted(o.price_as_of for o in old)
+    assert stale_warning(db.offerings.values(), today=date(2026, 1, 1)) is None
+    assert "older than 90 days" in (stale_warning(db.offerings.values(), today=date(2027, 6, 1)) or "")
