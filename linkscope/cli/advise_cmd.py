@@ -18,6 +18,7 @@ from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt)
+from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
@@ -122,6 +123,7 @@ def train(
     comparison = None
     if compare and winner is not None:
         comparison = compare_interconnect(request, winner, db.offerings[winner.offering], db)
+    warn_stale([db.offerings[r.offering] for r in advice.feasible[:top]])
     if as_json:
         print_json(train_json(advice, select_train(advice, top, show_all), comparison))
         return
@@ -164,6 +166,7 @@ def infer(
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
     rows = advise_infer(request, _offerings(db, wanted))
+    warn_stale([db.offerings[r.offering] for r in rows if r.feasible][:top])
     if as_json:
         print_json(infer_json(request, rows, top, show_all))
     else:
