@@ -83,3 +83,16 @@ def test_stale_prices_are_named_oldest_first() -> None:
     assert [o.price_as_of for o in old] == sorted(o.price_as_of for o in old)
     assert stale_warning(db.offerings.values(), today=date(2026, 1, 1)) is None
     assert "older than 90 days" in (stale_warning(db.offerings.values(), today=date(2027, 6, 1)) or "")
+
+
+def test_catalog_and_advise_warn_on_stderr_about_old_prices(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    # DigitalOcean's MI300X price is dated 2026-05-28, more than 90 days before any run of this test.
+    shown = run_cli("catalog", "--json", "--provider", "digitalocean", "--gpu", "MI300X")
+    assert shown.exit_code == 0
+    assert "older than 90 days" in shown.stderr
+    assert "older than 90 days" not in shown.stdout
+    used = run_cli("advise", "infer", "--model", "llama3.1-70b", "--latency-budget", "20", "--provider",
+                   "digitalocean", "--gpu", "MI300X", "--json")
+    assert used.exit_code == 0
+    assert "older than 90 days" in used.stderr
