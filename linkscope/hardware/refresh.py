@@ -99,6 +99,13 @@ def parse_csv(text: str, cloud: str, origin: str) -> list[CatalogRow]:
     return rows
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(str(path), f"cannot read the catalog file ({exc})") from None
+
+
 def _cloud_of(path: str) -> str:
     """`catalogs/v7/aws/vms.csv` -> `aws`: the directory holding the file."""
     parts = [p for p in path.replace("\\", "/").split("/") if p]
@@ -111,7 +118,7 @@ def read_catalog(source: str, cloud: str | None = None) -> list[CatalogRow]:
         try:
             with urllib.request.urlopen(source, timeout=60) as response:  # noqa: S310 - user-given http(s) URL
                 text = response.read().decode("utf-8")
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise UserError(f"--from: cannot download {source} ({exc})") from None
         return parse_csv(text, cloud or _cloud_of(source), source)
     path = Path(source).expanduser()
@@ -125,9 +132,9 @@ def read_catalog(source: str, cloud: str | None = None) -> list[CatalogRow]:
             c = f.parent.name.lower()
             if c not in newest or f.parent.parent.name > newest[c].parent.parent.name:
                 newest[c] = f
-        return [row for c, f in sorted(newest.items()) for row in parse_csv(f.read_text(encoding="utf-8"), c, str(f))]
+        return [row for c, f in sorted(newest.items()) for row in parse_csv(_read(f), c, str(f))]
     if path.is_file():
-        return parse_csv(path.read_text(encoding="utf-8"), cloud or _cloud_of(str(path.resolve())), str(path))
+        return parse_csv(_read(path), cloud or _cloud_of(str(path.resolve())), str(path))
     raise UserError(f"--from: {source} is neither a directory, a CSV file nor an http(s) URL")
 
 

@@ -71,3 +71,13 @@ def test_dry_run_writes_nothing(monkeypatch, tmp_path: Path) -> None:
     result = run_cli("catalog", "refresh", "--from", str(SAMPLE), "--dry-run")
     assert result.exit_code == 0
     assert not (tmp_path / OVERRIDE_FILE).exists()
+
+
+def test_unreadable_sources_are_user_errors(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    binary = tmp_path / "vms.csv"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    result = run_cli("catalog", "refresh", "--from", str(binary))
+    assert result.exit_code == 2
+    missing = run_cli("catalog", "refresh", "--from", str(tmp_path / "nope"))
+    assert missing.exit_code == 2
