@@ -10,6 +10,7 @@ reported by then has already been handed to the parent (and stored).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue as queue_mod
 import signal
 import sys
@@ -28,6 +29,14 @@ EXIT_GRACE_S = 1.5
 """After a rank dies, how long to keep listening for the others' error reports before deciding."""
 PG_TIMEOUT_MARGIN_S = 60.0
 """The process-group timeout exceeds the watchdog's, so a hang is reported by the watchdog, by rank."""
+STARTUP_MIN_S = 120.0
+"""Start-up (importing torch, joining the process group) can take tens of seconds when several runs
+start at once; it is not measured against `--timeout` but against at least this."""
+
+
+def startup_limit_s(timeout_s: float) -> float:
+    """How long every rank gets to become ready (its progress counter leaves 0)."""
+    return max(timeout_s, STARTUP_MIN_S)
 
 
 @dataclass
@@ -48,9 +57,14 @@ class _RankError:
     user: bool
 
 
-def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, progress: Any, timeout_s: float) -> None:
+def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, progress: Any, timeout_s: float,
+                 parent_pid: int) -> None:
     # The parent handles Ctrl-C and stops the ranks itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from linkscope.bench.orphan import die_with_parent
+
+    # Before importing torch: a launcher killed during start-up must not leave ranks behind.
+    die_with_parent(parent_pid)
     from linkscope.bench.comm import init_rank
     from linkscope.bench.events import NullSink, QueueSink
     from linkscope.bench.jobs import run_job
@@ -63,7 +77,8 @@ def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, prog
 
     try:
         cfg = job.config
-        ctx = init_rank(env, cfg.run.backend, init_method, timeout_s + PG_TIMEOUT_MARGIN_S, publish,
+        # Joining the group may wait for ranks still starting, so it gets the start-up limit.
+        ctx = init_rank(env, cfg.run.backend, init_method, startup_limit_s(timeout_s) + PG_TIMEOUT_MARGIN_S, publish,
                         getattr(cfg, "cudagraph", 0))
         run_job(job, ctx, QueueSink(q) if rank == 0 else NullSink())
         ctx.close()
@@ -85,7 +100,9 @@ class _Watch:
         self.handler = handler
         self.errors: list[_RankError] = []
         self.last_values = list(progress)
-        self.last_move = time.monotonic()
+        self.started = time.monotonic()
+        self.last_move = self.started
+        self.ready = False
 
     def pump(self, wait_s: float) -> None:
         """Handle every queued report, waiting up to `wait_s` for the first."""
@@ -101,8 +118,28 @@ class _Watch:
             elif msg[0] == "rank_error":
                 self.errors.append(_RankError(msg[1], msg[2], msg[3]))
 
+    def not_ready(self) -> list[int]:
+        """Ranks still starting up (counter 0: imports and process-group init not done yet)."""
+        return [r for r, v in enumerate(self.progress) if v == 0]
+
+    def starting_for(self) -> float:
+        """Seconds since launch while some rank is still starting; 0 once all are ready.
+
+        The stall clock starts when the last rank becomes ready, so slow start-up never counts
+        against `--timeout`."""
+        if self.ready:
+            return 0.0
+        if self.not_ready():
+            return time.monotonic() - self.started
+        self.ready = True
+        self.last_values = list(self.progress)
+        self.last_move = time.monotonic()
+        return 0.0
+
     def stalled_for(self) -> float:
-        """Seconds since any rank's progress counter last moved."""
+        """Seconds since any rank's progress counter last moved (0 while starting up)."""
+        if not self.ready:
+            return 0.0
         values = list(self.progress)
         if values != self.last_values:
             self.last_values = values
@@ -175,6 +212,12 @@ def _monitor(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Ou
         if all(c == 0 for c in codes):
             watch.pump(0)
             return Outcome("complete")
+        limit_s = startup_limit_s(timeout_s)
+        if watch.starting_for() > limit_s:
+            late = watch.not_ready()
+            noun = "rank" if len(late) == 1 else "ranks"
+            return Outcome("fault", f"{noun} {', '.join(map(str, late))} did not finish start-up "
+                           f"(importing torch, joining the process group) within {limit_s:g} s", late)
         if watch.stalled_for() > timeout_s:
             return _fault_from_stall(watch, timeout_s, where)
 
@@ -231,7 +274,8 @@ def launch_local(
     with tempfile.TemporaryDirectory(prefix="linkscope-rdzv-") as tmp:
         init_method = "file://" + str(Path(tmp) / "rendezvous")
         procs = [
-            ctx.Process(target=_worker_main, args=(r, nproc, init_method, job, q, progress, timeout_s), daemon=True)
+            ctx.Process(target=_worker_main, args=(r, nproc, init_method, job, q, progress, timeout_s, os.getpid()),
+                        daemon=True)
             for r in range(nproc)
         ]
         watch = _Watch(procs, q, progress, handler)
