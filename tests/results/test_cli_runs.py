@@ -175,3 +175,13 @@ def test_an_impossible_row_refuses_the_import_naming_the_line(cli, tmp_path, fie
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
     with ResultStore(db) as store:
         assert store.list_runs() == []
+
+
+def test_calibrate_refuses_a_missing_db(tmp_path):
+    from linkscope.cli import calibrate_cmd
+
+    app = typer.Typer()
+    calibrate_cmd.register(app)
+    result = CliRunner().invoke(app, ["calibrate", "abc", "--db", str(tmp_path / "typo.db")])
+    assert result.exit_code == 2 and "no results database" in result.output
+    assert not (tmp_path / "typo.db").exists()
