@@ -28,7 +28,8 @@ _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(
 _AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)")
 _NCCL_VERSION = re.compile(r"\bNCCL version (?P<version>\d+\.\d+\.\d+\S*)")
 _BINARY_WORD = re.compile(r"\b[a-z_]+_perf\w*\b")
-_DATA = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*(\s|$)")
+_DATA = re.compile(r"^\s*-?\d+\s+-?\d+\s+[A-Za-z]\w*(\s|$)")
+"""A table row; a sign is accepted so that a negative size is refused by name instead of skipped unseen."""
 _PROMPT = re.compile(r"^(?:\S*[$#>]\s+)+")
 """A shell prompt (`user@host:~/dir$ `, `root@host# `, `> `) in front of a pasted command."""
 

@@ -157,6 +157,7 @@ def _with_row(tmp_path, old: str, new: str):
         ("type", "banana", "unknown data type 'banana'"),
         ("time", "0.00", "time 0 us is not positive"),
         ("time", "-5.00", "time -5 us is not positive"),
+        ("size", "-8", "size -8 bytes is out of range"),
     ],
 )
 def test_an_impossible_row_refuses_the_import_naming_the_line(cli, tmp_path, field, replacement, message):
