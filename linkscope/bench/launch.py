@@ -2,7 +2,8 @@
 
 The parent process owns the run: it spawns one process per rank (multiprocessing `spawn`, file
 rendezvous in a fresh temporary directory), receives rank 0's reports over a queue as each size
-completes, and watches every rank. When a rank dies, stops making progress for `timeout_s`, or the
+completes, and watches every rank. When a rank dies, does not finish start-up within
+`startup_limit_s`, stops making progress for `timeout_s` (counted once every rank is ready), or the
 user presses Ctrl-C, it stops the other ranks and says which rank and where; whatever rank 0 had
 reported by then has already been handed to the parent (and stored).
 """

@@ -63,8 +63,8 @@ def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> Import
     A file already imported (same content) is not stored twice: the result names the earlier run and has
     `already_imported` set. Everything is validated before the run is created, so a refused file leaves
     nothing behind."""
-    digest = hashlib.sha256(_read(path).encode("utf-8")).hexdigest()
-    parsed = parse_nccl_tests_file(path)
+    parsed = parse_nccl_tests_file(path)  # reads the file, with one-line errors for missing/unreadable ones
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
     invalid = [p for p in parsed.problems if p.invalid]
     if invalid:
         more = f" (and {len(invalid) - 1} more)" if len(invalid) > 1 else ""
