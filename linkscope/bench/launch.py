@@ -35,6 +35,10 @@ STARTUP_MIN_S = 120.0
 start at once; it is not measured against `--timeout` but against at least this."""
 
 
+STAGE_SPAWNED, STAGE_IMPORTED = 0, 1
+"""Per-rank start-up stage, so a rank that never gets ready is named with where it got stuck."""
+
+
 def startup_limit_s(timeout_s: float) -> float:
     """How long every rank gets to become ready (its progress counter leaves 0)."""
     return max(timeout_s, STARTUP_MIN_S)
@@ -59,7 +63,7 @@ class _RankError:
 
 
 def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, progress: Any, timeout_s: float,
-                 parent_pid: int) -> None:
+                 parent_pid: int, stage: Any) -> None:
     # The parent handles Ctrl-C and stops the ranks itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from linkscope.bench.orphan import die_with_parent
@@ -72,6 +76,7 @@ def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, prog
     from linkscope.bench.layout import RankEnv
 
     env = RankEnv(rank=rank, world=world, local_rank=rank, local_world=world, node_rank=0)
+    stage[rank] = STAGE_IMPORTED  # torch is in; what is left of start-up is joining the group
 
     def publish(value: int) -> None:
         progress[rank] = value
@@ -94,8 +99,10 @@ def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, prog
 class _Watch:
     """Parent-side state: processes, reports, progress counters and when they last moved."""
 
-    def __init__(self, procs: list[Any], q: Any, progress: Any, handler: Callable[[str, tuple], None]) -> None:
+    def __init__(self, procs: list[Any], q: Any, progress: Any, handler: Callable[[str, tuple], None],
+                 stage: Any = None) -> None:
         self.procs = procs
+        self.stage = stage
         self.q = q
         self.progress = progress
         self.handler = handler
@@ -200,6 +207,18 @@ def _fault_from_stall(watch: _Watch, timeout_s: float, where: Callable[[int], st
     return Outcome("fault", message, ranks)
 
 
+def _fault_from_startup(watch: _Watch, limit_s: float) -> Outcome:
+    """Name the ranks not ready after `limit_s`: those still importing are the cause, the others wait for them."""
+    late = watch.not_ready()
+    importing = [r for r in late if watch.stage is not None and watch.stage[r] == STAGE_SPAWNED]
+    culprits, doing = (importing, "importing torch") if importing else (late, "joining the process group")
+    if watch.stage is None:
+        doing = "importing torch, joining the process group"
+    noun = "rank" if len(culprits) == 1 else "ranks"
+    return Outcome("fault", f"{noun} {', '.join(map(str, culprits))} did not finish start-up ({doing}) "
+                   f"within {limit_s:g} s", culprits)
+
+
 def _monitor(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Outcome:
     while True:
         watch.pump(POLL_S)
@@ -215,10 +234,7 @@ def _monitor(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Ou
             return Outcome("complete")
         limit_s = startup_limit_s(timeout_s)
         if watch.starting_for() > limit_s:
-            late = watch.not_ready()
-            noun = "rank" if len(late) == 1 else "ranks"
-            return Outcome("fault", f"{noun} {', '.join(map(str, late))} did not finish start-up "
-                           f"(importing torch, joining the process group) within {limit_s:g} s", late)
+            return _fault_from_startup(watch, limit_s)
         if watch.stalled_for() > timeout_s:
             return _fault_from_stall(watch, timeout_s, where)
 
@@ -272,14 +288,15 @@ def launch_local(
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     progress = ctx.Array("q", nproc, lock=False)
+    stage = ctx.Array("b", nproc, lock=False)
     with tempfile.TemporaryDirectory(prefix="linkscope-rdzv-") as tmp:
         init_method = "file://" + str(Path(tmp) / "rendezvous")
         procs = [
-            ctx.Process(target=_worker_main, args=(r, nproc, init_method, job, q, progress, timeout_s, os.getpid()),
+            ctx.Process(target=_worker_main, args=(r, nproc, init_method, job, q, progress, timeout_s, os.getpid(), stage),
                         daemon=True)
             for r in range(nproc)
         ]
-        watch = _Watch(procs, q, progress, handler)
+        watch = _Watch(procs, q, progress, handler, stage)
         with _sigterm_as_interrupt():
             try:
                 for p in procs:

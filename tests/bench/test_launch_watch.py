@@ -21,8 +21,8 @@ def _where(value: int) -> str:
     return f"at step {value}"
 
 
-def _watch(progress: list[int]) -> launch._Watch:
-    return launch._Watch([_FakeProc() for _ in progress], queue.Queue(), progress, lambda m, a: None)
+def _watch(progress: list[int], stage: list[int] | None = None) -> launch._Watch:
+    return launch._Watch([_FakeProc() for _ in progress], queue.Queue(), progress, lambda m, a: None, stage)
 
 
 def test_a_rank_that_never_gets_ready_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,6 +30,15 @@ def test_a_rank_that_never_gets_ready_is_named(monkeypatch: pytest.MonkeyPatch) 
     outcome = launch._monitor(_watch([1, 0, 1]), 0.1, _where)
     assert outcome.status == "fault" and outcome.ranks == [1]
     assert outcome.message.startswith("rank 1 did not finish start-up") and "0.5 s" in outcome.message
+
+
+def test_a_rank_still_importing_is_blamed_not_those_waiting_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch, "STARTUP_MIN_S", 0.3)
+    outcome = launch._monitor(_watch([0, 0, 0], stage=[1, 0, 1]), 0.1, _where)
+    assert outcome.ranks == [1]
+    assert outcome.message == "rank 1 did not finish start-up (importing torch) within 0.3 s"
+    waiting = launch._monitor(_watch([0, 0], stage=[1, 1]), 0.1, _where)
+    assert waiting.message == "ranks 0, 1 did not finish start-up (joining the process group) within 0.3 s"
 
 
 def test_slow_start_up_does_not_count_against_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
