@@ -6,11 +6,13 @@ normalised copy (canonical op and type names) or raises UserError naming the bad
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from linkscope.bench.dtypes import check_redop, dtype_by_name
 from linkscope.bench.ops import expand_op_names
-from linkscope.bench.sizes import size_sweep
+from linkscope.bench.sizes import check_size_cap, size_sweep
 from linkscope.hardware.errors import UserError
 
 BACKENDS = ("auto", "gloo", "nccl")
@@ -43,7 +45,24 @@ class RunOptions:
             raise UserError(f"--nproc must be at least 1, got {self.nproc}")
         if self.timeout_s <= 0:
             raise UserError(f"--timeout must be positive, got {self.timeout_s}")
+        # Checked before the sweep: finding an unwritable export only at the end would waste the run.
+        check_output_path(self.json_path, "--json")
+        check_output_path(self.csv_path, "--csv")
         return replace(self, backend=backend)
+
+
+def check_output_path(path: str | None, option: str) -> None:
+    """An export file must be creatable: its directory exists and is writable, and it is not a directory."""
+    if not path:
+        return
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UserError(f"{option} {path}: is a directory, not a file")
+    if not parent.is_dir():
+        raise UserError(f"{option} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UserError(f"{option} {path}: not writable")
 
 
 @dataclass
@@ -131,6 +150,7 @@ class P2PConfig:
         """A checked copy; raises UserError on the first bad value."""
         if self.size_bytes < 1:
             raise UserError(f"--size must be at least 1 byte, got {self.size_bytes}")
+        check_size_cap(self.size_bytes, "--size")
         if self.iters < 1 or self.latency_iters < 1:
             raise UserError("-n/--iters and --latency-iters must be at least 1")
         if self.warmup < 0:

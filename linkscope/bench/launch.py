@@ -2,7 +2,8 @@
 
 The parent process owns the run: it spawns one process per rank (multiprocessing `spawn`, file
 rendezvous in a fresh temporary directory), receives rank 0's reports over a queue as each size
-completes, and watches every rank. When a rank dies, stops making progress for `timeout_s`, or the
+completes, and watches every rank. When a rank dies, does not finish start-up within
+`startup_limit_s`, stops making progress for `timeout_s` (counted once every rank is ready), or the
 user presses Ctrl-C, it stops the other ranks and says which rank and where; whatever rank 0 had
 reported by then has already been handed to the parent (and stored).
 """
@@ -10,6 +11,7 @@ reported by then has already been handed to the parent (and stored).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue as queue_mod
 import signal
 import sys
@@ -28,6 +30,18 @@ EXIT_GRACE_S = 1.5
 """After a rank dies, how long to keep listening for the others' error reports before deciding."""
 PG_TIMEOUT_MARGIN_S = 60.0
 """The process-group timeout exceeds the watchdog's, so a hang is reported by the watchdog, by rank."""
+STARTUP_MIN_S = 120.0
+"""Start-up (importing torch, joining the process group) can take tens of seconds when several runs
+start at once; it is not measured against `--timeout` but against at least this."""
+
+
+STAGE_SPAWNED, STAGE_IMPORTED = 0, 1
+"""Per-rank start-up stage, so a rank that never gets ready is named with where it got stuck."""
+
+
+def startup_limit_s(timeout_s: float) -> float:
+    """How long every rank gets to become ready (its progress counter leaves 0)."""
+    return max(timeout_s, STARTUP_MIN_S)
 
 
 @dataclass
@@ -48,22 +62,29 @@ class _RankError:
     user: bool
 
 
-def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, progress: Any, timeout_s: float) -> None:
+def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, progress: Any, timeout_s: float,
+                 parent_pid: int, stage: Any) -> None:
     # The parent handles Ctrl-C and stops the ranks itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from linkscope.bench.orphan import die_with_parent
+
+    # Before importing torch: a launcher killed during start-up must not leave ranks behind.
+    die_with_parent(parent_pid)
     from linkscope.bench.comm import init_rank
     from linkscope.bench.events import NullSink, QueueSink
     from linkscope.bench.jobs import run_job
     from linkscope.bench.layout import RankEnv
 
     env = RankEnv(rank=rank, world=world, local_rank=rank, local_world=world, node_rank=0)
+    stage[rank] = STAGE_IMPORTED  # torch is in; what is left of start-up is joining the group
 
     def publish(value: int) -> None:
         progress[rank] = value
 
     try:
         cfg = job.config
-        ctx = init_rank(env, cfg.run.backend, init_method, timeout_s + PG_TIMEOUT_MARGIN_S, publish,
+        # Joining the group may wait for ranks still starting, so it gets the start-up limit.
+        ctx = init_rank(env, cfg.run.backend, init_method, startup_limit_s(timeout_s) + PG_TIMEOUT_MARGIN_S, publish,
                         getattr(cfg, "cudagraph", 0))
         run_job(job, ctx, QueueSink(q) if rank == 0 else NullSink())
         ctx.close()
@@ -78,14 +99,18 @@ def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, prog
 class _Watch:
     """Parent-side state: processes, reports, progress counters and when they last moved."""
 
-    def __init__(self, procs: list[Any], q: Any, progress: Any, handler: Callable[[str, tuple], None]) -> None:
+    def __init__(self, procs: list[Any], q: Any, progress: Any, handler: Callable[[str, tuple], None],
+                 stage: Any = None) -> None:
         self.procs = procs
+        self.stage = stage
         self.q = q
         self.progress = progress
         self.handler = handler
         self.errors: list[_RankError] = []
         self.last_values = list(progress)
-        self.last_move = time.monotonic()
+        self.started = time.monotonic()
+        self.last_move = self.started
+        self.ready = False
 
     def pump(self, wait_s: float) -> None:
         """Handle every queued report, waiting up to `wait_s` for the first."""
@@ -101,8 +126,28 @@ class _Watch:
             elif msg[0] == "rank_error":
                 self.errors.append(_RankError(msg[1], msg[2], msg[3]))
 
+    def not_ready(self) -> list[int]:
+        """Ranks still starting up (counter 0: imports and process-group init not done yet)."""
+        return [r for r, v in enumerate(self.progress) if v == 0]
+
+    def starting_for(self) -> float:
+        """Seconds since launch while some rank is still starting; 0 once all are ready.
+
+        The stall clock starts when the last rank becomes ready, so slow start-up never counts
+        against `--timeout`."""
+        if self.ready:
+            return 0.0
+        if self.not_ready():
+            return time.monotonic() - self.started
+        self.ready = True
+        self.last_values = list(self.progress)
+        self.last_move = time.monotonic()
+        return 0.0
+
     def stalled_for(self) -> float:
-        """Seconds since any rank's progress counter last moved."""
+        """Seconds since any rank's progress counter last moved (0 while starting up)."""
+        if not self.ready:
+            return 0.0
         values = list(self.progress)
         if values != self.last_values:
             self.last_values = values
@@ -162,6 +207,18 @@ def _fault_from_stall(watch: _Watch, timeout_s: float, where: Callable[[int], st
     return Outcome("fault", message, ranks)
 
 
+def _fault_from_startup(watch: _Watch, limit_s: float) -> Outcome:
+    """Name the ranks not ready after `limit_s`: those still importing are the cause, the others wait for them."""
+    late = watch.not_ready()
+    importing = [r for r in late if watch.stage is not None and watch.stage[r] == STAGE_SPAWNED]
+    culprits, doing = (importing, "importing torch") if importing else (late, "joining the process group")
+    if watch.stage is None:
+        doing = "importing torch, joining the process group"
+    noun = "rank" if len(culprits) == 1 else "ranks"
+    return Outcome("fault", f"{noun} {', '.join(map(str, culprits))} did not finish start-up ({doing}) "
+                   f"within {limit_s:g} s", culprits)
+
+
 def _monitor(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Outcome:
     while True:
         watch.pump(POLL_S)
@@ -175,6 +232,9 @@ def _monitor(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Ou
         if all(c == 0 for c in codes):
             watch.pump(0)
             return Outcome("complete")
+        limit_s = startup_limit_s(timeout_s)
+        if watch.starting_for() > limit_s:
+            return _fault_from_startup(watch, limit_s)
         if watch.stalled_for() > timeout_s:
             return _fault_from_stall(watch, timeout_s, where)
 
@@ -228,13 +288,15 @@ def launch_local(
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     progress = ctx.Array("q", nproc, lock=False)
+    stage = ctx.Array("b", nproc, lock=False)
     with tempfile.TemporaryDirectory(prefix="linkscope-rdzv-") as tmp:
         init_method = "file://" + str(Path(tmp) / "rendezvous")
         procs = [
-            ctx.Process(target=_worker_main, args=(r, nproc, init_method, job, q, progress, timeout_s), daemon=True)
+            ctx.Process(target=_worker_main, args=(r, nproc, init_method, job, q, progress, timeout_s, os.getpid(), stage),
+                        daemon=True)
             for r in range(nproc)
         ]
-        watch = _Watch(procs, q, progress, handler)
+        watch = _Watch(procs, q, progress, handler, stage)
         with _sigterm_as_interrupt():
             try:
                 for p in procs:

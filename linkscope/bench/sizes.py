@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from linkscope.hardware.errors import UserError
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+MAX_SIZE_BYTES = 1024**4
+"""1 TiB: no device holds a buffer this large, so a bigger size is a typo, refused before anything starts."""
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
 
@@ -25,13 +27,22 @@ def parse_size(text: str | int, what: str = "size") -> int:
         value = int(match.group(1)) * _UNITS[match.group(2).upper()]
     if value <= 0:
         raise UserError(f"{what} must be at least 1 byte, got '{text}'")
+    check_size_cap(value, what)
     return value
+
+
+def check_size_cap(size_bytes: int, what: str = "size") -> None:
+    """Refuse sizes above MAX_SIZE_BYTES (surely a typo) with one line."""
+    if size_bytes > MAX_SIZE_BYTES:
+        raise UserError(f"{what} {size_bytes} bytes is larger than the 1 TiB limit; is it a typo?")
 
 
 def size_sweep(min_bytes: int, max_bytes: int, step_factor: int) -> list[int]:
     """The sizes nccl-tests visits with `-b min -e max -f factor`: min, min*f, ... while <= max."""
     if min_bytes <= 0 or max_bytes <= 0:
         raise UserError("sizes must be at least 1 byte")
+    check_size_cap(min_bytes, "min bytes")
+    check_size_cap(max_bytes, "max bytes")
     if min_bytes > max_bytes:
         raise UserError(f"min bytes ({min_bytes}) is larger than max bytes ({max_bytes})")
     if min_bytes == max_bytes:

@@ -12,7 +12,7 @@ from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibrate_run import calibrate_run
 from linkscope.model.profiles import list_profiles, load_profile
-from linkscope.results.store import ResultStore
+from linkscope.results.store import ResultStore, require_existing
 
 
 def _busbw(value: float) -> str:
@@ -43,7 +43,8 @@ def calibrate(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Fit latency and bandwidth per op from a stored run, print the fit error, save a profile."""
-    with ResultStore(db) as store:
+    # Calibrating only reads runs: a mistyped --db must not create an empty database.
+    with ResultStore(require_existing(db)) as store:
         report = calibrate_run(store, run_id, name, offering, load_db())
     profile = report.profile
     if as_json:

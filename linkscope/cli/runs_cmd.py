@@ -15,7 +15,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json
 from linkscope.results.nccltests import import_nccl_tests_file
 from linkscope.results.records import PairRow, RunInfo
-from linkscope.results.store import ResultStore, RunSummary
+from linkscope.results.store import ResultStore, RunSummary, require_existing
 
 DbOption = typer.Option(None, "--db", help="Results database file (default: $LINKSCOPE_DB, else the user data dir).")
 
@@ -36,7 +36,7 @@ def runs(
     """List stored runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
-    with ResultStore(db) as store:
+    with ResultStore(_existing(db)) as store:
         summaries = store.list_runs(limit=limit, kind=kind, label=label)
     if as_json:
         print_json([vars(s) for s in summaries])
@@ -44,6 +44,11 @@ def runs(
         console.print("No runs stored yet (`linkscope bench` or `linkscope import nccl-tests FILE`).")
     else:
         console.print(_runs_table(summaries))
+
+
+def _existing(db: Optional[Path]) -> Optional[Path]:
+    """Reading commands never create a database: an explicit --db must name an existing file."""
+    return None if db is None else require_existing(db)
 
 
 def _runs_table(summaries: list[RunSummary]) -> Table:
@@ -67,7 +72,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="The run as nccl-tests-style JSON."),
 ) -> None:
     """Show one run: its metadata and, per collective, the table nccl-tests would print."""
-    with ResultStore(db) as store:
+    with ResultStore(_existing(db)) as store:
         info = store.get_run(run_id)
         rows, pairs = store.rows(info.run_id), store.pair_rows(info.run_id)
     if as_json:
@@ -122,7 +127,7 @@ def export(
     """Export one run as JSON or CSV."""
     if as_json == as_csv:
         raise UserError("choose one format: --json or --csv")
-    with ResultStore(db) as store:
+    with ResultStore(_existing(db)) as store:
         info = store.get_run(run_id)
         rows = store.rows(info.run_id)
         pairs = store.pair_rows(info.run_id) if as_json else []
@@ -150,6 +155,9 @@ def import_nccl_tests_cmd(
     """Store an nccl-tests output file as a run, so it can be compared with linkscope's own runs."""
     with ResultStore(db) as store:
         result = import_nccl_tests_file(file, store, label if label is not None else file.stem)
+    if result.already_imported:
+        console.print(f"{file}: already imported as run {result.run_id}; nothing stored", highlight=False)
+        return
     parsed = result.parsed
     for problem in parsed.problems:
         err_console.print(f"[yellow]warning:[/] {escape(f'{file}: {problem}')}", highlight=False)

@@ -2,7 +2,7 @@
 silent fallbacks (SHM instead of NVLink, sockets instead of InfiniBand, no GPUDirect RDMA, no NVLS).
 
 `analyse_nccl_log(text, expect)` is the library entry point (used on the output of NCCL runs);
-`read_nccl_log(path, expect)` reads a file first.
+`read_nccl_log(path, expect)` reads a file first, and refuses one with no NCCL lines at all.
 """
 
 from __future__ import annotations
@@ -93,4 +93,8 @@ def read_nccl_log(path: Path | str, expect: Expectations | None = None) -> NcclL
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
-    return analyse_nccl_log(text, expect, source=str(path))
+    report = analyse_nccl_log(text, expect, source=str(path))
+    if report.log.nccl_lines == 0:
+        # Otherwise a wrong file (or a run without NCCL_DEBUG=INFO) would pass --fail-on-fallback as "no fallback".
+        raise UserError(f"{path}: no NCCL INFO lines found (was the run made with NCCL_DEBUG=INFO?)")
+    return report

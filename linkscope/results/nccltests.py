@@ -8,6 +8,7 @@ Importing a file with no readable row at all is a UserError.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ class ImportResult:
 
     run_id: str
     parsed: ParsedNcclTests
+    already_imported: bool = False
+    """The same file content was imported before, as `run_id`; nothing new was stored."""
 
 
 def parse_nccl_tests_file(path: Path) -> ParsedNcclTests:
@@ -55,13 +58,32 @@ def import_nccl_tests(path: Path, store: ResultStore, label: str) -> str:
 
 
 def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> ImportResult:
-    """Like `import_nccl_tests`, also returning what was parsed (for counts and warnings)."""
-    parsed = parse_nccl_tests_file(path)
+    """Like `import_nccl_tests`, also returning what was parsed (for counts and warnings).
+
+    A file already imported (same content) is not stored twice: the result names the earlier run and has
+    `already_imported` set. Everything is validated before the run is created, so a refused file leaves
+    nothing behind."""
+    parsed = parse_nccl_tests_file(path)  # reads the file, with one-line errors for missing/unreadable ones
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    invalid = [p for p in parsed.problems if p.invalid]
+    if invalid:
+        more = f" (and {len(invalid) - 1} more)" if len(invalid) > 1 else ""
+        raise UserError(f"{path}: {invalid[0]}{more}; nothing imported")
     if not parsed.rows:
         detail = "; ".join(str(p) for p in parsed.problems[:3])
         raise UserError(f"{path}: no nccl-tests result rows found" + (f" ({detail})" if detail else ""))
-    run_id = store.create_run(run_info(parsed, label))
-    store.add_rows(run_id, parsed.rows)
+    earlier = store.find_import(digest)
+    if earlier is not None:
+        return ImportResult(run_id=earlier, parsed=parsed, already_imported=True)
+    info = run_info(parsed, label)
+    info.source_sha256 = digest
+    run_id = store.create_run(info)
+    try:
+        store.add_rows(run_id, parsed.rows)
+    except BaseException as exc:
+        # Never leave a run `running` with no rows behind a failed insert.
+        store.finish_run(run_id, "failed", f"import failed: {type(exc).__name__}: {exc}")
+        raise
     store.finish_run(run_id, "incomplete" if parsed.problems else "complete")
     return ImportResult(run_id=run_id, parsed=parsed)
 

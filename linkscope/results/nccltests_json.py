@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from linkscope.results.nccltests_validate import invalid_reason
 from linkscope.results.nccltests_model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
                                                nccl_version_from_code)
 from linkscope.results.busbw import OP_TO_BINARY
@@ -69,9 +70,15 @@ def _section(document: dict[str, Any], parsed: ParsedNcclTests, where: str) -> N
     iters = section.config.get("iters", 0)
     for i, entry in enumerate(document["results"]):
         try:
-            section.rows.extend(_rows(entry, section, iters if isinstance(iters, int) else 0))
+            rows = _rows(entry, section, iters if isinstance(iters, int) else 0)
         except _Bad as exc:
             parsed.problems.append(Problem(None, f"{where}results[{i}]: {exc}"))
+            continue
+        reasons = [r for r in map(invalid_reason, rows) if r]
+        if reasons:
+            parsed.problems.append(Problem(None, f"{where}results[{i}]: {reasons[0]}", invalid=True))
+            continue
+        section.rows.extend(rows)
     return section
 
 

@@ -10,6 +10,7 @@ from typing import Callable
 
 from linkscope.results.busbw import ROOTED_OPS
 from linkscope.results.nccltests_columns import Columns, RowError, columns_for_row, columns_from_header, parse_row
+from linkscope.results.nccltests_validate import invalid_reason
 from linkscope.results.nccltests_model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
                                                nccl_version_from_code, op_from_binary)
 
@@ -27,7 +28,8 @@ _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(
 _AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)")
 _NCCL_VERSION = re.compile(r"\bNCCL version (?P<version>\d+\.\d+\.\d+\S*)")
 _BINARY_WORD = re.compile(r"\b[a-z_]+_perf\w*\b")
-_DATA = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*(\s|$)")
+_DATA = re.compile(r"^\s*-?\d+\s+-?\d+\s+[A-Za-z]\w*(\s|$)")
+"""A table row; a sign is accepted so that a negative size is refused by name instead of skipped unseen."""
 _PROMPT = re.compile(r"^(?:\S*[$#>]\s+)+")
 """A shell prompt (`user@host:~/dir$ `, `root@host# `, `> `) in front of a pasted command."""
 
@@ -161,10 +163,15 @@ class _Reader:
                                                 "nccl-tests layout and no column header precedes it"))
             return
         try:
-            s.rows.extend(parse_row(tokens, columns))
+            rows = parse_row(tokens, columns)
         except RowError as exc:
-            self.parsed.problems.append(Problem(number, f"{exc}: {line[:80]}"))
+            self.parsed.problems.append(Problem(number, f"{exc}: {line[:80]}", invalid=_overflows(tokens, columns)))
             return
+        reasons = [r for r in map(invalid_reason, rows) if r]
+        if reasons:
+            self.parsed.problems.append(Problem(number, f"{reasons[0]}: {line.strip()[:80]}", invalid=True))
+            return
+        s.rows.extend(rows)
         s.layout, s.columns = columns.layout, columns.prefix + columns.half
 
     def _on_other(self, number: int, line: str) -> None:
@@ -200,6 +207,11 @@ def _fill_rows(section: NcclTestsSection) -> None:
         if not root_printed:
             # Before 2.13 the root was not printed; rooted collectives used the default root 0.
             row.root = 0 if section.op in ROOTED_OPS else -1
+
+
+def _overflows(tokens: list[str], columns: Columns) -> bool:
+    """A row that failed to parse is still refused outright when its leading integers are absurdly long."""
+    return any(t.lstrip("-").isdigit() and len(t.lstrip("-")) > 18 for t in tokens[: len(columns.prefix)])
 
 
 def _single_binary(line: str) -> str | None:

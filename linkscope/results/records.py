@@ -43,6 +43,11 @@ class RunInfo:
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Anything else worth keeping: NCCL transport summary, import warnings, ..."""
+    launcher_pid: int | None = None
+    """The process that created the run; a `running` run whose launcher is gone is marked incomplete."""
+    launcher_host: str | None = None
+    source_sha256: str | None = None
+    """For imports: the hash of the imported file's content, so a second import of it is recognised."""
 
 
 @dataclass

@@ -88,7 +88,15 @@ def _to_v1(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
-MIGRATIONS: list[tuple[int, Migration]] = [(1, _to_v1)]
+def _to_v2(conn: sqlite3.Connection) -> None:
+    """Who launched a run (to spot runs left `running` by a killed launcher) and an import's content hash."""
+    conn.execute("ALTER TABLE runs ADD COLUMN launcher_pid INTEGER")
+    conn.execute("ALTER TABLE runs ADD COLUMN launcher_host TEXT")
+    conn.execute("ALTER TABLE runs ADD COLUMN source_sha256 TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_source ON runs (source_sha256)")
+
+
+MIGRATIONS: list[tuple[int, Migration]] = [(1, _to_v1), (2, _to_v2)]
 """(version reached, step) in ascending order; append a step to change the schema, never edit an old one."""
 
 

@@ -12,6 +12,7 @@ several processes can write to the same file at once (WAL journal, a busy timeou
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import time
 import uuid
@@ -71,6 +72,7 @@ class ResultStore:
     def __init__(self, path: Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_db_path()
         self._conn = _open(self.path)
+        self._mark_abandoned_runs()
 
     def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
@@ -100,13 +102,16 @@ class ResultStore:
         """
         for _ in range(5):
             run = replace(info, run_id=uuid.uuid4().hex[:8], started_at=info.started_at or utc_now(),
-                          status="running")
+                          status="running",
+                          launcher_pid=info.launcher_pid if info.launcher_pid is not None else os.getpid(),
+                          launcher_host=info.launcher_host or socket.gethostname())
             try:
                 with self._write() as conn:
                     conn.execute(codec.insert_sql("runs", codec.RUN_FIELDS), codec.run_values(run))
             except sqlite3.IntegrityError:
                 continue  # 8 hex characters can collide in a large store; draw again
             info.run_id, info.started_at, info.status = run.run_id, run.started_at, run.status
+            info.launcher_pid, info.launcher_host = run.launcher_pid, run.launcher_host
             return run.run_id
         raise RuntimeError("could not draw an unused run id")
 
@@ -136,6 +141,28 @@ class ResultStore:
         assignments = ", ".join(f"{k} = :{k}" for k in values)
         with self._write() as conn:
             conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = :run_id", {**values, "run_id": run_id})
+
+    def _mark_abandoned_runs(self) -> None:
+        """Runs still `running` whose launcher on this host no longer exists were killed (SIGKILL, power):
+        mark them incomplete so they do not stay `running` for ever. Other hosts' runs cannot be checked."""
+        host = socket.gethostname()
+        rows = self._conn.execute("SELECT run_id, launcher_pid, error FROM runs WHERE status = 'running' "
+                                  "AND launcher_host = ? AND launcher_pid IS NOT NULL", (host,)).fetchall()
+        gone = [row for row in rows if not pid_alive(int(row["launcher_pid"]))]
+        if not gone:
+            return
+        with self._write() as conn:
+            for row in gone:
+                note = f"launcher gone (pid {row['launcher_pid']} on {host} no longer exists)"
+                error = f"{row['error']}; {note}" if row["error"] else note
+                conn.execute("UPDATE runs SET status = 'incomplete', error = ?, ended_at = ? "
+                             "WHERE run_id = ? AND status = 'running'", (error, utc_now(), row["run_id"]))
+
+    def find_import(self, source_sha256: str) -> str | None:
+        """The id of a run imported from a file with this content hash, if any."""
+        row = self._conn.execute("SELECT run_id FROM runs WHERE source_sha256 = ? ORDER BY started_at LIMIT 1",
+                                 (source_sha256,)).fetchone()
+        return None if row is None else str(row["run_id"])
 
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
         """Mark a run as ended now with `status` (complete, incomplete or failed) and an optional error."""
@@ -225,10 +252,40 @@ def _summary(row: sqlite3.Row) -> RunSummary:
                       backend=info.backend, n_rows=int(row["n_rows"]), ops=ops)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    try:
+        # A killed launcher reaped by nobody yet is a zombie: it will never finish the run.
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def require_existing(path: Path | None) -> Path:
+    """For read-only commands: the database must already exist (a typo must not create an empty one)."""
+    resolved = Path(path) if path is not None else default_db_path()
+    if not resolved.is_file():
+        raise UserError(f"{resolved}: no results database there (run `linkscope bench` or `linkscope import` first)")
+    return resolved
+
+
 def _open(path: Path) -> sqlite3.Connection:
     """Connect, configure for concurrent writers, and migrate; any SQLite failure becomes a UserError naming path."""
     if path.exists() and not path.is_file():
         raise UserError(f"{path}: results database path is not a file")
+    if not path.parent.is_dir():
+        if path != default_db_path():
+            # A typo in --db must not grow a directory tree; only the default location is created.
+            raise UserError(f"{path}: directory {path.parent} does not exist")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)

@@ -46,6 +46,13 @@ def test_help_and_command_list_do_not_import_torch() -> None:
         (["bench", "-d", "int8", "-o", "avg"], "gloo cannot average int8"),
         (["bench", "-G", "2", "--backend", "gloo"], "needs the nccl backend"),
         (["p2p", "--nproc", "1"], "p2p needs at least 2 ranks"),
+        (["bench", "-b", "8", "-e", "99999999999999999999"], "larger than the 1 TiB limit"),
+        (["bench", "--json", "/no/dir/x.json"], "--json /no/dir/x.json: directory /no/dir does not exist"),
+        (["bench", "--csv", "/no/dir/x.csv"], "--csv /no/dir/x.csv: directory /no/dir does not exist"),
+        (["bench", "--json", "/"], "is a directory"),
+        (["bench", "--db", "/no/dir/x.db"], "directory /no/dir does not exist"),
+        (["p2p", "--json", "/no/dir/x.json"], "--json /no/dir/x.json: directory /no/dir does not exist"),
+        (["p2p", "--size", "2T"], "larger than the 1 TiB limit"),
     ],
 )
 def test_user_errors_exit_2_with_one_line(args: list[str], message: str) -> None:

@@ -66,6 +66,7 @@ def test_a_rank_that_exits_is_named_and_earlier_sizes_are_kept(tmp_path: Path, m
 
 def test_a_hung_rank_is_named_within_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fault(monkeypatch, "hang", 2048)
+    # A 4 s timeout is safe even when torch imports slowly: the stall clock starts once every rank is ready.
     start = time.monotonic()
     result = run_bench(_config(tmp_path / "r.db", timeout_s=4.0), emit=lambda line: None)
     assert time.monotonic() - start < 60
@@ -75,15 +76,15 @@ def test_a_hung_rank_is_named_within_the_timeout(tmp_path: Path, monkeypatch: py
     assert {r.size_bytes for r in ResultStore(tmp_path / "r.db").rows(result.run_id)} == {1024}
 
 
-def _kill_rank_when_stored(db: Path, rank: int, done: threading.Event) -> None:
-    """Wait until the run's layout and two sizes are stored, then SIGKILL one rank by its pid."""
+def _kill_rank_when_stored(db: Path, rank: int, done: threading.Event, sig: int = signal.SIGKILL) -> None:
+    """Wait until the run's layout and two sizes are stored, then send `sig` to one rank by its pid."""
     while not done.is_set():
         try:
             store = ResultStore(db)
             runs = store.list_runs()
             if runs and len(store.rows(runs[0].run_id)) >= 4:
                 pid = store.get_run(runs[0].run_id).groups["ranks"][rank]["pid"]
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
                 return
         except Exception:  # noqa: BLE001 - the store may not exist yet
             pass
@@ -100,6 +101,20 @@ def test_a_rank_killed_by_a_signal_is_named(tmp_path: Path, monkeypatch: pytest.
     done.set()
     assert result.exit_code == EXIT_FAULT
     assert result.error == "rank 1 was killed by SIGKILL before all_reduce 4096 B"
+    assert {r.size_bytes for r in result.rows} == {1024, 2048}
+
+
+def test_a_stopped_rank_is_named_as_the_one_that_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SIGSTOP freezes rank 1 while rank 0 waits in the collective; the watchdog must blame rank 1, not "no rank".
+    _fault(monkeypatch, "hang", 4096)
+    done = threading.Event()
+    stopper = threading.Thread(target=_kill_rank_when_stored, args=(tmp_path / "r.db", 1, done, signal.SIGSTOP),
+                               daemon=True)
+    stopper.start()
+    result = run_bench(_config(tmp_path / "r.db", timeout_s=5.0), emit=lambda line: None)
+    done.set()
+    assert result.exit_code == EXIT_FAULT and result.status == "incomplete"
+    assert (result.error or "").startswith("rank 1 stopped making progress for 5 s before all_reduce 4096 B")
     assert {r.size_bytes for r in result.rows} == {1024, 2048}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import typer
@@ -91,3 +92,12 @@ def test_nccl_log_user_errors_are_one_line_with_exit_2() -> None:
     assert missing.exit_code == 2 and "cannot read the log" in missing.stderr
     unknown = run("nccl-log", SOCKET_LOG, "--system", "dgx-h1000")
     assert unknown.exit_code == 2 and "unknown System" in unknown.stderr
+
+
+@pytest.mark.parametrize("extra", [[], ["--fail-on-fallback"]])
+def test_a_file_without_nccl_lines_is_an_error_not_a_pass(tmp_path: Path, extra: list[str]) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("epoch 1 loss 2.3\nepoch 2 loss 1.9\n", encoding="utf-8")
+    result = run("nccl-log", str(log), *extra)
+    assert result.exit_code == 2
+    assert "no NCCL INFO lines found" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -116,3 +116,73 @@ def test_corrupt_database_is_exit_2_naming_the_file(cli, tmp_path):
     bad.write_text("not sqlite at all " * 100)
     result = cli("runs", "--db", str(bad))
     assert result.exit_code == 2 and "bad.db" in result.stderr
+
+
+def test_reading_commands_refuse_a_missing_db_instead_of_creating_it(cli, tmp_path):
+    typo = tmp_path / "typo.db"
+    for args in (["runs"], ["runs", "show", "abc"], ["export", "abc", "--json"]):
+        result = cli(*args, "--db", str(typo))
+        assert result.exit_code == 2, args
+        assert "no results database" in result.stderr and "Traceback" not in result.output
+    assert not typo.exists()
+
+
+def test_import_refuses_a_missing_directory(cli, tmp_path):
+    result = cli("import", "nccl-tests", str(V2_13), "--db", str(tmp_path / "no" / "r.db"))
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+    assert not (tmp_path / "no").exists()
+
+
+def test_importing_the_same_file_twice_keeps_one_run(cli, tmp_path):
+    db = str(tmp_path / "r.db")
+    first = imported_id(cli("import", "nccl-tests", str(V2_13), "--db", db).stdout)
+    again = cli("import", "nccl-tests", str(V2_13), "--db", db)
+    assert again.exit_code == 0 and f"already imported as run {first}" in again.stdout
+    with ResultStore(tmp_path / "r.db") as store:
+        assert [r.run_id for r in store.list_runs()] == [first]
+
+
+def _with_row(tmp_path, old: str, new: str):
+    text = V2_13.read_text()
+    assert old in text
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text.replace(old, new, 1))
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("field", "replacement", "message"),
+    [
+        ("size", "12345678901234567890123", "size 12345678901234567890123 bytes is out of range"),
+        ("type", "banana", "unknown data type 'banana'"),
+        ("time", "0.00", "time 0 us is not positive"),
+        ("time", "-5.00", "time -5 us is not positive"),
+        ("size", "-8", "size -8 bytes is out of range"),
+    ],
+)
+def test_an_impossible_row_refuses_the_import_naming_the_line(cli, tmp_path, field, replacement, message):
+    lines = V2_13.read_text().splitlines()
+    number, line = next((i + 1, l) for i, l in enumerate(lines) if l.split() and l.split()[0].isdigit()
+                        and len(l.split()) > 10)
+    tokens = line.split()
+    index = {"size": 0, "type": 2, "time": 5}[field]
+    old = tokens[index]
+    new_line = line.replace(f" {old} ", f" {replacement} ", 1) if index else line.replace(old, replacement, 1)
+    bad = _with_row(tmp_path, line, new_line)
+    db = tmp_path / "r.db"
+    result = cli("import", "nccl-tests", str(bad), "--db", str(db))
+    assert result.exit_code == 2, result.output
+    assert f"line {number}: {message}" in result.stderr and "nothing imported" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    with ResultStore(db) as store:
+        assert store.list_runs() == []
+
+
+def test_calibrate_refuses_a_missing_db(tmp_path):
+    from linkscope.cli import calibrate_cmd
+
+    app = typer.Typer()
+    calibrate_cmd.register(app)
+    result = CliRunner().invoke(app, ["calibrate", "abc", "--db", str(tmp_path / "typo.db")])
+    assert result.exit_code == 2 and "no results database" in result.output
+    assert not (tmp_path / "typo.db").exists()

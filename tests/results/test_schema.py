@@ -41,7 +41,7 @@ def test_fake_v0_file_is_migrated(tmp_path):
         conn.execute("PRAGMA application_id = 0")
     with ResultStore(path) as store:
         store.create_run(RunInfo(kind="bench"))
-    assert versions(path) == (1, "1")
+    assert versions(path) == (schema.latest_version(), str(schema.latest_version()))
 
 
 def test_migration_steps_run_in_order_and_keep_data(tmp_path, monkeypatch):
@@ -49,16 +49,29 @@ def test_migration_steps_run_in_order_and_keep_data(tmp_path, monkeypatch):
     with ResultStore(path) as store:
         run_id = store.create_run(RunInfo(kind="bench", label="before"))
 
-    def to_v2(conn: sqlite3.Connection) -> None:
+    def to_next(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT 'migrated'")
 
-    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS + [(2, to_v2)])
+    nxt = schema.latest_version() + 1
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS + [(nxt, to_next)])
     with ResultStore(path) as store:
         assert store.get_run(run_id).label == "before"
-    assert versions(path) == (2, "2")
+    assert versions(path) == (nxt, str(nxt))
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT note FROM runs").fetchone()[0] == "migrated"
-    ResultStore(path).close()  # already at 2: nothing runs twice
+    ResultStore(path).close()  # already at the newest: nothing runs twice
+
+
+def test_a_version_1_file_gains_the_launcher_and_source_columns(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        schema._to_v1(conn)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute("INSERT INTO runs (run_id, kind, started_at, status) VALUES ('abcd1234', 'bench', 'x', 'complete')")
+    with ResultStore(path) as store:
+        run = store.get_run("abcd1234")
+    assert run.status == "complete" and run.launcher_pid is None and run.source_sha256 is None
+    assert versions(path)[0] == schema.latest_version()
 
 
 def test_newer_schema_is_refused(tmp_path):
