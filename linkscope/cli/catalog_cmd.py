@@ -61,7 +61,7 @@ def catalog(
     elif as_csv:
         typer.echo(catalog_csv(rows), nl=False)
     else:
-        console.print(catalog_table(rows))
+        console.print(catalog_table(rows, width=console.width))
         if not rows:
             console.print("No offering matches these filters.")
     warn_stale(rows)

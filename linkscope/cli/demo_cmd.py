@@ -19,7 +19,9 @@ from linkscope.hardware.errors import UserError
 
 def _run(app: typer.Typer, args: list[str]) -> int:
     """Run one linkscope command in-process, echoing it; return its exit code."""
-    console.rule(f"[bold]$ linkscope {' '.join(args)}", align="left")
+    # The whole command on its own line, never cut to the terminal's width, so it can be copied.
+    console.print()
+    console.print(f"$ linkscope {' '.join(args)}", style="bold", soft_wrap=True, markup=False, highlight=False)
     command = typer.main.get_command(app)
     try:
         command.main(args, prog_name="linkscope", standalone_mode=False)

@@ -51,22 +51,39 @@ def scale_out_text(node: NodeSpec, unconfirmed: tuple[str, ...] = ()) -> str:
     return text + (f" {' '.join(flags)}" if flags else "")
 
 
-def catalog_table(offerings: list[Offering]) -> Table:
-    """The `linkscope catalog` table."""
+WIDE_COLUMNS = 130
+"""Below this many terminal columns the catalog table drops its low-value columns rather than fold every cell."""
+
+
+def catalog_table(offerings: list[Offering], width: int = WIDE_COLUMNS) -> Table:
+    """The `linkscope catalog` table; narrower than `WIDE_COLUMNS`, only what tells offerings apart.
+
+    A narrow terminal (80 columns, or output piped into a pager) keeps the offering, GPU count, both
+    interconnects and the per-GPU price; `--json`/`--csv` carry everything.
+    """
+    wide = width >= WIDE_COLUMNS
     table = Table(title=f"{len(offerings)} offerings", header_style="bold", expand=False)
-    for name, justify in (("offering", "left"), ("GPU", "left"), ("#", "right"), ("scale-up (per GPU, per dir)", "left"),
-                          ("scale-out (per node)", "left"), ("$/h", "right"), ("$/GPU-h", "right"),
-                          ("price date", "left"), ("multi-node", "left")):
+    columns = [("offering", "left"), ("GPU", "left"), ("#", "right"), ("scale-up (per GPU, per dir)", "left"),
+               ("scale-out (per node)", "left"), ("$/h", "right"), ("$/GPU-h", "right"),
+               ("price date", "left"), ("multi-node", "left")]
+    keep = range(len(columns)) if wide else (0, 2, 3, 4, 6)
+    for i in keep:
+        name, justify = columns[i]
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for o in offerings:
-        node = o.system.node
-        price_unconfirmed = "price_per_hour" in o.unconfirmed
-        multi = {True: "yes", False: "no", None: UNKNOWN}[o.multi_node]
-        table.add_row(o.id, node.gpu.id, str(node.gpus), scale_up_text(node), scale_out_text(node, o.unconfirmed),
-                      _num(o.price_per_hour, unconfirmed=price_unconfirmed),
-                      _num(o.price_per_gpu_hour, unconfirmed=price_unconfirmed),
-                      str(o.price_as_of or UNKNOWN), multi)
+        cells = _catalog_cells(o)
+        table.add_row(*(cells[i] for i in keep))
     return table
+
+
+def _catalog_cells(o: Offering) -> list[str]:
+    node = o.system.node
+    price_unconfirmed = "price_per_hour" in o.unconfirmed
+    multi = {True: "yes", False: "no", None: UNKNOWN}[o.multi_node]
+    return [o.id, node.gpu.id, str(node.gpus), scale_up_text(node), scale_out_text(node, o.unconfirmed),
+            _num(o.price_per_hour, unconfirmed=price_unconfirmed),
+            _num(o.price_per_gpu_hour, unconfirmed=price_unconfirmed),
+            str(o.price_as_of or UNKNOWN), multi]
 
 
 CSV_COLUMNS = ("id", "provider", "instance", "gpu", "gpus", "gpu_memory_gib", "scale_up_kind", "scale_up_generation",
