@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "linkscope.cli.advise_cmd",
     "linkscope.cli.plan_cmd",
     "linkscope.cli.check_cmd",
+    "linkscope.cli.compare_cmd",
 ]
 
 
