@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "linkscope.cli.plan_cmd",
     "linkscope.cli.check_cmd",
     "linkscope.cli.compare_cmd",
+    "linkscope.cli.report_cmd",
 ]
 
 
