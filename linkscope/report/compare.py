@@ -26,14 +26,14 @@ def _op_rows(rows: list[CollectiveRow], op: str) -> dict[int, CollectiveRow]:
 
 def environment(info: RunInfo) -> dict[str, str]:
     """The facts worth diffing: GPU, driver, NCCL, torch, NCCL_* variables, topology, hosts."""
-    system = info.system or {}
-    node = system.get("node", {}) if isinstance(system, dict) else {}
-    gpu = node.get("gpu") if isinstance(node, dict) else None
-    scale_up = node.get("scale_up", {}) if isinstance(node, dict) else {}
+    system = info.system if isinstance(info.system, dict) else {}
+    scale_up = system.get("scale_up") if isinstance(system.get("scale_up"), dict) else {}
+    scale_out = system.get("scale_out") if isinstance(system.get("scale_out"), dict) else {}
     env = {
-        "gpu": str(gpu if not isinstance(gpu, dict) else gpu.get("id")),
-        "gpus_per_node": str(node.get("gpus")) if isinstance(node, dict) else "None",
-        "topology": str(scale_up.get("kind")) if isinstance(scale_up, dict) else "None",
+        "gpu": str(system.get("gpu")),
+        "gpus_per_node": str(system.get("gpus")),
+        "topology": f"{scale_up.get('kind')} {scale_up.get('generation')}" if scale_up else "None",
+        "scale_out": f"{scale_out.get('nics')}x {scale_out.get('fabric')}" if scale_out else "None",
         "hosts": ",".join(info.hosts),
         "backend": info.backend,
         "world_size": str(info.world_size),
