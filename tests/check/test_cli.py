@@ -44,3 +44,11 @@ def test_quick_check_runs_for_real_and_is_stored(tmp_path: Path) -> None:
         info = store.get_run(doc["run_id"])
         assert info.kind == "check" and info.extra["check"]["verdict"] == doc["verdict"]
         assert store.rows(doc["run_id"])
+
+
+def test_check_against_an_offering_this_machine_is_not_fails_with_exit_1(tmp_path: Path) -> None:
+    junit = tmp_path / "check.xml"
+    result = run_cli("check", "--expect", "dgx-h100", "--junit", str(junit), "--db", str(tmp_path / "r.db"))
+    assert result.exit_code == 1
+    assert "FAIL gpus.count" in result.stdout and "verdict: FAIL" in result.stdout
+    assert "<failure" in junit.read_text()

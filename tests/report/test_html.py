@@ -73,3 +73,16 @@ def test_report_draws_in_a_headless_browser(tmp_path: Path) -> None:
     finally:
         driver.quit()
         shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def test_report_of_a_check_run_shows_its_verdicts(tmp_path: Path) -> None:
+    from linkscope.report.html import render_report
+    from linkscope.results.records import RunInfo
+
+    items = [{"name": "nvlink.links", "status": "FAIL", "measured": 143, "expected": 144, "unit": "links up",
+              "source": "expected System dgx-h100", "fix": EVIL}]
+    info = RunInfo(kind="check", run_id="abc", label="check",
+                   extra={"check": {"verdict": "FAIL", "expected_system": "dgx-h100", "items": items}})
+    page = render_report([(info, [], [])])
+    assert "Check abc check: FAIL against dgx-h100" in page and "nvlink.links" in page
+    assert EVIL not in page
