@@ -71,8 +71,9 @@ def _predictions(expected: System, rows: list[Any], world: int) -> tuple[dict[st
     return out, ""
 
 
-def _transport(result: Any) -> tuple[Any, str]:
-    from linkscope.probe.nccl_findings import Expectations  # noqa: F401 - the analysis was made with them
+def _transport(result: Any, expected: System) -> tuple[Any, str]:
+    """The run's NCCL log analysed against what the expected System promises; None with the reason on gloo."""
+    from linkscope.probe.nccl_findings import Expectations
     from linkscope.probe.nccl_log import analyse_nccl_log
 
     if result.info is None or result.info.backend != "nccl":
@@ -80,7 +81,7 @@ def _transport(result: Any) -> tuple[Any, str]:
     files = result.info.extra.get("nccl_log", {}).get("files", {})
     if not files:
         return None, "NCCL wrote no log for this run"
-    return analyse_nccl_log("\n".join(files.values()), source="check"), ""
+    return analyse_nccl_log("\n".join(files.values()), Expectations.from_system(expected), source="check"), ""
 
 
 def run_check(opts: CheckOptions) -> CheckResult:
@@ -88,8 +89,6 @@ def run_check(opts: CheckOptions) -> CheckResult:
     from linkscope.bench.config import BenchConfig, P2PConfig, RunOptions
     from linkscope.bench.runner import run_bench, run_p2p
     from linkscope.probe import probe_machine, to_system
-    from linkscope.probe.nccl_findings import Expectations
-    from linkscope.probe.nccl_log import analyse_nccl_log
 
     thresholds = opts.thresholds.validated()
     probe = probe_machine()
@@ -114,10 +113,7 @@ def run_check(opts: CheckOptions) -> CheckResult:
     predicted, reason = _predictions(expected, bench.rows, world)
     items += rules.collective_items(bench.rows, predicted, reason, thresholds,
                                     f"model prediction for {expected.id} at {world} ranks")
-    report, why = _transport(bench)
-    if report is not None:
-        text = "\n".join(bench.info.extra["nccl_log"]["files"].values())
-        report = analyse_nccl_log(text, Expectations.from_system(expected), source="check")
+    report, why = _transport(bench, expected)
     items += rules.transport_items(report, why)
     items += rules.scale_out_items(probe, expected)
     return _store(opts, expected, items, bench, pairs)
