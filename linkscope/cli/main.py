@@ -30,6 +30,9 @@ COMMAND_MODULES = [
     "linkscope.cli.demo_cmd",
     "linkscope.cli.advise_cmd",
     "linkscope.cli.plan_cmd",
+    "linkscope.cli.check_cmd",
+    "linkscope.cli.compare_cmd",
+    "linkscope.cli.report_cmd",
 ]
 
 

@@ -1,0 +1,243 @@
+"""The verdict rules of `linkscope check`, as pure functions of what was probed or measured and the expected System.
+
+Each returns CheckItems; nothing here touches the machine, so every rule is tested on recorded outputs.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from linkscope.check.items import CheckItem, Thresholds
+from linkscope.hardware.system import RDMA_FABRICS, System
+from linkscope.probe.machine import MachineProbe
+from linkscope.probe.nccl_log import NcclLogReport
+from linkscope.probe.to_system import port_fabric
+from linkscope.results.records import CollectiveRow, PairRow
+
+_MEMORY_PASS_FRACTION = 0.95
+"""Drivers report a little less memory than the datasheet (79.6 GiB on an 80 GB H100)."""
+
+
+def _src(expected: System) -> str:
+    return f"expected System {expected.id}"
+
+
+def gpu_items(probe: MachineProbe, probed: System | None, expected: System) -> list[CheckItem]:
+    """GPU count, model and memory against the expected System."""
+    src = _src(expected)
+    want_n = expected.node.gpus
+    have_n = len(probe.gpus) if probe.gpus else (probed.node.gpus if probed is not None and probed.is_cpu_host else 0)
+    unit = "CPUs" if expected.is_cpu_host else "GPUs"
+    if have_n == want_n:
+        count = CheckItem("gpus.count", "PASS", have_n, want_n, unit, src)
+    elif have_n < want_n:
+        count = CheckItem("gpus.count", "FAIL", have_n, want_n, unit, src,
+                          f"{want_n - have_n} {unit} missing: check CUDA_VISIBLE_DEVICES, `nvidia-smi -L`, dmesg for "
+                          "Xid errors; ask the provider to replace the node")
+    else:
+        count = CheckItem("gpus.count", "WARN", have_n, want_n, unit, src,
+                          "more than promised: is --expect the right offering?")
+    items = [count]
+    have_model = probed.node.gpu.id if probed is not None else ", ".join(sorted({g.name for g in probe.gpus})) or None
+    want_model = expected.node.gpu.id
+    if have_model == want_model:
+        items.append(CheckItem("gpus.model", "PASS", have_model, want_model, "", src))
+    else:
+        items.append(CheckItem("gpus.model", "FAIL", have_model, want_model, "", src,
+                               "a different GPU model than promised: compare `nvidia-smi -L` with the offering; "
+                               "ask the provider for the right node type"))
+    memories = [g.memory_gib for g in probe.gpus if g.memory_gib is not None]
+    if not probe.gpus and probed is not None and probed.is_cpu_host:
+        memories = [probed.node.gpu.memory_gib] if probed.node.gpu.memory_gib else []
+    want_mem = expected.node.gpu.memory_gib
+    if not memories or not want_mem:
+        items.append(CheckItem("gpus.memory", "SKIP", None, want_mem, "GiB", src, "memory size not reported"))
+    else:
+        have_mem = round(min(memories), 1)
+        ok = have_mem >= _MEMORY_PASS_FRACTION * want_mem
+        items.append(CheckItem("gpus.memory", "PASS" if ok else "FAIL", have_mem, want_mem, "GiB", src,
+                               "" if ok else "less memory than the datasheet: MIG mode on, or another model variant "
+                                             "(`nvidia-smi -q | grep -i mig`)"))
+    return items
+
+
+def nvlink_items(probe: MachineProbe, probed: System | None, expected: System) -> list[CheckItem]:
+    """Every NVLink up (from `nvidia-smi nvlink -s` or NVML) and the generation, when NVLink is promised."""
+    src = _src(expected)
+    su = expected.node.scale_up
+    if not su.is_nvlink:
+        reason = f"the expected System's scale-up is {su.kind}, no NVLink promised"
+        return [CheckItem("nvlink.links", "SKIP", None, None, "links", src, reason)]
+    if not probe.gpus:
+        return [CheckItem("nvlink.links", "SKIP", None, None, "links", src, "no GPU found on this machine")]
+    per_gpu = su.links_per_gpu or expected.node.gpu.nvlink_links or max((len(g.nvlinks) for g in probe.gpus), default=0)
+    down = [(g.index, per_gpu - g.active_nvlinks) for g in probe.gpus if g.active_nvlinks < per_gpu]
+    active = sum(g.active_nvlinks for g in probe.gpus)
+    want = per_gpu * len(probe.gpus)
+    if down:
+        named = ", ".join(f"GPU{i}: {n} down" for i, n in down)
+        links = CheckItem("nvlink.links", "FAIL", active, want, "links up", src,
+                          f"NVLink inactive ({named}): run `nvidia-smi nvlink -s` and `nvidia-smi nvlink -e`, check "
+                          "the fabric manager, reset the GPU or ask the provider to reseat/replace it")
+    else:
+        links = CheckItem("nvlink.links", "PASS", active, want, "links up", src)
+    items = [links]
+    have_gen = probed.node.scale_up.generation if probed is not None else None
+    ok = have_gen == su.generation
+    items.append(CheckItem("nvlink.generation", "PASS" if ok else "FAIL", have_gen, su.generation, "", src,
+                           "" if ok else "a different NVLink generation than promised: another GPU/board variant"))
+    return items
+
+
+def topology_item(probed: System | None, expected: System) -> CheckItem:
+    """The scale-up kind (NVSwitch, NVLink mesh, bridge, PCIe, host) against the promise."""
+    src = _src(expected)
+    want = expected.node.scale_up.kind
+    if probed is None:
+        return CheckItem("topology.kind", "SKIP", None, want, "", src, "the probe could not build a System")
+    have = probed.node.scale_up.kind
+    if have == want:
+        return CheckItem("topology.kind", "PASS", have, want, "", src)
+    return CheckItem("topology.kind", "FAIL", have, want, "", src,
+                     f"the GPUs are joined by {have}, not {want}: read `nvidia-smi topo -m`; NVLink links down or a "
+                     "PCIe SKU instead of SXM")
+
+
+def _pair_values(rows: list[PairRow], field: str) -> dict[tuple[int, int], float]:
+    """Per unordered pair, the worse of its two directions."""
+    out: dict[tuple[int, int], list[float]] = {}
+    for row in rows:
+        value = getattr(row, field)
+        if value is not None:
+            out.setdefault((min(row.src, row.dst), max(row.src, row.dst)), []).append(value)
+    worse = max if field == "latency_us" else min
+    return {pair: worse(values) for pair, values in out.items()}
+
+
+def pair_items(rows: list[PairRow], thresholds: Thresholds) -> list[CheckItem]:
+    """Every pair's bandwidth and latency within the thresholds of the median of its peers; the slowest pair named."""
+    src = "median of the other pairs (user thresholds)"
+    if not rows:
+        return [CheckItem("p2p.bandwidth", "SKIP", None, None, "GB/s", src, "no pairwise matrix measured")]
+    items = []
+    for name, field, unit in (("p2p.bandwidth", "uni_gb_per_s", "GB/s"), ("p2p.latency", "latency_us", "us")):
+        values = _pair_values(rows, field)
+        if len(values) < 2:
+            only = next(iter(values.values()), None)
+            items.append(CheckItem(name, "SKIP", _round(only), None, unit, src,
+                                   "only one pair: no peers to compare it with"))
+            continue
+        lower_is_better = field == "latency_us"
+        pair, worst = (max if lower_is_better else min)(values.items(), key=lambda kv: kv[1])
+        peers = median(v for p, v in values.items() if p != pair)
+        pct = (peers / worst if lower_is_better else worst / peers) * 100.0 if worst and peers else 0.0
+        status = thresholds.status(pct)
+        fix = "" if status == "PASS" else (
+            f"slow pair GPU{pair[0]}<->GPU{pair[1]} at {pct:.0f}% of its peers: check `nvidia-smi topo -m` for that "
+            "pair, NVLink errors (`nvidia-smi nvlink -e`), PCIe link width (`lspci -vv`)")
+        items.append(CheckItem(name, status, _round(worst), _round(peers), unit, src, fix))
+    return items
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def collective_items(rows: list[CollectiveRow], predicted: dict[str, dict[int, Any]] | None, reason: str,
+                     thresholds: Thresholds, source: str) -> list[CheckItem]:
+    """Per op: busbw at the largest size and latency at the smallest against the model's prediction; and no wrong
+    results. `predicted[op][size_bytes]` has `busbw` and `time_us`; None with `reason` when the model cannot say."""
+    items: list[CheckItem] = []
+    wrong = sum(r.nwrong or 0 for r in rows)
+    if rows:
+        items.append(CheckItem("collective.correctness", "PASS" if wrong == 0 else "FAIL", wrong, 0, "wrong elements",
+                               "exact result of the reduction",
+                               "" if wrong == 0 else "wrong results: faulty GPU memory or link (check dmesg for Xid, "
+                                                     "run `nvidia-smi -q -d ECC`)"))
+    ops = sorted({r.op for r in rows})
+    for op in ops:
+        op_rows = [r for r in rows if r.op == op and r.placement == "out_of_place" and r.size_bytes > 0] or \
+            [r for r in rows if r.op == op and r.size_bytes > 0]
+        if not op_rows:
+            continue
+        large = max(op_rows, key=lambda r: r.size_bytes)
+        small = min(op_rows, key=lambda r: r.size_bytes)
+        pred = (predicted or {}).get(op)
+        if not pred:
+            items.append(CheckItem(f"{op}.busbw@{large.size_bytes}B", "SKIP", round(large.busbw, 3), None, "GB/s",
+                                   source, reason))
+            items.append(CheckItem(f"{op}.latency@{small.size_bytes}B", "SKIP", round(small.time_us, 2), None, "us",
+                                   source, reason))
+            continue
+        want_bw = float(pred[large.size_bytes].busbw)
+        pct = large.busbw / want_bw * 100.0 if want_bw > 0 else 0.0
+        status = thresholds.status(pct)
+        items.append(CheckItem(f"{op}.busbw@{large.size_bytes}B", status, round(large.busbw, 3), round(want_bw, 3),
+                               "GB/s", source, "" if status == "PASS" else
+                               f"{pct:.0f}% of the prediction: see the transport line (SHM/socket fallback?), "
+                               "NCCL_* overrides, other jobs on the GPUs; rerun with --full for larger sizes"))
+        want_us = float(pred[small.size_bytes].time_us)
+        pct = want_us / small.time_us * 100.0 if small.time_us > 0 else 0.0
+        status = thresholds.status(pct)
+        items.append(CheckItem(f"{op}.latency@{small.size_bytes}B", status, round(small.time_us, 2),
+                               round(want_us, 2), "us", source, "" if status == "PASS" else
+                               f"latency at {pct:.0f}% of the prediction: CPU frequency scaling, busy host, "
+                               "NCCL_PROTO/NCCL_ALGO overrides"))
+    return items
+
+
+def transport_items(report: NcclLogReport | None, reason: str) -> list[CheckItem]:
+    """The NCCL log of the run: the expected paths, no SHM or socket fallback (nccl_findings' rules)."""
+    src = "NCCL log of the run against the expected System"
+    if report is None:
+        return [CheckItem("transport", "SKIP", None, None, "", src, reason)]
+    transports = ", ".join(f"{k} x{v}" for k, v in report.transports().items()) or None
+    items = [CheckItem(f"transport.{f.code}", "FAIL" if f.severity == "fallback" else "WARN", transports,
+                       "intended paths", "", src, f.message) for f in report.findings if f.severity != "ok"]
+    if not items:
+        items.append(CheckItem("transport", "PASS", transports, "intended paths", "", src))
+    return items
+
+
+def scale_out_items(probe: MachineProbe, expected: System, internode_busbw: float | None = None) -> list[CheckItem]:
+    """RDMA ports active at the expected rate (sysfs), and across nodes busbw against the NIC rate."""
+    src = _src(expected)
+    so = expected.node.scale_out
+    if so.fabric not in RDMA_FABRICS:
+        return [CheckItem("scale_out.ports", "SKIP", None, None, "ports", src,
+                          f"the expected System's scale-out is {so.fabric}: no RDMA port to check")]
+    ports = [p for p in probe.rdma_ports if port_fabric(p) == so.fabric]
+    active = [p for p in ports if p.active]
+    down = [p for p in ports if not p.active]
+    named_down = ", ".join(f"{p.device}/{p.port} {p.state or '?'}" for p in down)
+    if len(active) >= so.nics and down:
+        items = [CheckItem("scale_out.ports", "WARN", len(active), so.nics, f"{so.fabric} ports active", src,
+                           f"ports not active ({named_down}), enough others are: check the cable if NCCL should use "
+                           "them (`ibstat`)")]
+    elif len(active) >= so.nics:
+        items = [CheckItem("scale_out.ports", "PASS", len(active), so.nics, f"{so.fabric} ports active", src)]
+    else:
+        items = [CheckItem("scale_out.ports", "FAIL", len(active), so.nics, f"{so.fabric} ports active", src,
+                           f"ports not active ({named_down or 'none found'}): check cables and the switch port, "
+                           "`ibstat`, the subnet manager (`sminfo`)")]
+    if so.nic_gbit_per_s is not None and active:
+        slow = [p for p in active if (p.rate_gbit_per_s or 0.0) < so.nic_gbit_per_s]
+        worst = min(p.rate_gbit_per_s or 0.0 for p in active)
+        fix = "" if not slow else (
+            "ports below the promised rate (" + ", ".join(f"{p.device}/{p.port} {p.rate_text or p.rate_gbit_per_s}"
+                                                          for p in slow)
+            + "): a cable or transceiver negotiated a lower speed; reseat or replace it")
+        items.append(CheckItem("scale_out.rate", "FAIL" if slow else "PASS", worst, so.nic_gbit_per_s, "Gbit/s",
+                               src, fix))
+    if expected.nodes > 1 and internode_busbw is not None:
+        per_gpu = expected.node.scale_out_gb_per_s_per_gpu()
+        if per_gpu:
+            pct = internode_busbw / per_gpu * 100.0
+            status = Thresholds().status(pct)
+            items.append(CheckItem("scale_out.busbw", status, round(internode_busbw, 3), round(per_gpu, 3), "GB/s",
+                                   "NIC rate per GPU", "" if status == "PASS" else "GPUDirect RDMA off? see transport"))
+    else:
+        items.append(CheckItem("scale_out.busbw", "SKIP", None, None, "GB/s", "NIC rate per GPU",
+                               "single-node run: nothing crosses the network"))
+    return items

@@ -1,0 +1,137 @@
+"""Running `linkscope check`: probe, resolve the expectation, measure (bench + p2p), apply the rules, store the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from linkscope.check.items import CheckItem, Status, Thresholds, verdict
+from linkscope.check import rules
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.loader import load_db
+from linkscope.hardware.resolve import resolve_system
+from linkscope.hardware.serialize import system_dict
+from linkscope.hardware.system import System
+from linkscope.results.records import RunInfo
+from linkscope.results.store import ResultStore
+
+Mode = Literal["quick", "full"]
+CHECK_OPS = ("all_reduce", "all_gather")
+_MAX_BYTES = {"quick": 1 << 20, "full": 256 << 20}
+_ITERS = {"quick": (5, 2), "full": (20, 5)}
+_P2P_BYTES = {"quick": 1 << 20, "full": 64 << 20}
+
+
+@dataclass
+class CheckOptions:
+    """What `linkscope check` was asked."""
+
+    expect: str | None = None
+    mode: Mode = "quick"
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    db_path: str | None = None
+    nproc: int | None = None
+
+
+@dataclass
+class CheckResult:
+    """The verdict, the items, and the stored run."""
+
+    verdict: Status
+    run_id: str
+    expected_system: str
+    items: list[CheckItem]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` document."""
+        return {"verdict": self.verdict, "run_id": self.run_id, "expected_system": self.expected_system,
+                "items": [i.to_dict() for i in self.items]}
+
+
+def resolve_expected(spec: str | None, probed: System | None, probe_reason: str | None) -> System:
+    """The System to check against: an offering, preset or file; the probed System by default."""
+    if spec is None:
+        if probed is None:
+            raise UserError(f"the probe could not build this machine's System ({probe_reason}); give --expect")
+        return probed
+    return resolve_system(spec, load_db())
+
+
+def _predictions(expected: System, rows: list[Any], world: int) -> tuple[dict[str, dict[int, Any]] | None, str]:
+    from linkscope.model.collective_predict import predict_sizes
+
+    out: dict[str, dict[int, Any]] = {}
+    try:
+        for op in sorted({r.op for r in rows}):
+            sizes = sorted({r.size_bytes for r in rows if r.op == op and r.size_bytes > 0})
+            out[op] = {p.bytes: p for p in predict_sizes(expected, op, sizes, gpus=min(world, expected.gpus))}
+    except UserError as exc:
+        return None, f"no model prediction: {exc}"
+    return out, ""
+
+
+def _transport(result: Any, expected: System) -> tuple[Any, str]:
+    """The run's NCCL log analysed against what the expected System promises; None with the reason on gloo."""
+    from linkscope.probe.nccl_findings import Expectations
+    from linkscope.probe.nccl_log import analyse_nccl_log
+
+    if result.info is None or result.info.backend != "nccl":
+        return None, f"backend {getattr(result.info, 'backend', '?')}: NCCL writes no log, no transport to check"
+    files = result.info.extra.get("nccl_log", {}).get("files", {})
+    if not files:
+        return None, "NCCL wrote no log for this run"
+    return analyse_nccl_log("\n".join(files.values()), Expectations.from_system(expected), source="check"), ""
+
+
+def run_check(opts: CheckOptions) -> CheckResult:
+    """Probe and measure this machine and judge it against the expected System; the result is stored as a run."""
+    from linkscope.bench.config import BenchConfig, P2PConfig, RunOptions
+    from linkscope.bench.runner import run_bench, run_p2p
+    from linkscope.probe import probe_machine, to_system
+
+    thresholds = opts.thresholds.validated()
+    probe = probe_machine()
+    probed = to_system(probe)
+    expected = resolve_expected(opts.expect, probed.system, probed.reason)
+    items = rules.gpu_items(probe, probed.system, expected)
+    items += rules.nvlink_items(probe, probed.system, expected)
+    items.append(rules.topology_item(probed.system, expected))
+
+    iters, warmup = _ITERS[opts.mode]
+    run_opts = RunOptions(nproc=opts.nproc, db_path=opts.db_path, quiet=True, label="check")
+    bench = run_bench(BenchConfig(ops=CHECK_OPS, min_bytes=8, max_bytes=_MAX_BYTES[opts.mode], step_factor=4 if
+                                  opts.mode == "quick" else 2, iters=iters, warmup=warmup, run=run_opts),
+                      emit=lambda line: None)
+    world = bench.info.world_size if bench.info is not None else 0
+    pairs = None
+    if world >= 2:
+        pairs = run_p2p(P2PConfig(size_bytes=_P2P_BYTES[opts.mode], iters=iters, warmup=warmup,
+                                  latency_iters=20 if opts.mode == "quick" else 100, run=run_opts),
+                        emit=lambda line: None)
+    items += rules.pair_items(pairs.pair_rows if pairs is not None else [], thresholds)
+    predicted, reason = _predictions(expected, bench.rows, world)
+    items += rules.collective_items(bench.rows, predicted, reason, thresholds,
+                                    f"model prediction for {expected.id} at {world} ranks")
+    report, why = _transport(bench, expected)
+    items += rules.transport_items(report, why)
+    items += rules.scale_out_items(probe, expected)
+    return _store(opts, expected, items, bench, pairs)
+
+
+def _store(opts: CheckOptions, expected: System, items: list[CheckItem], bench: Any, pairs: Any) -> CheckResult:
+    status = verdict(items)
+    info = RunInfo(kind="check", label="check", world_size=bench.info.world_size if bench.info else 0,  # type: ignore[arg-type]
+                   backend=bench.info.backend if bench.info else "", versions=bench.info.versions if bench.info else {},
+                   nccl_env=bench.info.nccl_env if bench.info else {}, system=bench.info.system if bench.info else None,
+                   hosts=bench.info.hosts if bench.info else [], config={"mode": opts.mode, "expect": opts.expect},
+                   extra={"check": {"verdict": status, "expected_system": expected.id,
+                                    "expected": system_dict(expected), "items": [i.to_dict() for i in items],
+                                    "bench_run": bench.run_id, "p2p_run": pairs.run_id if pairs else None}})
+    with ResultStore(Path(opts.db_path) if opts.db_path else None) as store:
+        run_id = store.create_run(info)
+        store.add_rows(run_id, bench.rows)
+        if pairs is not None:
+            store.add_pair_rows(run_id, pairs.pair_rows)
+        store.finish_run(run_id, "complete")
+    return CheckResult(status, run_id, expected.id, items)

@@ -1,0 +1,75 @@
+"""`linkscope compare`: several stored runs side by side (busbw at chosen sizes, small-message latency, peak busbw,
+% against the first run) and what differs in their environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from linkscope.results.records import CollectiveRow, RunInfo
+
+DEFAULT_SIZES = (8, 1 << 20, 64 << 20, 1 << 30)
+
+
+def _pct(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return round((value - base) / base * 100.0, 1)
+
+
+def _op_rows(rows: list[CollectiveRow], op: str) -> dict[int, CollectiveRow]:
+    out: dict[int, CollectiveRow] = {}
+    for row in rows:
+        if row.op == op and (row.placement == "out_of_place" or row.size_bytes not in out):
+            out[row.size_bytes] = row
+    return out
+
+
+def environment(info: RunInfo) -> dict[str, str]:
+    """The facts worth diffing: GPU, driver, NCCL, torch, NCCL_* variables, topology, hosts."""
+    system = info.system if isinstance(info.system, dict) else {}
+    scale_up = system.get("scale_up") if isinstance(system.get("scale_up"), dict) else {}
+    scale_out = system.get("scale_out") if isinstance(system.get("scale_out"), dict) else {}
+    env = {
+        "gpu": str(system.get("gpu")),
+        "gpus_per_node": str(system.get("gpus")),
+        "topology": f"{scale_up.get('kind')} {scale_up.get('generation')}" if scale_up else "None",
+        "scale_out": f"{scale_out.get('nics')}x {scale_out.get('fabric')}" if scale_out else "None",
+        "hosts": ",".join(info.hosts),
+        "backend": info.backend,
+        "world_size": str(info.world_size),
+        **{f"version.{k}": v for k, v in info.versions.items() if k in ("driver", "nccl", "torch", "cuda")},
+        **{f"env.{k}": v for k, v in info.nccl_env.items()},
+    }
+    return env
+
+
+def compare_runs(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str | None = None,
+                 sizes: tuple[int, ...] = DEFAULT_SIZES) -> dict[str, Any]:
+    """Per run: busbw at `sizes` (nearest measured size at or below), small-message latency, peak busbw, each with
+    the difference in % against the first run; and the environment keys whose values differ."""
+    if op is None:
+        ops = [r.op for _, rows in runs for r in rows]
+        op = max(set(ops), key=ops.count) if ops else "all_reduce"
+    table = []
+    for info, rows in runs:
+        by_size = _op_rows(rows, op)
+        entry: dict[str, Any] = {"run_id": info.run_id, "label": info.label, "kind": info.kind, "busbw": {},
+                                 "latency_us": None, "peak_busbw": None}
+        for size in sizes:
+            row = by_size.get(size)
+            entry["busbw"][str(size)] = None if row is None else round(row.busbw, 3)
+        small = [r for s, r in sorted(by_size.items()) if s > 0]
+        if small:
+            entry["latency_us"] = round(small[0].time_us, 2)
+            entry["latency_bytes"] = small[0].size_bytes
+            entry["peak_busbw"] = round(max(r.busbw for r in small), 3)
+        table.append(entry)
+    base = table[0] if table else None
+    for entry in table:
+        entry["busbw_pct"] = {k: _pct(v, base["busbw"].get(k)) for k, v in entry["busbw"].items()}
+        entry["latency_pct"] = _pct(entry["latency_us"], base["latency_us"])
+        entry["peak_busbw_pct"] = _pct(entry["peak_busbw"], base["peak_busbw"])
+    envs = [environment(info) for info, _ in runs]
+    keys = sorted({k for env in envs for k in env})
+    differs = {k: [env.get(k) for env in envs] for k in keys if len({env.get(k) for env in envs}) > 1}
+    return {"op": op, "sizes": list(sizes), "runs": table, "environment_diff": differs}
