@@ -30,13 +30,13 @@ def _run(app: typer.Typer, args: list[str]) -> int:
     return 0
 
 
-def _latest_run(label: str, db: Path | None) -> str:
+def _latest_run(label: str, db: Path | None, kind: str | None = None) -> str:
     from linkscope.results.store import ResultStore
 
     with ResultStore(db) as store:
-        runs = store.list_runs(limit=1, label=label)
+        runs = store.list_runs(limit=1, label=label, kind=kind)
     if not runs:
-        raise UserError(f"the demo sweep '{label}' was not stored")
+        raise UserError(f"the demo's run '{label}' was not stored")
     return runs[0].run_id
 
 
@@ -45,7 +45,7 @@ def demo(
     nproc: int = typer.Option(2, help="Local ranks for the sweep."),
     max_bytes: str = typer.Option("4M", help="Largest message of the quick sweep."),
 ) -> None:
-    """Probe, measure every collective on local ranks, store, calibrate, predict and advise."""
+    """Probe, measure every collective on local ranks, store, calibrate, predict, advise, check this machine and write report.html."""
     from linkscope.cli.main import app
 
     label = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -70,7 +70,16 @@ def demo(
     for args in steps:
         if _run(app, args) != 0:
             fail(f"`linkscope {' '.join(args)}` failed")
-    console.print(f"\nThe sweep is run {run_id} (`linkscope runs show {run_id}`); profile:{profile} predicts "
+    # A FAIL is the check's verdict on this machine, not a broken demo: report it and carry on.
+    check_code = _run(app, ["check", "--quick", "--nproc", str(nproc), *db_args])
+    if check_code not in (0, 1):
+        fail(f"`linkscope check --quick` ended with exit code {check_code}", check_code)
+    check_id = _latest_run("check", db, kind="check")
+    report_path = Path("report.html").resolve()
+    if _run(app, ["report", run_id, check_id, "-o", str(report_path), *db_args]) != 0:
+        fail("`linkscope report` failed")
+    console.print(f"\nThe report is {report_path} (open it in a browser; it needs no network).")
+    console.print(f"The sweep is run {run_id} (`linkscope runs show {run_id}`); profile:{profile} predicts "
                   "collectives on this machine from it.")
 
 
