@@ -45,6 +45,20 @@ def auto_int(value: str | None, flag: str) -> int | None:
     return number
 
 
+MAX_GLOBAL_BATCH = 100_000_000  # sequences per step; far beyond any real job, keeps the layout search bounded
+MAX_SEQ_LEN = 100_000_000
+MAX_GPUS = 10_000_000
+MAX_BYTES = 1 << 50
+
+
+def check_range(value: float | None, flag: str, low: float, high: float) -> None:
+    """None means "not given"; anything else (0 included) must lie in [low, high]."""
+    if value is None:
+        return
+    if not (low <= value <= high):  # also rejects nan
+        raise UserError(f"{flag} must be between {low:g} and {high:g} (got {value:g})")
+
+
 def _choice(value: str, flag: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise UserError(f"{flag}: '{value}' is not one of {', '.join(choices)}")
@@ -66,6 +80,9 @@ def collective(
 ) -> None:
     """Time, algbw and busbw of one collective, which algorithm NCCL would pick and what limits it."""
     nbytes = parse_size(size, "--bytes")
+    if nbytes > MAX_BYTES:
+        raise UserError(f"--bytes must be at most {MAX_BYTES} (1 PiB) (got {nbytes})")
+    check_range(gpus, "--gpus", 1, MAX_GPUS)
     sizes = [1 << k for k in range(3, nbytes.bit_length()) if (1 << k) < nbytes] + [nbytes] if sweep else [nbytes]
     name = split_profile(system)
     if name is not None:
@@ -83,6 +100,8 @@ def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Pa
     system, tiers, profile = resolve_with_profiles(spec, load_db(extra))
     if gpus is not None and nodes is not None:
         raise UserError("give --gpus or --nodes, not both")
+    check_range(gpus, "--gpus", 1, MAX_GPUS)
+    check_range(nodes, "--nodes", 1, MAX_GPUS)
     if nodes is not None:
         system = system.with_nodes(nodes)
     elif gpus is not None:
@@ -125,11 +144,11 @@ def train(
     """Step time, throughput, MFU, memory per GPU and where the time goes; `auto` values are searched."""
     if zero is not None and zero not in (0, 1, 2, 3):
         raise UserError(f"--zero: must be 0, 1, 2 or 3 (got {zero})")
-    if global_batch < 1:
-        raise UserError(f"--global-batch must be at least 1 (got {global_batch})")
+    check_range(global_batch, "--global-batch", 1, MAX_GLOBAL_BATCH)
+    check_range(seq_len, "--seq-len", 1, MAX_SEQ_LEN)
     resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     spec = load_model(model)
-    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len or spec.seq_len,
+    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
               precision=_choice(precision, "--precision", PRECISIONS),
               attention=_choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
     req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
@@ -166,12 +185,13 @@ def infer(
                         ("--output-tokens", output_tokens)):
         if value < 1:
             raise UserError(f"{flag} must be at least 1 (got {value})")
+    check_range(latency_budget, "--latency-budget", 1e-9, 1e12)
     resolved, _ = _sized_system(system, None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                    precision=_choice(precision, "--precision", PRECISIONS))
-    batches = np.arange(1, 4097) if latency_budget else np.asarray([batch])
+    batches = np.arange(1, 4097) if latency_budget is not None else np.asarray([batch])
     est = estimate_inference(job, resolved, batches)
-    index = best_batch_for_budget(est, latency_budget) if latency_budget else 0
+    index = best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0
     if index is None:
         raise UserError(f"no batch meets {latency_budget:g} tokens/s per user on {system} with tp {tp}: even one "
                         f"sequence gets {float(est.tokens_per_s_per_user[0]):.1f}")
@@ -198,9 +218,12 @@ def scaling(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Speedup and scaling efficiency from one node to N nodes for a training job."""
+    check_range(nodes, "--nodes", 1, MAX_GPUS)
+    check_range(global_batch, "--global-batch", 1, MAX_GLOBAL_BATCH)
+    check_range(seq_len, "--seq-len", 1, MAX_SEQ_LEN)
     resolved, tiers = _sized_system(system, None, 1, extra or [])
     spec = load_model(model)
-    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len or spec.seq_len,
+    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
               precision=_choice(precision, "--precision", PRECISIONS))
     points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
                                                                        pp=auto_int(pp, "--pp")), strong, tiers)
