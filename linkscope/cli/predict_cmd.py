@@ -10,7 +10,7 @@ import typer
 
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.options import CatalogOpt
-from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.common import check_range, console, print_json, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.collective_predict import predict_from_profile, predict_sizes
@@ -49,14 +49,6 @@ MAX_GLOBAL_BATCH = 100_000_000  # sequences per step; far beyond any real job, k
 MAX_SEQ_LEN = 100_000_000
 MAX_GPUS = 10_000_000
 MAX_BYTES = 1 << 50
-
-
-def check_range(value: float | None, flag: str, low: float, high: float) -> None:
-    """None means "not given"; anything else (0 included) must lie in [low, high]."""
-    if value is None:
-        return
-    if not (low <= value <= high):  # also rejects nan
-        raise UserError(f"{flag} must be between {low:g} and {high:g} (got {value:g})")
 
 
 def _choice(value: str, flag: str, choices: tuple[str, ...]) -> str:

@@ -130,3 +130,22 @@ def test_plan_hostfile_in_missing_directory(tmp_path: Path) -> None:
     result = run_cli("plan", "--system", "dgx-h100", "--nodes", "2", "--tp", "8", "--pp", "1", "--dp", "2",
                      "--write-hostfile", str(tmp_path / "no" / "dir" / "hf"))
     _user_error(result, "--write-hostfile")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpus", "0"], "--gpus"), (["--global-batch", "0"], "--global-batch"), (["--seq-len", "0"], "--seq-len"),
+])
+def test_advise_train_zero_is_out_of_range(args: list[str], needle: str) -> None:
+    _user_error(run_cli("advise", "train", "--model", "llama2-7b", "--tokens", "1B", *args), needle)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--latency-budget", "0"], "--latency-budget"), (["--latency-budget", "-5"], "--latency-budget"),
+    (["--latency-budget", "20", "--qps", "nan"], "--qps"),
+])
+def test_advise_infer_rejects_nonsense(args: list[str], needle: str) -> None:
+    _user_error(run_cli("advise", "infer", "--model", "llama2-7b", *args), needle)
+
+
+def test_catalog_rejects_nan_filter() -> None:
+    _user_error(run_cli("catalog", "--max-price-per-gpu-hour", "nan"), "--max-price-per-gpu-hour")
