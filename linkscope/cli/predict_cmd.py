@@ -177,6 +177,7 @@ def infer(
                         ("--output-tokens", output_tokens)):
         if value < 1:
             raise UserError(f"{flag} must be at least 1 (got {value})")
+        check_range(value, flag, 1, MAX_SEQ_LEN)
     check_range(latency_budget, "--latency-budget", 1e-9, 1e12)
     resolved, _ = _sized_system(system, None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,

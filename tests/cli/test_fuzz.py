@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 
 from linkscope.cli.main import app
 
+pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # large byte reprs
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 FUZZ = settings(max_examples=15, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

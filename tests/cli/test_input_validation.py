@@ -149,3 +149,9 @@ def test_advise_infer_rejects_nonsense(args: list[str], needle: str) -> None:
 
 def test_catalog_rejects_nan_filter() -> None:
     _user_error(run_cli("catalog", "--max-price-per-gpu-hour", "nan"), "--max-price-per-gpu-hour")
+
+
+def test_infer_huge_batch_is_rejected() -> None:
+    result = run_cli("predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b", "--input-tokens", "128",
+                     "--output-tokens", "128", "--batch", str(10**20))
+    _user_error(result, "--batch")
