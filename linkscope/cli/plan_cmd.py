@@ -12,6 +12,7 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan
 from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.options import check_option
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
@@ -82,12 +83,9 @@ def plan(
     """Place ranks on a topology (TP inside NVLink domains, PP on rails, DP across nodes), print the rank map
     and launcher inputs, and predict what the placement saves over a naive one."""
     _check_hostfile_dir(hostfile)
-    for flag, value in (("--nodes", nodes), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--cp", cp)):
-        if not 1 <= value <= 10_000_000:
-            raise UserError(f"{flag} must be between 1 and 10000000 (got {value})")
-    for flag, opt in (("--seq-len", seq_len), ("--global-batch", global_batch), ("--micro-batch", micro_batch)):
-        if opt is not None and not 1 <= opt <= 100_000_000:
-            raise UserError(f"{flag} must be between 1 and 100000000 (got {opt})")
+    for flag, value in (("--nodes", nodes), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--cp", cp),
+                        ("--seq-len", seq_len), ("--global-batch", global_batch), ("--micro-batch", micro_batch)):
+        check_option(value, flag)
     db = load_db(extra or [])
     request = PlanRequest(system=resolve_system(system, db), nodes=nodes, par=Parallelism(tp=tp, pp=pp, dp=dp, cp=cp),
                           order=parse_order(order) if order else None,

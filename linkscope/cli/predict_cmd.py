@@ -9,8 +9,8 @@ import numpy as np
 import typer
 
 from linkscope.bench.sizes import parse_size
-from linkscope.cli.options import CatalogOpt
-from linkscope.cli.common import check_range, console, print_json, user_errors
+from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.options import CatalogOpt, check_option
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.collective_predict import predict_from_profile, predict_sizes
@@ -45,9 +45,6 @@ def auto_int(value: str | None, flag: str) -> int | None:
     return number
 
 
-MAX_GLOBAL_BATCH = 100_000_000  # sequences per step; far beyond any real job, keeps the layout search bounded
-MAX_SEQ_LEN = 100_000_000
-MAX_GPUS = 10_000_000
 MAX_BYTES = 1 << 50
 
 
@@ -74,7 +71,7 @@ def collective(
     nbytes = parse_size(size, "--bytes")
     if nbytes > MAX_BYTES:
         raise UserError(f"--bytes must be at most {MAX_BYTES} (1 PiB) (got {nbytes})")
-    check_range(gpus, "--gpus", 1, MAX_GPUS)
+    check_option(gpus, "--gpus")
     sizes = [1 << k for k in range(3, nbytes.bit_length()) if (1 << k) < nbytes] + [nbytes] if sweep else [nbytes]
     name = split_profile(system)
     if name is not None:
@@ -92,8 +89,8 @@ def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Pa
     system, tiers, profile = resolve_with_profiles(spec, load_db(extra))
     if gpus is not None and nodes is not None:
         raise UserError("give --gpus or --nodes, not both")
-    check_range(gpus, "--gpus", 1, MAX_GPUS)
-    check_range(nodes, "--nodes", 1, MAX_GPUS)
+    check_option(gpus, "--gpus")
+    check_option(nodes, "--nodes")
     if nodes is not None:
         system = system.with_nodes(nodes)
     elif gpus is not None:
@@ -136,8 +133,8 @@ def train(
     """Step time, throughput, MFU, memory per GPU and where the time goes; `auto` values are searched."""
     if zero is not None and zero not in (0, 1, 2, 3):
         raise UserError(f"--zero: must be 0, 1, 2 or 3 (got {zero})")
-    check_range(global_batch, "--global-batch", 1, MAX_GLOBAL_BATCH)
-    check_range(seq_len, "--seq-len", 1, MAX_SEQ_LEN)
+    check_option(global_batch, "--global-batch")
+    check_option(seq_len, "--seq-len")
     resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     spec = load_model(model)
     job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
@@ -177,8 +174,8 @@ def infer(
                         ("--output-tokens", output_tokens)):
         if value < 1:
             raise UserError(f"{flag} must be at least 1 (got {value})")
-        check_range(value, flag, 1, MAX_SEQ_LEN)
-    check_range(latency_budget, "--latency-budget", 1e-9, 1e12)
+        check_option(value, flag)
+    check_option(latency_budget, "--latency-budget")
     resolved, _ = _sized_system(system, None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                    precision=_choice(precision, "--precision", PRECISIONS))
@@ -211,9 +208,9 @@ def scaling(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Speedup and scaling efficiency from one node to N nodes for a training job."""
-    check_range(nodes, "--nodes", 1, MAX_GPUS)
-    check_range(global_batch, "--global-batch", 1, MAX_GLOBAL_BATCH)
-    check_range(seq_len, "--seq-len", 1, MAX_SEQ_LEN)
+    check_option(nodes, "--nodes")
+    check_option(global_batch, "--global-batch")
+    check_option(seq_len, "--seq-len")
     resolved, tiers = _sized_system(system, None, 1, extra or [])
     spec = load_model(model)
     job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,

@@ -155,3 +155,14 @@ def test_infer_huge_batch_is_rejected() -> None:
     result = run_cli("predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b", "--input-tokens", "128",
                      "--output-tokens", "128", "--batch", str(10**20))
     _user_error(result, "--batch")
+
+
+def test_seq_len_has_one_range_in_every_command() -> None:
+    """`--seq-len 0` fails with the same message in predict, advise and plan: one meaning per option."""
+    runs = [run_cli("predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--global-batch", "64", "--seq-len", "0"),
+            run_cli("advise", "train", "--model", "llama2-7b", "--tokens", "1B", "--seq-len", "0"),
+            run_cli("plan", "--system", "dgx-h100", "--nodes", "1", "--tp", "8", "--pp", "1", "--dp", "1",
+                    "--seq-len", "0")]
+    messages = {r.output.strip() for r in runs}
+    assert all(r.exit_code == 2 for r in runs)
+    assert len(messages) == 1 and "--seq-len must be between 1 and" in messages.pop()
