@@ -220,7 +220,10 @@ def scaling(
     if as_json:
         print_json({"system": system, "model": spec.id, "note": note, "points": [p.__dict__ for p in points]})
     else:
-        console.print(scaling_table(points, f"{spec.id} on {system} ({'strong' if strong else 'weak'} scaling)"))
+        mode = "strong" if strong else "weak"
+        title = (f"{spec.id} on {system} ({mode} scaling, global batch {global_batch} x seq len {job.seq_len} "
+                 f"tokens on one node)")
+        console.print(scaling_table(points, title))
         console.print(note)
 
 

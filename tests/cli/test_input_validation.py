@@ -166,3 +166,14 @@ def test_seq_len_has_one_range_in_every_command() -> None:
     messages = {r.output.strip() for r in runs}
     assert all(r.exit_code == 2 for r in runs)
     assert len(messages) == 1 and "--seq-len must be between 1 and" in messages.pop()
+
+
+def test_training_predictions_print_the_batch_and_sequence_length_assumed() -> None:
+    train = run_cli("predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--global-batch", "64",
+                    "--seq-len", "2048")
+    assert train.exit_code == 0, train.output
+    assert "global batch 64 x seq len 2048" in " ".join(train.output.split())
+    scaling = run_cli("predict", "scaling", "-s", "dgx-h100", "-m", "llama2-7b", "--global-batch", "64",
+                      "--nodes", "2")
+    assert scaling.exit_code == 0, scaling.output
+    assert "global batch 64 x seq len" in " ".join(scaling.output.split())
