@@ -71,7 +71,8 @@ def assert_sane_json(result: Result) -> None:
 
 
 def _fixture_texts() -> list[bytes]:
-    return [p.read_bytes() for p in sorted(FIXTURES.rglob("*")) if p.is_file() and p.suffix in (".txt", ".log", ".json")]
+    paths = sorted(FIXTURES.rglob("*"))
+    return [p.read_bytes() for p in paths if p.is_file() and p.suffix in (".txt", ".log", ".json")]
 
 
 def _yaml_texts() -> list[bytes]:

@@ -36,3 +36,14 @@ def test_more_ranks_than_measured_warns_on_stderr(capsys: pytest.CaptureFixture[
     assert "measured on 8 ranks" in err and "64" in err
     predict_from_profile(profile, "all_reduce", [1 << 20], gpus=8)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x81", b"[" * 5000 + b"]" * 5000, b'{"fits": 3}'])
+def test_corrupt_profile_file_is_a_user_error(tmp_path, monkeypatch, content: bytes) -> None:
+    from linkscope.hardware.errors import UserError
+    from linkscope.model.profiles import load_profile
+
+    monkeypatch.setenv("LINKSCOPE_PROFILE_DIR", str(tmp_path))
+    (tmp_path / "bad.json").write_bytes(content)
+    with pytest.raises(UserError, match="not a valid profile"):
+        load_profile("bad")
