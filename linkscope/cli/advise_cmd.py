@@ -17,7 +17,7 @@ from linkscope.advise.output import infer_json, select_train, train_json
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
-                                   MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt)
+                                   MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt, check_option)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.errors import UserError
@@ -111,6 +111,9 @@ def train(
     """Rank offerings for a training job by total cost or time, each with its best layout and node count."""
     if top < 1:
         raise UserError(f"--top must be at least 1 (got {top})")
+    check_option(gpus, "--gpus")
+    check_option(seq_len, "--seq-len")
+    check_option(global_batch, "--global-batch")
     db = load_db(extra or [])
     request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
                              precision)
@@ -160,6 +163,10 @@ def infer(
     """Rank offerings for serving a model at a per-user speed, by dollars per million output tokens."""
     if top < 1:
         raise UserError(f"--top must be at least 1 (got {top})")
+    check_option(latency_budget, "--latency-budget")
+    check_option(input_tokens, "--input-tokens")
+    check_option(output_tokens, "--output-tokens")
+    check_option(qps, "--qps")
     db = load_db(extra or [])
     request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,

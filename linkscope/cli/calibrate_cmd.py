@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from linkscope.cli.common import console, print_json, user_errors
+from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibrate_run import calibrate_run
 from linkscope.model.profiles import list_profiles, load_profile
@@ -33,6 +34,17 @@ def _fit_table(report_fits: dict[str, object], title: str) -> Table:
     return table
 
 
+MAX_NAME_CHARS = 128
+
+
+def _check_name(value: str, what: str) -> None:
+    """Run ids and profile names become SQL parameters and file names: short, printable, no path separators."""
+    if not value or len(value) > MAX_NAME_CHARS:
+        raise UserError(f"{what}: must be 1 to {MAX_NAME_CHARS} characters (got {len(value)})")
+    if not value.isprintable() or "/" in value or "\\" in value or value in (".", ".."):
+        raise UserError(f"{what}: '{value[:40]}' contains characters not allowed in a name")
+
+
 @user_errors
 def calibrate(
     run_id: str = typer.Argument(..., help="Run id (or a unique prefix) from `linkscope runs`."),
@@ -43,6 +55,9 @@ def calibrate(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Fit latency and bandwidth per op from a stored run, print the fit error, save a profile."""
+    _check_name(run_id, "RUN_ID")
+    if name is not None:
+        _check_name(name, "--name")
     # Calibrating only reads runs: a mistyped --db must not create an empty database.
     with ResultStore(require_existing(db)) as store:
         report = calibrate_run(store, run_id, name, offering, load_db())

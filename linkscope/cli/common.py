@@ -39,6 +39,14 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def check_range(value: float | None, flag: str, low: float, high: float) -> None:
+    """None means "not given"; anything else (0 included) must lie in [low, high]."""
+    if value is None:
+        return
+    if not (low <= value <= high):  # also rejects nan
+        raise UserError(f"{flag} must be between {low:g} and {high:g} (got {value:g})")
+
+
 def print_json(data: Any) -> None:
     """Plain JSON on stdout (no colour, no wrapping) so it pipes into jq."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

@@ -12,6 +12,8 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan
 from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.options import check_option
+from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
 from linkscope.model.train import Job
@@ -45,6 +47,17 @@ def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
     }
 
 
+def _check_hostfile_dir(hostfile: Path | None) -> None:
+    """Fail before any work when --write-hostfile points into a directory that does not exist."""
+    if hostfile is None:
+        return
+    parent = hostfile.parent
+    if not parent.is_dir():
+        raise UserError(f"--write-hostfile: directory '{parent}' does not exist")
+    if hostfile.is_dir():
+        raise UserError(f"--write-hostfile: '{hostfile}' is a directory")
+
+
 @user_errors
 def plan(
     system: str = typer.Option(..., "--system", help="Preset, offering id (aws/p5.48xlarge) or System YAML."),
@@ -69,6 +82,10 @@ def plan(
 ) -> None:
     """Place ranks on a topology (TP inside NVLink domains, PP on rails, DP across nodes), print the rank map
     and launcher inputs, and predict what the placement saves over a naive one."""
+    _check_hostfile_dir(hostfile)
+    for flag, value in (("--nodes", nodes), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--cp", cp),
+                        ("--seq-len", seq_len), ("--global-batch", global_batch), ("--micro-batch", micro_batch)):
+        check_option(value, flag)
     db = load_db(extra or [])
     request = PlanRequest(system=resolve_system(system, db), nodes=nodes, par=Parallelism(tp=tp, pp=pp, dp=dp, cp=cp),
                           order=parse_order(order) if order else None,
@@ -78,7 +95,10 @@ def plan(
     names = host_names(hosts, nodes)
     launch = launch_plan(result.placement, names)
     if hostfile is not None:
-        hostfile.write_text(launch.hostfile, encoding="utf-8")
+        try:
+            hostfile.write_text(launch.hostfile, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"--write-hostfile: cannot write '{hostfile}' ({exc.strerror or exc})") from None
     if as_json:
         print_json(_json(result, names))
         return

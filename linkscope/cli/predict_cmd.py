@@ -9,8 +9,8 @@ import numpy as np
 import typer
 
 from linkscope.bench.sizes import parse_size
-from linkscope.cli.options import CatalogOpt
 from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.options import CatalogOpt, check_option
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.collective_predict import predict_from_profile, predict_sizes
@@ -45,6 +45,9 @@ def auto_int(value: str | None, flag: str) -> int | None:
     return number
 
 
+MAX_BYTES = 1 << 50
+
+
 def _choice(value: str, flag: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise UserError(f"{flag}: '{value}' is not one of {', '.join(choices)}")
@@ -66,6 +69,9 @@ def collective(
 ) -> None:
     """Time, algbw and busbw of one collective, which algorithm NCCL would pick and what limits it."""
     nbytes = parse_size(size, "--bytes")
+    if nbytes > MAX_BYTES:
+        raise UserError(f"--bytes must be at most {MAX_BYTES} (1 PiB) (got {nbytes})")
+    check_option(gpus, "--gpus")
     sizes = [1 << k for k in range(3, nbytes.bit_length()) if (1 << k) < nbytes] + [nbytes] if sweep else [nbytes]
     name = split_profile(system)
     if name is not None:
@@ -83,6 +89,8 @@ def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Pa
     system, tiers, profile = resolve_with_profiles(spec, load_db(extra))
     if gpus is not None and nodes is not None:
         raise UserError("give --gpus or --nodes, not both")
+    check_option(gpus, "--gpus")
+    check_option(nodes, "--nodes")
     if nodes is not None:
         system = system.with_nodes(nodes)
     elif gpus is not None:
@@ -125,11 +133,11 @@ def train(
     """Step time, throughput, MFU, memory per GPU and where the time goes; `auto` values are searched."""
     if zero is not None and zero not in (0, 1, 2, 3):
         raise UserError(f"--zero: must be 0, 1, 2 or 3 (got {zero})")
-    if global_batch < 1:
-        raise UserError(f"--global-batch must be at least 1 (got {global_batch})")
+    check_option(global_batch, "--global-batch")
+    check_option(seq_len, "--seq-len")
     resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     spec = load_model(model)
-    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len or spec.seq_len,
+    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
               precision=_choice(precision, "--precision", PRECISIONS),
               attention=_choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
     req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
@@ -166,12 +174,14 @@ def infer(
                         ("--output-tokens", output_tokens)):
         if value < 1:
             raise UserError(f"{flag} must be at least 1 (got {value})")
+        check_option(value, flag)
+    check_option(latency_budget, "--latency-budget")
     resolved, _ = _sized_system(system, None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                    precision=_choice(precision, "--precision", PRECISIONS))
-    batches = np.arange(1, 4097) if latency_budget else np.asarray([batch])
+    batches = np.arange(1, 4097) if latency_budget is not None else np.asarray([batch])
     est = estimate_inference(job, resolved, batches)
-    index = best_batch_for_budget(est, latency_budget) if latency_budget else 0
+    index = best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0
     if index is None:
         raise UserError(f"no batch meets {latency_budget:g} tokens/s per user on {system} with tp {tp}: even one "
                         f"sequence gets {float(est.tokens_per_s_per_user[0]):.1f}")
@@ -198,16 +208,22 @@ def scaling(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Speedup and scaling efficiency from one node to N nodes for a training job."""
+    check_option(nodes, "--nodes")
+    check_option(global_batch, "--global-batch")
+    check_option(seq_len, "--seq-len")
     resolved, tiers = _sized_system(system, None, 1, extra or [])
     spec = load_model(model)
-    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len or spec.seq_len,
+    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
               precision=_choice(precision, "--precision", PRECISIONS))
     points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
                                                                        pp=auto_int(pp, "--pp")), strong, tiers)
     if as_json:
         print_json({"system": system, "model": spec.id, "note": note, "points": [p.__dict__ for p in points]})
     else:
-        console.print(scaling_table(points, f"{spec.id} on {system} ({'strong' if strong else 'weak'} scaling)"))
+        mode = "strong" if strong else "weak"
+        title = (f"{spec.id} on {system} ({mode} scaling, global batch {global_batch} x seq len {job.seq_len} "
+                 f"tokens on one node)")
+        console.print(scaling_table(points, title))
         console.print(note)
 
 

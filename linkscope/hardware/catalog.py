@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -81,6 +83,8 @@ def validate_filter(f: OfferingFilter, db: HardwareDB) -> None:
                         ("--max-price-per-gpu-hour", f.max_price_per_gpu_hour)):
         if value is not None and value < 0:
             raise UserError(f"{flag}: must not be negative (got {value})")
+        if value is not None and not math.isfinite(value):
+            raise UserError(f"{flag}: must be a finite number (got {value})")
 
 
 def filter_offerings(offerings: Iterable[Offering], f: OfferingFilter, db: HardwareDB) -> list[Offering]:

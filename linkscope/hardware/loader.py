@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
@@ -96,12 +97,24 @@ def read_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DataError(str(path), f"cannot read file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise DataError(str(path), "not a text file (not valid UTF-8)") from None
+    return parse_yaml_text(text, str(path))
+
+
+def parse_yaml_text(text: str, file: str) -> Any:
+    """Parse YAML text read from `file`; any parse failure (syntax, bad date, nesting too deep) is a DataError."""
     try:
         return parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise DataError(str(path), f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise DataError(file, f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:
+        raise DataError(file, "not valid YAML: nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        # The constructor raises these for values that parse but cannot be built, e.g. `as_of: 2026-13-45`.
+        raise DataError(file, f"not valid YAML: {exc}") from None
 
 
 def _entry_label(raw: Any, index: int) -> str:
@@ -207,6 +220,10 @@ def _unknown(kind: str, name: str, known: Iterable[str]) -> str:
     return f"unknown {kind} '{name}'{hint}"
 
 
+_SCALE_UP_FAMILY = {"nvswitch": "nvlink", "nvlink-mesh": "nvlink", "nvlink-bridge": "nvlink",
+                    "xgmi-mesh": "infinity-fabric", "pcie": "pcie"}
+
+
 class NodeBuilder:
     """Turns a validated node entry into a NodeSpec, resolving GPU and link names against the database."""
 
@@ -237,6 +254,10 @@ class NodeBuilder:
             raise DataError(file, f"{gpu.id} has no scale-up link; use kind 'pcie' or name the generation",
                             entry=label, field="scale_up.generation")
         link = self.db.links[self._link_id(generation, file, label, "scale_up.generation")]
+        expected = _SCALE_UP_FAMILY[su.kind]
+        if link.family != expected:
+            raise DataError(file, f"scale-up kind '{su.kind}' needs a {expected} link generation, not '{generation}' "
+                                  f"({link.family})", entry=label, field="scale_up.generation")
         bw = su.bw_gb_per_s or link.bw_gb_per_s
         if bw is None:
             raise DataError(file, f"link '{generation}' has no default rate; give bw_gb_per_s",
@@ -332,6 +353,12 @@ def _add_gpus(db: HardwareDB, entries: list[tuple[str, GpuEntry]]) -> None:
             db._aliases[key] = e.id
 
 
+def _id_from_stem(stem: str) -> str:
+    """A valid System id from a file name: `my rack.yaml` -> `my-rack` (ids allow letters, digits, . _ -)."""
+    ident = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-._")
+    return ident or "system"
+
+
 def load_system_file(path: Path, db: HardwareDB) -> System:
     """A user's own System written as YAML: one System mapping, or a file whose `systems` list has exactly one."""
     file = str(path)
@@ -342,7 +369,7 @@ def load_system_file(path: Path, db: HardwareDB) -> System:
             raise DataError(file, f"expected exactly one system, found {len(entries)}", field="systems")
         label, raw = entries[0]
     elif isinstance(doc, dict):
-        raw = {"id": path.stem, **doc}
+        raw = {"id": _id_from_stem(path.stem), **doc}
         label = _entry_label(raw, 0)
     else:
         raise DataError(file, "expected a System mapping (gpu, gpus, scale_up, scale_out, nodes, source, as_of)")

@@ -14,10 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from linkscope.hardware.specs import LinkFamily, LinkUnit
 
 Id = str
+MAX_COUNT = 10_000_000
+"""Upper bound on counts (GPUs, nodes, NICs): far beyond any machine, keeps arithmetic finite and fast."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: `.inf` or `.nan` in a rate or price is a typo, never a measurement.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Provenance(_Strict):
@@ -38,7 +41,7 @@ class GpuEntry(Provenance):
     bf16_dense_tflops: float | None = Field(default=None, gt=0)
     fp8_dense_tflops: float | None = Field(default=None, gt=0)
     scale_up_link: Id | None = None
-    nvlink_links: int | None = Field(default=None, ge=1)
+    nvlink_links: int | None = Field(default=None, ge=1, le=MAX_COUNT, strict=True)
     pcie: Id
 
 
@@ -50,7 +53,7 @@ class LinkEntry(Provenance):
     unit: LinkUnit
     bw_gb_per_s: float | None = Field(default=None, gt=0)
     per_link_gb_per_s: float | None = Field(default=None, gt=0)
-    links_per_gpu: int | None = Field(default=None, ge=1)
+    links_per_gpu: int | None = Field(default=None, ge=1, le=MAX_COUNT, strict=True)
 
 
 class ScaleUpEntry(_Strict):
@@ -59,14 +62,14 @@ class ScaleUpEntry(_Strict):
     """Link generation id; defaults to the GPU's scale-up link (or its PCIe generation for `pcie`)."""
     bw_gb_per_s: float | None = Field(default=None, gt=0)
     """Per GPU, per direction. Defaults to the link generation's per-GPU (or per-x16) rate."""
-    domain_size: int | None = Field(default=None, ge=1)
+    domain_size: int | None = Field(default=None, ge=1, le=MAX_COUNT, strict=True)
     in_network_reduction: Literal["none", "nvls"] = "none"
 
 
 class ScaleOutEntry(_Strict):
     fabric: Literal["infiniband", "roce", "efa", "tcp", "none"]
     generation: Id | None = None
-    nics: int = Field(default=0, ge=0)
+    nics: int = Field(default=0, ge=0, le=MAX_COUNT, strict=True)
     nic_gbit_per_s: float | None = Field(default=None, gt=0)
     gpudirect_rdma: bool = False
     sharp: bool = False
@@ -86,12 +89,12 @@ class ScaleOutEntry(_Strict):
 
 class NodeEntry(_Strict):
     gpu: str = Field(min_length=1)
-    gpus: int = Field(ge=1)
+    gpus: int = Field(ge=1, le=MAX_COUNT, strict=True)
     scale_up: ScaleUpEntry
     scale_out: ScaleOutEntry = ScaleOutEntry(fabric="none")
     host_pcie: Id | None = None
     cpu_vendor: Literal["intel", "amd", "arm"] | None = None
-    cpu_sockets: int = Field(default=2, ge=1)
+    cpu_sockets: int = Field(default=2, ge=1, le=MAX_COUNT, strict=True)
 
 
 class SystemEntry(NodeEntry, Provenance):
@@ -100,7 +103,7 @@ class SystemEntry(NodeEntry, Provenance):
     id: Id = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     name: str = ""
     description: str = ""
-    nodes: int = Field(default=1, ge=1)
+    nodes: int = Field(default=1, ge=1, le=MAX_COUNT, strict=True)
 
 
 class OfferingEntry(NodeEntry, Provenance):
@@ -115,7 +118,7 @@ class OfferingEntry(NodeEntry, Provenance):
     price_source: str | None = None
     regions: list[str] = []
     multi_node: bool | None = None
-    max_nodes: int | None = Field(default=None, ge=1)
+    max_nodes: int | None = Field(default=None, ge=1, le=MAX_COUNT, strict=True)
     unconfirmed: list[str] = []
     notes: str = ""
     skypilot: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/\S+$")

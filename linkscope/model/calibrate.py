@@ -58,12 +58,18 @@ class OpFit:
         factor = float(bus_factor(self.op, ranks))
         uppers = np.asarray([s.upper_bytes for s in self.segments])
         idx = np.searchsorted(uppers, size, side="right").clip(0, len(self.segments) - 1)
-        out = np.empty_like(size)
+        out = np.zeros_like(size)
         steps = max(ranks - 1, 1) / max(self.ranks - 1, 1)
+        # Segments are fitted independently, so one range's line can start below where the previous one ended
+        # (2.7 ms at 32 KiB, 0.4 ms at 64 KiB). Moving more bytes never takes less time on the same ranks, so the
+        # prediction at a size is the largest of every range's prediction at or below it: each earlier range is
+        # evaluated at its own upper boundary (clipped), the size's own range at the size. The result is the
+        # least monotonic non-decreasing curve that is at or above every fitted range on its own sizes.
         for k, seg in enumerate(self.segments):
-            mask = idx == k
+            mask = idx >= k
             scaled = Segment(seg.alpha_us * steps, seg.busbw_gb_per_s, seg.upper_bytes)
-            out[mask] = scaled.time_us(size[mask], factor)
+            at = np.minimum(size[mask], seg.upper_bytes)
+            out[mask] = np.maximum(out[mask], scaled.time_us(at, factor))
         return out
 
     @property

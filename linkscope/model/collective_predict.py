@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -91,11 +92,18 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
     return out
 
 
+def warn(message: str) -> None:
+    """One line on stderr; predictions stay on stdout so they still pipe into other tools."""
+    print(message, file=sys.stderr)
+
+
 def predict_from_profile(profile: "Profile", op: str, sizes_bytes: list[int],  # noqa: F821
                          gpus: int | None = None) -> list[CollectivePrediction]:
     """Predict with a calibrated profile's fitted curve (the rank count it was measured at by default)."""
     fit = profile.fit(op)
-    ranks = gpus or fit.ranks
+    ranks = gpus if gpus is not None else fit.ranks
+    if ranks > fit.ranks:
+        warn(f"warning: profile '{profile.name}' was measured on {fit.ranks} ranks; extrapolating {op} to {ranks}")
     times = fit.predict_us(sizes_bytes, ranks)
     factor = float(bus_factor(op, ranks))
     out = []

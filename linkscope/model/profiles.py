@@ -97,8 +97,10 @@ def load_profile(name: str) -> Profile:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["fits"] = {op: _fit_from_json(f) for op, f in data["fits"].items()}
         return Profile(**data)
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: not a valid profile ({exc.__class__.__name__}: {exc})") from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UserError(f"{path}: not a valid profile ({exc.__class__.__name__}: {str(exc)[:200]})") from None
+    except RecursionError:
+        raise UserError(f"{path}: not a valid profile (nested too deeply)") from None
 
 
 def list_profiles() -> list[str]:

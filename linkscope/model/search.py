@@ -38,7 +38,16 @@ class LayoutRequest:
 
 def divisors(n: int) -> list[int]:
     """Positive divisors of n, ascending."""
-    return [d for d in range(1, n + 1) if n % d == 0]
+    small: list[int] = []
+    large: list[int] = []
+    d = 1
+    while d * d <= n:  # O(sqrt n): a huge batch or layer count must not hang the search
+        if n % d == 0:
+            small.append(d)
+            if d != n // d:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def _tp_options(job: Job, gpus: int, per_node: int, req: LayoutRequest) -> list[int]:

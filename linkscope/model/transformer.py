@@ -19,9 +19,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from linkscope.hardware.errors import DataError, UserError
-from linkscope.hardware.loader import parse_yaml
+from linkscope.hardware.loader import parse_yaml, parse_yaml_text
 
 PRESETS_FILE = Path(__file__).parent / "data" / "models.yaml"
+
+
+MAX_LAYERS = 100_000
+MAX_WIDTH = 10_000_000
+MAX_VOCAB = 100_000_000
+MAX_SEQ_LEN = 100_000_000
 
 
 class ModelEntry(BaseModel):
@@ -31,13 +37,14 @@ class ModelEntry(BaseModel):
 
     id: str = ""
     aliases: list[str] = []
-    layers: int = Field(ge=1)
-    hidden: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    kv_heads: int | None = Field(default=None, ge=1)
-    ffn_hidden: int | None = Field(default=None, ge=1)
-    vocab: int = Field(ge=1)
-    seq_len: int = Field(ge=1)
+    # Upper bounds are far beyond any real model; they keep the layout search fast and the numbers finite.
+    layers: int = Field(ge=1, le=MAX_LAYERS, strict=True)
+    hidden: int = Field(ge=1, le=MAX_WIDTH, strict=True)
+    heads: int = Field(ge=1, le=MAX_WIDTH, strict=True)
+    kv_heads: int | None = Field(default=None, ge=1, le=MAX_WIDTH, strict=True)
+    ffn_hidden: int | None = Field(default=None, ge=1, le=MAX_WIDTH, strict=True)
+    vocab: int = Field(ge=1, le=MAX_VOCAB, strict=True)
+    seq_len: int = Field(ge=1, le=MAX_SEQ_LEN, strict=True)
     gated_mlp: bool = False
     source: str = ""
     as_of: Any = None
@@ -155,11 +162,21 @@ def load_model(spec: str) -> ModelConfig:
 def _load_model_file(path: Path) -> ModelConfig:
     if not path.is_file():
         raise UserError(f"--model: file '{path}' not found")
-    text = path.read_text(encoding="utf-8")
     try:
-        raw = json.loads(text) if path.suffix == ".json" else parse_yaml(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise DataError(str(path), f"cannot parse ({exc.__class__.__name__})") from None
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(str(path), "not a text file (not valid UTF-8)") from None
+    except OSError as exc:
+        raise DataError(str(path), f"cannot read file ({exc.strerror or exc})") from None
+    if path.suffix != ".json":
+        raw = parse_yaml_text(text, str(path))
+    else:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(str(path), f"cannot parse ({exc.__class__.__name__})") from None
+        except RecursionError:
+            raise DataError(str(path), "cannot parse: nested too deeply") from None
     if not isinstance(raw, dict):
         raise DataError(str(path), "expected a mapping with layers, hidden, heads, vocab, seq_len")
     return _entry_to_config(_validate(raw, str(path), raw.get("id") or path.stem), path.stem)

@@ -46,7 +46,8 @@ def train_table(p: TrainPrediction) -> Table:
     layout = (f"tp {par['tp']}  pp {par['pp']}  dp {par['dp']}  cp {par['cp']}  interleave {par['interleave']}  "
               f"micro-batch {par['micro_batch']}  recompute {par['recompute']}  zero {par['zero']}"
               f"{'  +SP' if par['sequence_parallel'] else ''}")
-    rows = [("step time", _seconds(p.step_time_s)), ("tokens/s", f"{p.tokens_per_s:,.0f}"),
+    rows = [("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),
+            ("step time", _seconds(p.step_time_s)), ("tokens/s", f"{p.tokens_per_s:,.0f}"),
             ("TFLOPS per GPU", f"{p.tflops_per_gpu:.1f}"), ("MFU", f"{p.mfu:.1%}"),
             ("memory per GPU", f"{p.memory_gib_per_gpu:.1f} GiB of {p.memory_gib_available:g} "
                                f"({'fits' if p.fits else 'DOES NOT FIT'})"),

@@ -1,0 +1,172 @@
+"""Fuzz every file linkscope reads and every numeric option of the model commands, in-process.
+
+Whatever the input, a command must end with exit code 0-3, never a traceback, and a successful model command's
+JSON must hold only finite, non-negative numbers. Deterministic (derandomized, no example database) and small
+enough to run in well under a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner, Result
+
+from linkscope.cli.main import app
+
+pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # large byte reprs
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+FUZZ = settings(max_examples=15, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+NASTY_NUMBERS = ["0", "-1", "-5", "1e23", "1000000000000000000", "99999999999999999999999", "nan", "inf", "-inf",
+                 ".inf", ".nan", "1.5", "true", "null", "[]", "{}", "''"]
+
+GOOD_SYSTEM = """gpu: H100
+gpus: 8
+scale_up: {kind: nvswitch}
+scale_out: {fabric: infiniband, nics: 8, nic_gbit_per_s: 400, gpudirect_rdma: true}
+source: test
+as_of: 2026-11-01
+"""
+GOOD_MODEL = "layers: 32\nhidden: 4096\nheads: 32\nvocab: 32000\nseq_len: 4096\n"
+
+
+def invoke(*args: str) -> Result:
+    """Run the CLI in-process, catching whatever escapes so that the assertions can name it."""
+    return CliRunner().invoke(app, list(args))
+
+
+def assert_clean(result: Result) -> None:
+    assert result.exit_code in (0, 1, 2, 3), (result.exit_code, result.output[-2000:])
+    assert "Traceback" not in result.output, result.output[-2000:]
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+
+
+def _numbers(data: Any) -> list[float]:
+    if isinstance(data, bool):
+        return []
+    if isinstance(data, (int, float)):
+        return [float(data)]
+    if isinstance(data, dict):
+        return [n for v in data.values() for n in _numbers(v)]
+    if isinstance(data, list):
+        return [n for v in data for n in _numbers(v)]
+    return []
+
+
+def assert_sane_json(result: Result) -> None:
+    """A successful model command's JSON: every number finite and non-negative."""
+    assert_clean(result)
+    if result.exit_code != 0:
+        return
+    data = json.loads(result.stdout, parse_constant=lambda c: float(c))
+    bad = [n for n in _numbers(data) if not math.isfinite(n) or n < 0]
+    assert not bad, (bad[:5], result.stdout[:1000])
+
+
+def _fixture_texts() -> list[bytes]:
+    paths = sorted(FIXTURES.rglob("*"))
+    return [p.read_bytes() for p in paths if p.is_file() and p.suffix in (".txt", ".log", ".json")]
+
+
+def _yaml_texts() -> list[bytes]:
+    data = Path(__file__).parent.parent.parent / "linkscope" / "hardware" / "data"
+    return [GOOD_SYSTEM.encode(), GOOD_MODEL.encode(), (data / "presets.yaml").read_bytes()[:4000]]
+
+
+def _mutated(seeds: list[bytes]) -> st.SearchStrategy[bytes]:
+    """Random bytes, truncations of real files, deep nesting, and real files with numbers swapped for nasty ones."""
+    truncated = st.tuples(st.sampled_from(seeds), st.floats(0, 1)).map(lambda t: t[0][: int(len(t[0]) * t[1])])
+    deep = st.integers(100, 5000).flatmap(
+        lambda n: st.sampled_from([b"[" * n + b"]" * n, b"{a: " * n + b"1" + b"}" * n, b"- " * n + b"1"]))
+    swapped = st.tuples(st.sampled_from(seeds), st.sampled_from(NASTY_NUMBERS)).map(
+        lambda t: t[0].replace(b"8", t[1].encode(), 3).replace(b"400", t[1].encode()))
+    return st.one_of(st.binary(max_size=300), truncated, deep, swapped)
+
+
+def _write(tmp_path: Path, name: str, content: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+@FUZZ
+@given(content=_mutated(_yaml_texts()))
+def test_fuzz_catalog_file(tmp_path: Path, content: bytes) -> None:
+    assert_clean(invoke("catalog", "--catalog", str(_write(tmp_path, "extra.yaml", content))))
+
+
+@FUZZ
+@given(content=_mutated(_yaml_texts()))
+def test_fuzz_config_dir_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes) -> None:
+    cfg = tmp_path / "cfg"
+    cfg.mkdir(exist_ok=True)
+    _write(cfg, "user.yaml", content)
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(cfg))
+    assert_clean(invoke("systems"))
+
+
+@FUZZ
+@given(content=_mutated(_yaml_texts()))
+def test_fuzz_system_file(tmp_path: Path, content: bytes) -> None:
+    path = _write(tmp_path, "my rack.yaml", content)
+    assert_sane_json(invoke("predict", "collective", "-s", str(path), "--json"))
+
+
+@FUZZ
+@given(content=_mutated(_yaml_texts()), suffix=st.sampled_from([".yaml", ".json"]))
+def test_fuzz_model_file(tmp_path: Path, content: bytes, suffix: str) -> None:
+    path = _write(tmp_path, f"model{suffix}", content)
+    assert_sane_json(invoke("predict", "train", "-s", "dgx-h100", "-m", str(path), "--global-batch", "64",
+                            "--json"))
+
+
+@pytest.mark.xfail(reason="linkscope/results owns this parser; deeply nested JSON raises RecursionError there "
+                          "(issue 8, results hardening)", strict=False)
+@FUZZ
+@given(content=_mutated(_fixture_texts()))
+def test_fuzz_nccl_tests_import(tmp_path: Path, content: bytes) -> None:
+    path = _write(tmp_path, "out.txt", content)
+    assert_clean(invoke("import", "nccl-tests", str(path), "--db", str(tmp_path / "runs.db")))
+
+
+@FUZZ
+@given(content=_mutated(_fixture_texts()))
+def test_fuzz_nccl_log(tmp_path: Path, content: bytes) -> None:
+    assert_clean(invoke("nccl-log", str(_write(tmp_path, "nccl.log", content))))
+
+
+NUMBER = st.one_of(st.sampled_from(NASTY_NUMBERS), st.integers(-10, 10**20).map(str),
+                   st.floats(allow_nan=True, allow_infinity=True).map(repr))
+
+TRAIN = ["predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
+INFER = ["predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
+COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
+    "collective": (["predict", "collective", "-s", "dgx-h100", "--json"], ["--bytes", "--gpus"], assert_sane_json),
+    "train": (TRAIN, ["--global-batch", "--seq-len", "--gpus", "--nodes", "--tp", "--pp", "--zero"], assert_sane_json),
+    "infer": (INFER, ["--input-tokens", "--output-tokens", "--batch", "--latency-budget", "--tp"], assert_sane_json),
+    "advise-infer": (["advise", "infer", "--model", "llama2-7b", "--json"],
+                     ["--latency-budget", "--input-tokens", "--qps", "--max-price-per-gpu-hour"], assert_clean),
+    "plan": (["plan", "--system", "dgx-h100", "--tp", "8", "--pp", "1", "--dp", "1"], ["--nodes", "--seq-len"],
+             assert_clean),
+    "catalog": (["catalog", "--json"], ["--min-gpus", "--min-scale-out-gbit", "--max-price-per-gpu-hour"],
+                assert_clean),
+}
+DEFAULTS = {"--global-batch": "64", "--input-tokens": "128", "--output-tokens": "128", "--nodes": "1"}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+@FUZZ
+@given(data=st.data())
+def test_fuzz_numeric_options(name: str, data: st.DataObject) -> None:
+    base, options, check = COMMANDS[name]
+    flag = data.draw(st.sampled_from(options), label="flag")
+    value = data.draw(NUMBER, label="value")
+    extra = [x for f, v in DEFAULTS.items() if f != flag and f in options for x in (f, v)]
+    check(invoke(*base, *extra, f"{flag}={value}"))
