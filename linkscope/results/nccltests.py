@@ -47,8 +47,14 @@ def parse_nccl_tests_file(path: Path) -> ParsedNcclTests:
         except json.JSONDecodeError as exc:
             if path.suffix.lower() == ".json":
                 raise UserError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        except RecursionError:
+            # nccl-tests writes a few levels of nesting; thousands is a hostile or corrupt file.
+            raise UserError(f"{path}: JSON nested too deeply to be nccl-tests output") from None
         else:
-            return parse_nccl_tests_json(data, str(path))
+            try:
+                return parse_nccl_tests_json(data, str(path))
+            except RecursionError:
+                raise UserError(f"{path}: JSON nested too deeply to be nccl-tests output") from None
     return parse_nccl_tests_text(text, str(path))
 
 

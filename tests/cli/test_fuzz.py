@@ -127,8 +127,6 @@ def test_fuzz_model_file(tmp_path: Path, content: bytes, suffix: str) -> None:
                             "--json"))
 
 
-@pytest.mark.xfail(reason="linkscope/results owns this parser; deeply nested JSON raises RecursionError there "
-                          "(issue 8, results hardening)", strict=False)
 @FUZZ
 @given(content=_mutated(_fixture_texts()))
 def test_fuzz_nccl_tests_import(tmp_path: Path, content: bytes) -> None:

@@ -73,3 +73,12 @@ def test_import_missing_file_and_broken_json(store, tmp_path):
     broken.write_text(V2_13_JSON.read_text()[:500])
     with pytest.raises(UserError, match=r"cut\.json: not valid JSON \(line 1"):
         import_nccl_tests(broken, store, label="x")
+
+
+def test_json_nested_thousands_deep_is_one_line_not_a_recursion_error(tmp_path: Path) -> None:
+    from linkscope.results.nccltests import parse_nccl_tests_file
+
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(UserError, match="nested too deeply"):
+        parse_nccl_tests_file(path)
