@@ -44,7 +44,15 @@ def check_range(value: float | None, flag: str, low: float, high: float) -> None
     if value is None:
         return
     if not (low <= value <= high):  # also rejects nan
-        raise UserError(f"{flag} must be between {low:g} and {high:g} (got {value:g})")
+        raise UserError(f"{flag} must be between {_plain_number(low)} and {_plain_number(high)} "
+                        f"(got {_plain_number(value)})")
+
+
+def _plain_number(value: float) -> str:
+    """Whole numbers as written (100,000,000), fractions and non-finite values as `g` does."""
+    if isinstance(value, int) or (value == value and abs(value) < 1e18 and float(value).is_integer()):
+        return f"{int(value):,}"
+    return f"{value:g}"
 
 
 def print_json(data: Any) -> None:
