@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from linkscope.cli.common import console, print_json, user_errors
@@ -51,7 +52,7 @@ def compare(
     table.add_column("latency us", justify="right")
     table.add_column("peak busbw", justify="right")
     for e in data["runs"]:
-        table.add_row(e["run_id"], e["label"], *[_cell(e["busbw"][str(s)], e["busbw_pct"][str(s)])
+        table.add_row(e["run_id"], escape(e["label"] or ""), *[_cell(e["busbw"][str(s)], e["busbw_pct"][str(s)])
                                                    for s in DEFAULT_SIZES],
                       _cell(e["latency_us"], e["latency_pct"]), _cell(e["peak_busbw"], e["peak_busbw_pct"]))
     console.print(table)
@@ -61,7 +62,7 @@ def compare(
         for e in data["runs"]:
             diff.add_column(e["run_id"])
         for key, values in data["environment_diff"].items():
-            diff.add_row(key, *[str(v) for v in values])
+            diff.add_row(key, *[escape("unknown" if v is None else str(v)) for v in values])
         console.print(diff)
     else:
         console.print("environment: identical (GPU, driver, NCCL, torch, NCCL_* variables, topology, hosts)")

@@ -24,16 +24,20 @@ def _op_rows(rows: list[CollectiveRow], op: str) -> dict[int, CollectiveRow]:
     return out
 
 
-def environment(info: RunInfo) -> dict[str, str]:
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def environment(info: RunInfo) -> dict[str, str | None]:
     """The facts worth diffing: GPU, driver, NCCL, torch, NCCL_* variables, topology, hosts."""
     system = info.system if isinstance(info.system, dict) else {}
     scale_up = system.get("scale_up") if isinstance(system.get("scale_up"), dict) else {}
     scale_out = system.get("scale_out") if isinstance(system.get("scale_out"), dict) else {}
     env = {
-        "gpu": str(system.get("gpu")),
-        "gpus_per_node": str(system.get("gpus")),
-        "topology": f"{scale_up.get('kind')} {scale_up.get('generation')}" if scale_up else "None",
-        "scale_out": f"{scale_out.get('nics')}x {scale_out.get('fabric')}" if scale_out else "None",
+        "gpu": _text(system.get("gpu")),
+        "gpus_per_node": _text(system.get("gpus")),
+        "topology": f"{scale_up.get('kind')} {scale_up.get('generation')}" if scale_up else None,
+        "scale_out": f"{scale_out.get('nics')}x {scale_out.get('fabric')}" if scale_out else None,
         "hosts": ",".join(info.hosts),
         "backend": info.backend,
         "world_size": str(info.world_size),
