@@ -12,10 +12,11 @@ from rich.table import Table
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.hardware.errors import UserError
+from linkscope.report.runs import runs_table
 from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json
 from linkscope.results.nccltests import import_nccl_tests_file
 from linkscope.results.records import PairRow, RunInfo
-from linkscope.results.store import ResultStore, RunSummary, require_existing
+from linkscope.results.store import ResultStore, require_existing
 
 DbOption = typer.Option(None, "--db", help="Results database file (default: $LINKSCOPE_DB, else the user data dir).")
 
@@ -43,25 +44,12 @@ def runs(
     elif not summaries:
         console.print("No runs stored yet (`linkscope bench` or `linkscope import nccl-tests FILE`).")
     else:
-        console.print(_runs_table(summaries))
+        console.print(runs_table(summaries, width=console.width))
 
 
 def _existing(db: Optional[Path]) -> Optional[Path]:
     """Reading commands never create a database: an explicit --db must name an existing file."""
     return None if db is None else require_existing(db)
-
-
-def _runs_table(summaries: list[RunSummary]) -> Table:
-    table = Table(show_edge=False)
-    table.add_column("id", no_wrap=True)
-    table.add_column("started (UTC)", no_wrap=True)
-    for name in ("kind", "label", "status", "ranks", "hosts", "rows", "ops"):
-        table.add_column(name, justify="right" if name in ("ranks", "rows") else "left")
-    for s in summaries:
-        hosts = s.hosts[0] if len(s.hosts) == 1 else str(len(s.hosts))
-        table.add_row(s.run_id, s.started_at[:16].replace("T", " "), s.kind, s.label, s.status, str(s.world_size),
-                      hosts, str(s.n_rows), " ".join(s.ops))
-    return table
 
 
 @runs_app.command("show")
