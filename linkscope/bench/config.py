@@ -46,7 +46,7 @@ class RunOptions:
         if self.timeout_s <= 0:
             raise UserError(f"--timeout must be positive, got {self.timeout_s}")
         # Checked before the sweep: finding an unwritable export only at the end would waste the run.
-        check_output_path(self.json_path, "--json")
+        check_output_path(self.json_path, "--json-file")
         check_output_path(self.csv_path, "--csv")
         return replace(self, backend=backend)
 

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from linkscope.cli.common import console, err_console, user_errors
+from linkscope.cli.common import console, deprecated_spelling, err_console, user_errors
 
 if TYPE_CHECKING:
     from linkscope.bench.config import RunOptions
@@ -82,7 +82,8 @@ def bench(
     warmup: int = typer.Option(5, "-w", "--warmup", help="Untimed operations before timing each size."),
     check: int = typer.Option(1, "-c", "--check", help="Correctness-check iterations per size (0 = off)."),
     dtype: str = typer.Option("float", "-d", "--dtype", help="int8 uint8 int32 int64 half bfloat16 float double."),
-    redop: str = typer.Option("sum", "-o", "--op", help="Reduction: sum prod min max avg."),
+    redop: str = typer.Option("sum", "-o", "--redop", help="Reduction: sum prod min max avg."),
+    redop_old: Optional[str] = typer.Option(None, "--op", hidden=True, help="Deprecated spelling of --redop."),
     average: int = typer.Option(1, "-a", "--average", help="Per-rank times: 0 rank 0, 1 mean, 2 min, 3 max."),
     blocking: int = typer.Option(0, "-z", "--blocking", help="1 = wait and barrier after every operation."),
     cudagraph: int = typer.Option(0, "-G", "--cudagraph", help="Capture in a CUDA graph, replay N times (nccl)."),
@@ -94,7 +95,9 @@ def bench(
     timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
     label: str = typer.Option("", "--label", help="A name for the run in the store."),
     db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
-    json_file: Optional[str] = typer.Option(None, "--json", help="Also write nccl-tests' -J JSON (plus linkscope keys)."),
+    json_file: Optional[str] = typer.Option(None, "-J", "--json-file",
+                                            help="Also write nccl-tests' -J JSON (plus linkscope keys) to FILE."),
+    json_old: Optional[str] = typer.Option(None, "--json", hidden=True, help="Deprecated spelling of --json-file."),
     csv_file: Optional[str] = typer.Option(None, "--csv", help="Also write one CSV line per size and placement."),
     quiet: bool = typer.Option(False, "--quiet", help="No table and no progress bar; only the final lines."),
 ) -> None:
@@ -102,6 +105,8 @@ def bench(
     from linkscope.bench.runner import run_bench
     from linkscope.bench.sizes import parse_size
 
+    redop = deprecated_spelling(redop_old, "--op", "-o/--redop", redop)
+    json_file = deprecated_spelling(json_old, "--json FILE", "-J/--json-file FILE", json_file)
     cfg = BenchConfig(
         ops=tuple(ops or ("all_reduce",)), min_bytes=parse_size(min_bytes, "-b/--min-bytes"),
         max_bytes=parse_size(max_bytes, "-e/--max-bytes"), step_factor=step_factor, iters=iters, warmup=warmup,
@@ -147,13 +152,15 @@ def p2p(
     timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
     label: str = typer.Option("", "--label", help="A name for the run in the store."),
     db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
-    json_file: Optional[str] = typer.Option(None, "--json", help="Also write the run as JSON."),
+    json_file: Optional[str] = typer.Option(None, "-J", "--json-file", help="Also write the run as JSON to FILE."),
+    json_old: Optional[str] = typer.Option(None, "--json", hidden=True, help="Deprecated spelling of --json-file."),
     quiet: bool = typer.Option(False, "--quiet", help="No matrices and no progress bar; only the final lines."),
 ) -> None:
     from linkscope.bench.config import P2PConfig
     from linkscope.bench.runner import run_p2p
     from linkscope.bench.sizes import parse_size
 
+    json_file = deprecated_spelling(json_old, "--json FILE", "-J/--json-file FILE", json_file)
     cfg = P2PConfig(size_bytes=parse_size(size, "--size"), iters=iters, warmup=warmup, latency_iters=latency_iters,
                     run=_run_options(backend, nproc, timeout, label, db, json_file, None, quiet))
     result = run_p2p(cfg)

@@ -39,6 +39,21 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+T = TypeVar("T")
+
+
+def deprecated_spelling(old_value: T | None, old: str, new: str, new_value: T) -> T:
+    """The value of an option given by its old name, with one line on stderr; else the new option's value.
+
+    Old spellings keep working for one release (0.2 drops them), so scripts get a warning, not a break.
+    """
+    if old_value is None:
+        return new_value
+    err_console.print(f"warning: {old} is deprecated and will be removed in linkscope 0.2; use {new}",
+                      highlight=False, soft_wrap=True, markup=False)
+    return old_value
+
+
 def check_range(value: float | None, flag: str, low: float, high: float) -> None:
     """None means "not given"; anything else (0 included) must lie in [low, high]."""
     if value is None:

@@ -47,11 +47,11 @@ def test_help_and_command_list_do_not_import_torch() -> None:
         (["bench", "-G", "2", "--backend", "gloo"], "needs the nccl backend"),
         (["p2p", "--nproc", "1"], "p2p needs at least 2 ranks"),
         (["bench", "-b", "8", "-e", "99999999999999999999"], "larger than the 1 TiB limit"),
-        (["bench", "--json", "/no/dir/x.json"], "--json /no/dir/x.json: directory /no/dir does not exist"),
+        (["bench", "--json-file", "/no/dir/x.json"], "--json-file /no/dir/x.json: directory /no/dir does not exist"),
         (["bench", "--csv", "/no/dir/x.csv"], "--csv /no/dir/x.csv: directory /no/dir does not exist"),
-        (["bench", "--json", "/"], "is a directory"),
+        (["bench", "-J", "/"], "is a directory"),
         (["bench", "--db", "/no/dir/x.db"], "directory /no/dir does not exist"),
-        (["p2p", "--json", "/no/dir/x.json"], "--json /no/dir/x.json: directory /no/dir does not exist"),
+        (["p2p", "--json-file", "/no/dir/x.json"], "--json-file /no/dir/x.json: directory /no/dir does not exist"),
         (["p2p", "--size", "2T"], "larger than the 1 TiB limit"),
     ],
 )
@@ -65,7 +65,7 @@ def test_user_errors_exit_2_with_one_line(args: list[str], message: str) -> None
 def test_all_ops_table_json_and_csv(tmp_path: Path) -> None:
     db, js, cs = tmp_path / "r.db", tmp_path / "r.json", tmp_path / "r.csv"
     result = _invoke("bench", "all", "-b", "256", "-e", "1K", "-n", "2", "-w", "1", "--db", str(db),
-                     "--json", str(js), "--csv", str(cs), "--label", "cli")
+                     "-J", str(js), "--csv", str(cs), "--label", "cli")
     assert result.exit_code == 0, result.output
     out = result.output
     assert out.startswith("# nccl-tests-compatible output from linkscope")
@@ -96,3 +96,14 @@ def test_p2p_prints_three_matrices(tmp_path: Path) -> None:
     for title in ("Unidirectional bandwidth (GB/s)", "Bidirectional bandwidth (GB/s)", "Latency (us)"):
         assert title in result.output
     assert "(status complete)" in result.output
+
+
+def test_old_spellings_still_work_for_one_release_with_a_warning(tmp_path: Path) -> None:
+    js = tmp_path / "old.json"
+    result = _invoke("bench", "all_reduce", "-b", "1K", "-e", "1K", "-n", "1", "-w", "1", "--db", str(tmp_path / "r.db"),
+                     "--op", "max", "--json", str(js), "--quiet")
+    assert result.exit_code == 0, result.output
+    out = result.output.replace("\n", " ")
+    assert "--op is deprecated and will be removed in linkscope 0.2; use -o/--redop" in out
+    assert "--json FILE is deprecated and will be removed in linkscope 0.2; use -J/--json-file FILE" in out
+    assert json.loads(js.read_text())["results"][0]["redop"] == "max"
