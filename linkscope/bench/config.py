@@ -6,14 +6,12 @@ normalised copy (canonical op and type names) or raises UserError naming the bad
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from linkscope.bench.dtypes import check_redop, dtype_by_name
 from linkscope.bench.ops import expand_op_names
 from linkscope.bench.sizes import check_size_cap, size_sweep
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, check_output_path
 
 BACKENDS = ("auto", "gloo", "nccl")
 DEFAULT_TIMEOUT_S = 300.0
@@ -49,20 +47,6 @@ class RunOptions:
         check_output_path(self.json_path, "--json-file")
         check_output_path(self.csv_path, "--csv")
         return replace(self, backend=backend)
-
-
-def check_output_path(path: str | None, option: str) -> None:
-    """An export file must be creatable: its directory exists and is writable, and it is not a directory."""
-    if not path:
-        return
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise UserError(f"{option} {path}: is a directory, not a file")
-    if not parent.is_dir():
-        raise UserError(f"{option} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise UserError(f"{option} {path}: not writable")
 
 
 @dataclass

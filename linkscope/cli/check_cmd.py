@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -10,16 +9,9 @@ import typer
 from rich.markup import escape
 
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, check_output_path
 
 _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red", "SKIP": "dim"}
-
-
-def _check_junit_path(path: Path) -> None:
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK) or \
-            (path.exists() and not os.access(path, os.W_OK)):
-        raise UserError(f"--junit: cannot write '{path}'")
 
 
 @user_errors
@@ -46,7 +38,7 @@ def check(
         raise UserError(f"--nproc must be at least 1, got {nproc}")
     thresholds = Thresholds(pass_pct, warn_pct).validated()
     if junit is not None:
-        _check_junit_path(junit)
+        check_output_path(junit, "--junit")
     if expect is not None:
         from linkscope.hardware.loader import load_db
         from linkscope.hardware.resolve import resolve_system

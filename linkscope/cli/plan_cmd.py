@@ -13,7 +13,7 @@ from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import check_option
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
 from linkscope.model.train import Job
@@ -47,17 +47,6 @@ def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
     }
 
 
-def _check_hostfile_dir(hostfile: Path | None) -> None:
-    """Fail before any work when --write-hostfile points into a directory that does not exist."""
-    if hostfile is None:
-        return
-    parent = hostfile.parent
-    if not parent.is_dir():
-        raise UserError(f"--write-hostfile: directory '{parent}' does not exist")
-    if hostfile.is_dir():
-        raise UserError(f"--write-hostfile: '{hostfile}' is a directory")
-
-
 @user_errors
 def plan(
     system: str = typer.Option(..., "--system", help="Preset, offering id (aws/p5.48xlarge) or System YAML."),
@@ -82,7 +71,7 @@ def plan(
 ) -> None:
     """Place ranks on a topology (TP inside NVLink domains, PP on rails, DP across nodes), print the rank map
     and launcher inputs, and predict what the placement saves over a naive one."""
-    _check_hostfile_dir(hostfile)
+    check_output_path(hostfile, "--write-hostfile")
     for flag, value in (("--nodes", nodes), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--cp", cp),
                         ("--seq-len", seq_len), ("--global-batch", global_batch), ("--micro-batch", micro_batch)):
         check_option(value, flag)

@@ -6,6 +6,9 @@ They live in `hardware`, the lowest layer, so that every other layer can import 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 
 class UserError(Exception):
     """Bad input from the user (a file, a flag, a name): reported as one line, exit code 2."""
@@ -28,3 +31,18 @@ class DataError(UserError):
         if field:
             where.append(f"field '{field}'")
         super().__init__(f"{': '.join(where)}: {problem}")
+
+
+def check_output_path(path: str | Path | None, option: str) -> None:
+    """A file the user asked linkscope to write must be creatable: its directory exists and is writable, and it
+    is not a directory. Checked before any work, so a mistyped path never costs a whole run."""
+    if not path:
+        return
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UserError(f"{option} {path}: is a directory, not a file")
+    if not parent.is_dir():
+        raise UserError(f"{option} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UserError(f"{option} {path}: not writable")
