@@ -121,10 +121,10 @@ def run_check(opts: CheckOptions) -> CheckResult:
 
 def _store(opts: CheckOptions, expected: System, items: list[CheckItem], bench: Any, pairs: Any) -> CheckResult:
     status = verdict(items)
-    info = RunInfo(kind="check", label="check", world_size=bench.info.world_size if bench.info else 0,  # type: ignore[arg-type]
-                   backend=bench.info.backend if bench.info else "", versions=bench.info.versions if bench.info else {},
-                   nccl_env=bench.info.nccl_env if bench.info else {}, system=bench.info.system if bench.info else None,
-                   hosts=bench.info.hosts if bench.info else [], config={"mode": opts.mode, "expect": opts.expect},
+    measured = bench.info or RunInfo(kind="check")
+    info = RunInfo(kind="check", label="check", world_size=measured.world_size, backend=measured.backend,
+                   versions=measured.versions, nccl_env=measured.nccl_env, system=measured.system,
+                   hosts=measured.hosts, config={"mode": opts.mode, "expect": opts.expect},
                    extra={"check": {"verdict": status, "expected_system": expected.id,
                                     "expected": system_dict(expected), "items": [i.to_dict() for i in items],
                                     "bench_run": bench.run_id, "p2p_run": pairs.run_id if pairs else None}})
