@@ -91,15 +91,19 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader either way
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse one YAML file; a missing or malformed file is a DataError naming it."""
+def read_data_text(path: Path) -> str:
+    """A data file's text; an unreadable or binary (not UTF-8) file is a DataError naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DataError(str(path), f"cannot read file ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise DataError(str(path), "not a text file (not valid UTF-8)") from None
-    return parse_yaml_text(text, str(path))
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse one YAML file; a missing or malformed file is a DataError naming it."""
+    return parse_yaml_text(read_data_text(path), str(path))
 
 
 def parse_yaml_text(text: str, file: str) -> Any:

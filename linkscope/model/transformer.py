@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from linkscope.hardware.errors import DataError, UserError
-from linkscope.hardware.loader import parse_yaml, parse_yaml_text
+from linkscope.hardware.loader import parse_yaml, parse_yaml_text, read_data_text
 
 PRESETS_FILE = Path(__file__).parent / "data" / "models.yaml"
 
@@ -162,12 +162,7 @@ def load_model(spec: str) -> ModelConfig:
 def _load_model_file(path: Path) -> ModelConfig:
     if not path.is_file():
         raise UserError(f"--model: file '{path}' not found")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataError(str(path), "not a text file (not valid UTF-8)") from None
-    except OSError as exc:
-        raise DataError(str(path), f"cannot read file ({exc.strerror or exc})") from None
+    text = read_data_text(path)
     if path.suffix != ".json":
         raw = parse_yaml_text(text, str(path))
     else:
