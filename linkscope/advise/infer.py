@@ -20,15 +20,14 @@ from linkscope.advise.bookable import multi_node_block
 from linkscope.advise.measured import measured_system
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.infer import InferEstimate, InferJob, best_batch_for_budget, estimate_inference
-from linkscope.model.search import divisors
+from linkscope.model.compute import PRECISIONS
+from linkscope.model.infer import InferEstimate, InferJob, best_batch_for_budget, estimate_inference, tp_options
 from linkscope.model.tiers import comm_tiers
 from linkscope.model.transformer import ModelConfig
 
 BATCHES = np.arange(1, 1025)
 """Batch sizes tried; the memory and the per-user budget cut them down."""
 MAX_PIPELINE_NODES = 8
-PRECISIONS = ("bf16", "fp16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -85,14 +84,9 @@ class InferOption:
         return dict(self.__dict__)
 
 
-def _tp_options(model: ModelConfig, gpus_per_node: int) -> list[int]:
-    return [t for t in divisors(gpus_per_node)
-            if model.heads % t == 0 and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
-
-
 def _layouts(offering: Offering, model: ModelConfig) -> list[tuple[int, int]]:
     """(tp, pp): every TP inside one node, then the widest TP with pipeline stages over 2, 4, 8 nodes."""
-    tps = _tp_options(model, offering.system.node.gpus)
+    tps = tp_options(model, offering.system.node.gpus)
     if not tps:
         return []
     widest = max(tps)

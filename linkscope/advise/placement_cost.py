@@ -3,7 +3,8 @@
 
 With a model, the collectives are those of a real step (Megatron-LM with sequence parallelism: per layer and
 micro-batch 6 all-gathers and 4 reduce-scatters for TP, 2 x interleave send/recvs per micro-batch for PP, one
-gradient reduction per step for DP) and the step model's time for Megatron's own order anchors the answer.
+gradient reduction per step for DP, or with ZeRO-3 two weight gathers and one gradient reduce-scatter per layer
+and micro-batch) and the step model's time for Megatron's own order anchors the answer.
 Without one, every group is priced on the same 64 MiB collective: which placement moves bytes faster.
 """
 
@@ -88,6 +89,12 @@ def step_items(job: Job, layout: dict[str, Any]) -> CommItems:
     dp_items = [("all_reduce", params * c.grad_bytes, 1)]
     if layout["zero"] >= 1:
         dp_items = [("reduce_scatter", params * c.grad_bytes, 1), ("all_gather", params * c.weight_bytes, 1)]
+    if layout["zero"] >= 3:
+        # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
+        # gradients reduce-scattered, every micro-batch.
+        shard = m.layer_params() / tp
+        dp_items = [("all_gather", shard * c.weight_bytes, 2 * per_layer),
+                    ("reduce_scatter", shard * c.grad_bytes, per_layer)]
     return {"tp": tp_items, "cp": [("all_gather", kv, 2 * per_layer), ("reduce_scatter", kv, per_layer)],
             "pp": [("sendrecv", act / tp, 2 * layout["interleave"] * microbatches)], "dp": dp_items}
 

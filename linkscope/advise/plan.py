@@ -36,7 +36,8 @@ class PlanRequest:
     baseline_order: tuple[str, ...] | None = None
     job: Job | None = None
     micro_batch: int | None = None
-    zero: int = 1
+    zero: int | None = None
+    """ZeRO stage 0-3; None: the step model's search picks it (bytes-only plans have no gradients to shard)."""
 
 
 @dataclass
@@ -95,8 +96,8 @@ def tp_first_orders() -> list[tuple[str, ...]]:
 
 def _validate(req: PlanRequest) -> None:
     validate_parallelism(req.system, req.nodes, req.par)
-    if req.zero not in (0, 1, 2):
-        raise UserError(f"--zero {req.zero}: plan prices ZeRO 0, 1 or 2 (ZeRO-3 gathers per layer are not placed)")
+    if req.zero is not None and req.zero not in (0, 1, 2, 3):
+        raise UserError(f"--zero: must be 0, 1, 2 or 3 (got {req.zero})")
     if req.micro_batch is not None and req.micro_batch < 1:
         raise UserError(f"--micro-batch must be at least 1 (got {req.micro_batch})")
 
@@ -127,6 +128,17 @@ def _with_model(req: PlanRequest, job: Job, system: System, tiers: CommTiers) ->
     if not anchor.fits:
         result.notes.append("this layout does not fit in GPU memory; times are for the least-memory variant")
     return result
+
+
+def searched_parallelism(system: System, nodes: int, job: Job, given: LayoutRequest) -> Parallelism:
+    """`--tp/--pp/--dp/--cp auto`: the degrees of the step model's best layout on `nodes` nodes, the given
+    ones kept."""
+    sized = system.with_nodes(nodes)
+    tiers = comm_tiers(sized)
+    validate_request(job, sized, given)
+    result = search(job, sized, given, tiers)
+    row = result.layouts.row(result.best)
+    return Parallelism(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]))
 
 
 def make_plan(req: PlanRequest) -> PlanResult:

@@ -16,8 +16,9 @@ from linkscope.advise.objective import Limits, parse_objective
 from linkscope.advise.output import infer_json, select_train, train_json
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
-                                   MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt, check_option)
+from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt,
+                                   MinGpusOpt, MinScaleOutOpt, ModelOpt, MultiNodeOpt, NvlinkOpt, NvswitchOpt,
+                                   OutputTokensOpt, PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, check_option)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.errors import UserError
@@ -88,18 +89,17 @@ def _print_train(advice: TrainAdvice, top: int, show_all: bool) -> None:
 @advise_app.command("train")
 @user_errors
 def train(
-    model: str = typer.Option(..., "--model", help="Model preset (e.g. llama2-70b) or a YAML/JSON file."),
+    model: str = ModelOpt,
     tokens: str = typer.Option(..., "--tokens", help="Tokens to train on: 2e12, 300B, 2B (K/M/B/T suffixes)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Exactly this many GPUs (whole nodes)."),
     gpus_range: Optional[str] = typer.Option(None, "--gpus-range",
                                              help="Try power-of-two node counts in LOW..HIGH GPUs (default 8..1024)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length (default: the model's)."),
-    global_batch: Optional[int] = typer.Option(None, "--global-batch",
-                                               help="Sequences per step (default ~4M tokens, a power of two)."),
+    seq_len: Optional[int] = SeqLenOpt,
+    global_batch: Optional[int] = GlobalBatchOpt,
     deadline: Optional[str] = typer.Option(None, "--deadline", help="Finish within this time: 30d, 36h, 2w."),
     budget: Optional[str] = typer.Option(None, "--budget", help="Spend at most this many USD: 50000, 50k, 1.2M."),
     objective: str = typer.Option("cost", "--objective", help="Rank by total cost or total time."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8."),
+    precision: str = PrecisionOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the winner's job on PCIe/NVLink mesh/NVSwitch x IB/RoCE/EFA/TCP."),
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
@@ -147,13 +147,13 @@ def _print_comparison(comparison: InterconnectComparison | None) -> None:
 @advise_app.command("infer")
 @user_errors
 def infer(
-    model: str = typer.Option(..., "--model", help="Model preset (e.g. llama3.1-70b) or a YAML/JSON file."),
+    model: str = ModelOpt,
     latency_budget: float = typer.Option(..., "--latency-budget",
                                          help="Tokens per second each user must see (1 / time per output token)."),
-    input_tokens: int = typer.Option(2048, "--input-tokens", help="Prompt length."),
-    output_tokens: int = typer.Option(512, "--output-tokens", help="Answer length."),
+    input_tokens: int = InputTokensOpt,
+    output_tokens: int = OutputTokensOpt,
     qps: Optional[float] = typer.Option(None, "--qps", help="Requests per second to serve: sizes the fleet."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8 weights and GEMMs."),
+    precision: str = PrecisionOpt,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
     min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,

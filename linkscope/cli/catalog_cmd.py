@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
+from linkscope.cli.options import (CatalogOpt, check_formats, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt)
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
 from linkscope.hardware.check import check_db, stale_warning
@@ -44,6 +44,7 @@ def catalog(
     """List cloud offerings with typed interconnect fields, filtered and sorted. Unknown values say unknown."""
     if ctx.invoked_subcommand is not None:
         return
+    check_formats(as_json, as_csv)
     db = load_db(extra or [])
     if check:
         findings = check_db(db)

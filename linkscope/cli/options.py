@@ -6,6 +6,8 @@ from __future__ import annotations
 import typer
 
 from linkscope.cli.common import check_range
+from linkscope.hardware.errors import UserError
+from linkscope.model.compute import PRECISIONS
 
 _COUNT = 10_000_000  # GPUs, nodes, parallel sizes: far beyond any machine
 _LENGTH = 100_000_000  # sequences, tokens: far beyond any real job, keeps the layout search bounded
@@ -14,7 +16,7 @@ _RATE = 1e12  # tokens/s, requests/s
 # flag -> (lowest, highest) accepted value. 0 is a value, never "not given": it must lie in range.
 OPTION_RANGES: dict[str, tuple[float, float]] = {
     "--gpus": (1, _COUNT), "--nodes": (1, _COUNT), "--tp": (1, _COUNT), "--pp": (1, _COUNT), "--dp": (1, _COUNT),
-    "--cp": (1, _COUNT), "--batch": (1, _LENGTH), "--global-batch": (1, _LENGTH), "--micro-batch": (1, _LENGTH),
+    "--cp": (1, _COUNT), "--interleave": (1, _COUNT), "--batch": (1, _LENGTH), "--global-batch": (1, _LENGTH), "--micro-batch": (1, _LENGTH),
     "--seq-len": (1, _LENGTH), "--input-tokens": (1, _LENGTH), "--output-tokens": (1, _LENGTH),
     "--latency-budget": (1e-9, _RATE), "--qps": (1e-9, _RATE),
 }
@@ -24,6 +26,64 @@ def check_option(value: float | None, flag: str) -> None:
     """UserError unless `value` is None (not given) or inside `flag`'s one range."""
     low, high = OPTION_RANGES[flag]
     check_range(value, flag, low, high)
+
+
+def auto_int(value: str | None, flag: str) -> int | None:
+    """`auto` (or nothing) -> None (searched), else an integer inside `flag`'s range."""
+    if value is None or value == "auto":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise UserError(f"{flag}: expected a positive integer or 'auto', got '{value}'") from None
+    check_option(number, flag)
+    return number
+
+
+def choice(value: str, flag: str, choices: tuple[str, ...]) -> str:
+    """`value` if it is one of `choices`, else one line naming the flag and the choices."""
+    if value not in choices:
+        raise UserError(f"{flag}: '{value}' is not one of {', '.join(choices)}")
+    return value
+
+
+def check_zero(zero: int | None) -> None:
+    """ZeRO stages 0-3 everywhere; None means searched."""
+    if zero is not None and zero not in (0, 1, 2, 3):
+        raise UserError(f"--zero: must be 0, 1, 2 or 3 (got {zero})")
+
+
+def check_formats(as_json: bool, as_csv: bool, required: bool = False) -> None:
+    """--json and --csv exclude each other wherever both exist; `required`: one of them must be given."""
+    if (as_json and as_csv) or (required and not (as_json or as_csv)):
+        raise UserError("choose one format: --json or --csv")
+
+
+# One definition per option that several commands take, so that the name, short form, default and help
+# read the same everywhere (README: "Option vocabulary").
+SystemOpt = typer.Option(..., "--system", "-s", help="Preset, offering (provider/instance), YAML file or "
+                                                     "profile:NAME.")
+ModelOpt = typer.Option(..., "--model", "-m", help="Model preset (llama2-70b, gpt3-175b, ...) or a YAML/JSON file.")
+GlobalBatchOpt = typer.Option(None, "--global-batch", help="Sequences per step of the whole job (default: ~4M "
+                                                           "tokens, a power of two).")
+SeqLenOpt = typer.Option(None, "--seq-len", help="Tokens per sequence (default: the model's).")
+MicroBatchOpt = typer.Option(None, "--micro-batch", help="Sequences per micro-batch, or auto (default: searched).")
+ZeroOpt = typer.Option(None, "--zero", help="ZeRO stage 0-3 (default: searched).")
+PrecisionOpt = typer.Option("bf16", "--precision", help=f"{', '.join(PRECISIONS)} (weights and GEMMs).")
+InputTokensOpt = typer.Option(2048, "--input-tokens", help="Prompt tokens per sequence.")
+OutputTokensOpt = typer.Option(512, "--output-tokens", help="Generated tokens per sequence.")
+LatencyBudgetOpt = typer.Option(None, "--latency-budget", help="Tokens/s each user must see (1 / time per "
+                                                               "output token): the largest batch that meets it.")
+
+
+def tp_opt(default: str | None = None) -> typer.models.OptionInfo:
+    """--tp: a size or auto, the same in predict, plan and infer."""
+    return typer.Option(default, "--tp", help="Tensor parallel size or auto (default: searched).")
+
+
+def pp_opt(default: str | None = None) -> typer.models.OptionInfo:
+    """--pp: a size or auto."""
+    return typer.Option(default, "--pp", help="Pipeline parallel size or auto (default: searched).")
 
 
 # The catalog filters: `linkscope catalog` and `linkscope advise` take the same ones.

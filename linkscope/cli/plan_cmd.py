@@ -10,12 +10,15 @@ import typer
 from linkscope.advise.inputs import default_global_batch
 from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
-from linkscope.advise.plan import PlanRequest, PlanResult, make_plan
+from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import check_option
+from linkscope.cli.options import (GlobalBatchOpt, MicroBatchOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int,
+                                   check_option, check_zero, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
+from linkscope.hardware.system import System
+from linkscope.model.search import LayoutRequest
 from linkscope.model.train import Job
 from linkscope.model.transformer import load_model
 from linkscope.report.advise import groups_table, launch_text, plan_summary, rank_map_table
@@ -30,6 +33,16 @@ def _job(model: str | None, seq_len: int | None, global_batch: int | None) -> Jo
     config = load_model(model)
     length = seq_len or config.seq_len
     return Job(model=config, global_batch=global_batch or default_global_batch(length), seq_len=length)
+
+
+def _parallelism(system: System, nodes: int, job: Job | None, given: LayoutRequest) -> Parallelism:
+    """The degrees as given; `auto` ones searched by the step model, which needs --model."""
+    if None not in (given.tp, given.pp, given.dp, given.cp):
+        return Parallelism(tp=given.tp or 1, pp=given.pp or 1, dp=given.dp or 1, cp=given.cp or 1)
+    if job is None:
+        raise UserError("--tp/--pp/--dp/--cp auto needs --model to search a layout; give every size, or --model")
+    check_option(nodes, "--nodes")
+    return searched_parallelism(system, nodes, job, given)
 
 
 def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
@@ -49,18 +62,18 @@ def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
 
 @user_errors
 def plan(
-    system: str = typer.Option(..., "--system", help="Preset, offering id (aws/p5.48xlarge) or System YAML."),
+    system: str = SystemOpt,
     nodes: int = typer.Option(..., "--nodes", help="Nodes of that System."),
-    tp: int = typer.Option(..., "--tp", help="Tensor-parallel size."),
-    pp: int = typer.Option(..., "--pp", help="Pipeline-parallel size."),
-    dp: int = typer.Option(..., "--dp", help="Data-parallel size."),
-    cp: int = typer.Option(1, "--cp", help="Context-parallel size."),
-    model: Optional[str] = typer.Option(None, "--model",
-                                        help="Model preset or file: predicts step times (else bytes-only comparison)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length (default: the model's)."),
-    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="Sequences per step (default ~4M tokens)."),
-    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="Micro-batch size (default: searched)."),
-    zero: int = typer.Option(1, "--zero", help="ZeRO stage 0, 1 (distributed optimizer) or 2."),
+    tp: str = tp_opt("auto"),
+    pp: str = pp_opt("auto"),
+    dp: str = typer.Option("auto", "--dp", help="Data parallel size or auto (default: searched)."),
+    cp: str = typer.Option("1", "--cp", help="Context parallel size or auto."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file: predicts step times and "
+                                        "searches auto sizes (else bytes-only comparison)."),
+    seq_len: Optional[int] = SeqLenOpt,
+    global_batch: Optional[int] = GlobalBatchOpt,
+    micro_batch: Optional[str] = MicroBatchOpt,
+    zero: Optional[int] = ZeroOpt,
     order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
     baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
                                            "(default TP slowest-varying)."),
@@ -72,15 +85,19 @@ def plan(
     """Place ranks on a topology (TP inside NVLink domains, PP on rails, DP across nodes), print the rank map
     and launcher inputs, and predict what the placement saves over a naive one."""
     check_output_path(hostfile, "--write-hostfile")
-    for flag, value in (("--nodes", nodes), ("--tp", tp), ("--pp", pp), ("--dp", dp), ("--cp", cp),
-                        ("--seq-len", seq_len), ("--global-batch", global_batch), ("--micro-batch", micro_batch)):
+    for flag, value in (("--nodes", nodes), ("--seq-len", seq_len), ("--global-batch", global_batch)):
         check_option(value, flag)
+    check_zero(zero)
+    given = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
+                          cp=auto_int(cp, "--cp"), micro_batch=auto_int(micro_batch, "--micro-batch"), zero=zero)
     db = load_db(extra or [])
-    request = PlanRequest(system=resolve_system(system, db), nodes=nodes, par=Parallelism(tp=tp, pp=pp, dp=dp, cp=cp),
+    resolved, job = resolve_system(system, db), _job(model, seq_len, global_batch)
+    request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,
-                          job=_job(model, seq_len, global_batch), micro_batch=micro_batch, zero=zero)
+                          job=job, micro_batch=given.micro_batch, zero=zero)
     result = make_plan(request)
+    tp, pp, dp, cp = (str(request.par.size(d)) for d in ("tp", "pp", "dp", "cp"))
     names = host_names(hosts, nodes)
     launch = launch_plan(result.placement, names)
     if hostfile is not None:

@@ -10,54 +10,35 @@ import typer
 
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import CatalogOpt, check_option
+from linkscope.advise.inputs import default_global_batch
+from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt,
+                                   ModelOpt, OutputTokensOpt, PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int,
+                                   check_option, check_zero, choice, pp_opt, tp_opt)
+from linkscope.model.compute import PRECISIONS
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.collective_predict import predict_from_profile, predict_sizes
-from linkscope.model.infer import InferJob, best_batch_for_budget, estimate_inference, summary
+from linkscope.model.infer import (MAX_INFER_BATCH, InferJob, InferPick, best_batch_for_budget, estimate_inference,
+                                   pick_tp, summary)
 from linkscope.model.predict_train import predict_train
 from linkscope.model.profiles import load_profile
 from linkscope.model.scaling import predict_scaling
 from linkscope.model.search import LayoutRequest
 from linkscope.model.systems import resolve_with_profiles, split_profile
 from linkscope.model.train import Job
-from linkscope.model.transformer import load_model
+from linkscope.model.transformer import ModelConfig, load_model
 from linkscope.report.predict import collective_table, infer_table, scaling_table, train_table
 
 predict_app = typer.Typer(help="Predict collectives, training steps, inference and scaling on any System.",
                           no_args_is_help=True)
 
-SystemOption = typer.Option(..., "--system", "-s", help="Preset, offering (provider/instance), YAML file or "
-                                                        "profile:NAME.")
-PRECISIONS = ("bf16", "fp16", "fp8")
-
-
-def auto_int(value: str | None, flag: str) -> int | None:
-    """`auto` (or nothing) -> None, else a positive integer."""
-    if value is None or value == "auto":
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise UserError(f"{flag}: expected a positive integer or 'auto', got '{value}'") from None
-    if number < 1:
-        raise UserError(f"{flag}: must be at least 1 (got {number})")
-    return number
-
-
 MAX_BYTES = 1 << 50
-
-
-def _choice(value: str, flag: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise UserError(f"{flag}: '{value}' is not one of {', '.join(choices)}")
-    return value
 
 
 @predict_app.command("collective")
 @user_errors
 def collective(
-    system: str = SystemOption,
+    system: str = SystemOpt,
     op: str = typer.Option("all_reduce", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                               "all_to_all, sendrecv, gather, scatter."),
     size: str = typer.Option("64M", "--bytes", "-B", help="Message size as nccl-tests' size column (8, 64K, 1G)."),
@@ -103,26 +84,33 @@ def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Pa
     return system, tiers
 
 
+def _batch(spec: ModelConfig, global_batch: int | None, seq_len: int | None) -> dict[str, int]:
+    """The job's global batch and sequence length: as given, else the model's length and ~4M tokens per step."""
+    length = seq_len if seq_len is not None else spec.seq_len
+    return {"seq_len": length, "global_batch": global_batch if global_batch is not None
+            else default_global_batch(max(length, 1))}
+
+
 @predict_app.command("train")
 @user_errors
 def train(
-    system: str = SystemOption,
-    model: str = typer.Option(..., "--model", "-m", help="Preset (llama2-70b, gpt3-175b, ...) or YAML/JSON file."),
+    system: str = SystemOpt,
+    model: str = ModelOpt,
     gpus: Optional[int] = typer.Option(None, help="GPUs in all (whole nodes beyond one node)."),
     nodes: Optional[int] = typer.Option(None, help="Nodes of the System."),
-    tp: Optional[str] = typer.Option(None, help="Tensor parallel size or auto."),
-    pp: Optional[str] = typer.Option(None, help="Pipeline parallel size or auto."),
+    tp: Optional[str] = tp_opt(),
+    pp: Optional[str] = pp_opt(),
     dp: Optional[str] = typer.Option(None, help="Data parallel size or auto."),
     cp: str = typer.Option("1", help="Context parallel size or auto."),
     interleave: Optional[str] = typer.Option(None, help="Pipeline chunks per stage, or auto."),
-    micro_batch: Optional[str] = typer.Option(None, help="Sequences per micro-batch, or auto."),
-    global_batch: int = typer.Option(..., help="Sequences per step (the whole global batch)."),
-    seq_len: Optional[int] = typer.Option(None, help="Tokens per sequence (default: the model's)."),
+    micro_batch: Optional[str] = MicroBatchOpt,
+    global_batch: Optional[int] = GlobalBatchOpt,
+    seq_len: Optional[int] = SeqLenOpt,
     recompute: str = typer.Option("auto", help="auto, full, selective or none."),
     sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
                                                      help="Megatron sequence parallelism (default: on with TP)."),
-    zero: Optional[int] = typer.Option(None, help="ZeRO stage 0-3 (default: searched)."),
-    precision: str = typer.Option("bf16", help="bf16, fp16 or fp8 (GEMMs)."),
+    zero: Optional[int] = ZeroOpt,
+    precision: str = PrecisionOpt,
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
     dp_overlap: bool = typer.Option(True, "--dp-overlap/--no-dp-overlap",
                                     help="Overlap the data-parallel gradient reduction with the last backward "
@@ -131,19 +119,18 @@ def train(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Step time, throughput, MFU, memory per GPU and where the time goes; `auto` values are searched."""
-    if zero is not None and zero not in (0, 1, 2, 3):
-        raise UserError(f"--zero: must be 0, 1, 2 or 3 (got {zero})")
+    check_zero(zero)
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
     resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     spec = load_model(model)
-    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
-              precision=_choice(precision, "--precision", PRECISIONS),
-              attention=_choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
+    job = Job(model=spec, **_batch(spec, global_batch, seq_len),
+              precision=choice(precision, "--precision", PRECISIONS),
+              attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
     req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                         cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                         micro_batch=auto_int(micro_batch, "--micro-batch"),
-                        recompute=None if recompute == "auto" else _choice(recompute, "--recompute",
+                        recompute=None if recompute == "auto" else choice(recompute, "--recompute",
                                                                              ("full", "selective", "none")),
                         zero=zero, sequence_parallel=sequence_parallel)
     prediction = predict_train(job, resolved, req, tiers)
@@ -156,35 +143,38 @@ def train(
 @predict_app.command("infer")
 @user_errors
 def infer(
-    system: str = SystemOption,
-    model: str = typer.Option(..., "--model", "-m"),
-    tp: int = typer.Option(1, help="Tensor parallel size."),
-    pp: int = typer.Option(1, help="Pipeline parallel size."),
+    system: str = SystemOpt,
+    model: str = ModelOpt,
+    tp: str = tp_opt("1"),
+    pp: str = pp_opt("1"),
     batch: int = typer.Option(1, help="Sequences decoded together."),
-    input_tokens: int = typer.Option(..., help="Prompt tokens per sequence."),
-    output_tokens: int = typer.Option(..., help="Generated tokens per sequence."),
-    latency_budget: Optional[float] = typer.Option(None, help="Tokens/s each user must see: finds the largest "
-                                                              "batch that meets it."),
-    precision: str = typer.Option("bf16", help="bf16, fp16 or fp8 (weights and GEMMs)."),
+    input_tokens: int = InputTokensOpt,
+    output_tokens: int = OutputTokensOpt,
+    latency_budget: Optional[float] = LatencyBudgetOpt,
+    precision: str = PrecisionOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Prefill time, per-token decode time, tokens/s per GPU and per user, and the TP all-reduce share."""
-    for flag, value in (("--tp", tp), ("--pp", pp), ("--batch", batch), ("--input-tokens", input_tokens),
-                        ("--output-tokens", output_tokens)):
-        if value < 1:
-            raise UserError(f"{flag} must be at least 1 (got {value})")
+    for flag, value in (("--batch", batch), ("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
         check_option(value, flag)
     check_option(latency_budget, "--latency-budget")
+    tp_size, pp_size = auto_int(tp, "--tp"), auto_int(pp, "--pp")
+    if pp_size is None:
+        raise UserError("--pp auto: inference pipelines are not searched; give a size (1 keeps the model in one node)")
     resolved, _ = _sized_system(system, None, None, extra or [])
-    job = InferJob(model=load_model(model), tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
-                   precision=_choice(precision, "--precision", PRECISIONS))
-    batches = np.arange(1, 4097) if latency_budget is not None else np.asarray([batch])
-    est = estimate_inference(job, resolved, batches)
-    index = best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0
+    job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
+                   output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS))
+    batches = np.arange(1, MAX_INFER_BATCH + 1) if latency_budget is not None else np.asarray([batch])
+    if tp_size is None:
+        pick = pick_tp(job, resolved, batches, latency_budget)
+    else:
+        est = estimate_inference(job, resolved, batches)
+        pick = InferPick(job, est, best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0)
+    job, est, index = pick.job, pick.est, pick.index
     if index is None:
-        raise UserError(f"no batch meets {latency_budget:g} tokens/s per user on {system} with tp {tp}: even one "
-                        f"sequence gets {float(est.tokens_per_s_per_user[0]):.1f}")
+        raise UserError(f"no batch meets {latency_budget:g} tokens/s per user on {system} with tp {job.tp}: even "
+                        f"one sequence gets {float(est.tokens_per_s_per_user[0]):.1f}")
     data = summary(job, resolved, est, index)
     if as_json:
         print_json({**data, "latency_budget": latency_budget})
@@ -195,15 +185,17 @@ def infer(
 @predict_app.command("scaling")
 @user_errors
 def scaling(
-    system: str = SystemOption,
-    model: str = typer.Option(..., "--model", "-m"),
+    system: str = SystemOpt,
+    model: str = ModelOpt,
     nodes: int = typer.Option(8, help="Largest node count (1, 2, 4, ... up to it)."),
-    global_batch: int = typer.Option(..., help="Sequences per step on one node (weak scaling multiplies it)."),
-    seq_len: Optional[int] = typer.Option(None),
-    tp: Optional[str] = typer.Option(None, help="Tensor parallel size or auto."),
-    pp: Optional[str] = typer.Option(None, help="Pipeline parallel size or auto."),
-    strong: bool = typer.Option(False, "--strong", help="Keep the global batch fixed instead."),
-    precision: str = typer.Option("bf16"),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="Sequences per step of the whole job "
+                                               "at the largest node count (default: ~4M tokens); weak scaling "
+                                               "gives smaller counts their share."),
+    seq_len: Optional[int] = SeqLenOpt,
+    tp: Optional[str] = tp_opt(),
+    pp: Optional[str] = pp_opt(),
+    strong: bool = typer.Option(False, "--strong", help="Keep the global batch fixed at every node count."),
+    precision: str = PrecisionOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -213,16 +205,15 @@ def scaling(
     check_option(seq_len, "--seq-len")
     resolved, tiers = _sized_system(system, None, 1, extra or [])
     spec = load_model(model)
-    job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
-              precision=_choice(precision, "--precision", PRECISIONS))
+    job = Job(model=spec, **_batch(spec, global_batch, seq_len), precision=choice(precision, "--precision", PRECISIONS))
     points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
                                                                        pp=auto_int(pp, "--pp")), strong, tiers)
     if as_json:
         print_json({"system": system, "model": spec.id, "note": note, "points": [p.__dict__ for p in points]})
     else:
         mode = "strong" if strong else "weak"
-        title = (f"{spec.id} on {system} ({mode} scaling, global batch {global_batch} x seq len {job.seq_len} "
-                 f"tokens on one node)")
+        title = (f"{spec.id} on {system} ({mode} scaling, global batch {job.global_batch} x seq len {job.seq_len} "
+                 f"at {nodes} node{'s' if nodes > 1 else ''})")
         console.print(scaling_table(points, title))
         console.print(note)
 

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
+from linkscope.cli.options import check_formats
 from linkscope.hardware.errors import UserError
 from linkscope.report.runs import runs_table
 from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json
@@ -113,8 +114,7 @@ def export(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
 ) -> None:
     """Export one run as JSON or CSV."""
-    if as_json == as_csv:
-        raise UserError("choose one format: --json or --csv")
+    check_formats(as_json, as_csv, required=True)
     with ResultStore(_existing(db)) as store:
         info = store.get_run(run_id)
         rows = store.rows(info.run_id)

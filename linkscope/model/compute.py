@@ -17,6 +17,8 @@ from linkscope.hardware.loader import parse_yaml
 from linkscope.hardware.specs import GpuSpec
 
 COMPUTE_FILE = Path(__file__).parent / "data" / "compute.yaml"
+PRECISIONS = ("bf16", "fp16", "fp8")
+"""Formats the GEMMs of a job may run in; the one list every command and model checks against."""
 
 
 class ComputeConstants(BaseModel):

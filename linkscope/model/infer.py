@@ -10,7 +10,7 @@ all-reduces carry every prompt token's hidden state (seed 001: ~20 GB per GPU fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,11 +20,14 @@ from linkscope.hardware.system import System
 from linkscope.model.collectives import collective_time
 from linkscope.model.compute import compute_constants, gemm_time_s, peak_tflops
 from linkscope.model.layout import group_span
+from linkscope.model.search import divisors
 from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.model.transformer import ModelConfig
 
 BYTES_PER_WEIGHT = {"bf16": 2, "fp16": 2, "fp8": 1}
 KV_BYTES = 2
+MAX_INFER_BATCH = 4096
+"""Largest batch `predict infer --latency-budget` tries."""
 
 
 @dataclass(frozen=True)
@@ -147,3 +150,39 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),
     }
+
+
+def tp_options(model: ModelConfig, gpus_per_node: int) -> list[int]:
+    """Tensor-parallel sizes that stay inside one node and split the model's query and KV heads evenly."""
+    return [t for t in divisors(gpus_per_node)
+            if model.heads % t == 0 and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
+
+
+@dataclass(frozen=True)
+class InferPick:
+    """The layout and batch `predict infer` reports: the job, its estimate and the batch index chosen."""
+
+    job: InferJob
+    est: InferEstimate
+    index: int | None
+
+
+def _pick_index(est: InferEstimate, budget: float | None) -> int | None:
+    return best_batch_for_budget(est, budget) if budget is not None else 0
+
+
+def pick_tp(job: InferJob, system: System, batches: np.ndarray, budget: float | None) -> InferPick:
+    """`--tp auto`: of the TP sizes inside a node, the one with the most tokens/s per GPU that fits (and meets
+    the per-user budget when one is given); if none does, the widest, which needs the least memory per GPU."""
+    picks = []
+    for tp in tp_options(job.model, system.node.gpus):
+        sized = replace(job, tp=tp)
+        est = estimate_inference(sized, system, batches)
+        picks.append(InferPick(sized, est, _pick_index(est, budget)))
+    if not picks:
+        raise UserError(f"--tp auto: no TP size inside {system.node.gpus} GPUs divides {job.model.id}'s "
+                        f"{job.model.heads} heads")
+    good = [p for p in picks if p.index is not None and bool(p.est.fits[p.index])]
+    if not good:
+        return picks[-1]
+    return max(good, key=lambda p: float(p.est.tokens_per_s_per_gpu[p.index or 0]))

@@ -1,7 +1,8 @@
 """`predict scaling`: throughput, speedup and scaling efficiency from one node to N nodes.
 
-Weak scaling by default (the global batch grows with the node count, as data-parallel training does);
-`strong` keeps the global batch fixed. Each node count gets its own best layout. When the job does not fit on
+The job's global batch is that of the largest node count. Weak scaling by default (the global batch grows
+with the node count, as data-parallel training does, reaching the job's at the largest count); `strong` keeps
+the global batch fixed at every count. Each node count gets its own best layout. When the job does not fit on
 one node, the smallest node count that fits is the baseline and speedups are relative to it, scaled by its
 node count (perfect scaling up to the baseline is assumed, and said).
 """
@@ -49,6 +50,11 @@ def node_counts(max_nodes: int) -> list[int]:
     return [*counts, max_nodes]
 
 
+def global_batch_at(global_batch: int, nodes: int, max_nodes: int, strong: bool) -> int:
+    """The global batch at `nodes` of a study whose largest count runs `global_batch` sequences per step."""
+    return global_batch if strong else max(1, round(global_batch * nodes / max_nodes))
+
+
 def _point(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None) -> ScalingPoint:
     result = search(job, system, req, tiers)
     p = summarize(job, system, result)
@@ -73,11 +79,10 @@ def predict_scaling(job: Job, system: System, max_nodes: int, req: LayoutRequest
     layout and add data-parallel replicas, as a scaling study does, so the efficiency isolates communication.
     """
     counts = node_counts(max_nodes)
-    batch_for = lambda n: job.global_batch if strong else job.global_batch * n  # noqa: E731
     points: list[ScalingPoint] = []
     base: ScalingPoint | None = None
     for n in counts:
-        sized = replace(job, global_batch=batch_for(n))
+        sized = replace(job, global_batch=global_batch_at(job.global_batch, n, max_nodes, strong))
         try:
             point = _point(sized, system.with_nodes(n), _fixed_layout(base) if base else replace(req, dp=None), tiers)
         except UserError:

@@ -1,0 +1,90 @@
+"""One name, one meaning: the options several commands share behave the same in each of them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.helpers import run_cli
+
+PLAN_16 = ["plan", "-s", "dgx-h100", "--nodes", "2"]
+
+
+def _json(*args: str) -> dict:
+    result = run_cli(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_short_system_and_model_work_wherever_the_options_exist() -> None:
+    assert run_cli(*PLAN_16, "--tp", "8", "--pp", "1", "--dp", "2", "-m", "llama2-7b").exit_code == 0
+    advise = run_cli("advise", "train", "-m", "llama2-7b", "--tokens", "1e9", "--gpus", "8", "--top", "1")
+    assert advise.exit_code == 0, advise.output
+    assert run_cli("advise", "infer", "-m", "llama2-7b", "--latency-budget", "20", "--top", "1").exit_code == 0
+
+
+def test_global_batch_defaults_to_about_4m_tokens_in_predict_as_in_advise() -> None:
+    predicted = _json("predict", "train", "-s", "dgx-h100", "-m", "llama2-7b")
+    assert predicted["global_batch"] * predicted["seq_len"] == 1024 * 4096
+    text = run_cli("predict", "train", "-s", "dgx-h100", "-m", "llama2-7b")
+    assert "global batch 1024 x seq len 4096" in " ".join(text.output.split())
+
+
+def test_scaling_global_batch_is_the_whole_job_at_the_largest_count() -> None:
+    weak = _json("predict", "scaling", "-s", "dgx-a100", "-m", "llama2-7b", "--nodes", "4", "--global-batch", "64")
+    assert [p["global_batch"] for p in weak["points"]] == [16, 32, 64]
+    strong = _json("predict", "scaling", "-s", "dgx-a100", "-m", "llama2-7b", "--nodes", "4", "--global-batch",
+                   "64", "--strong")
+    assert {p["global_batch"] for p in strong["points"]} == {64}
+
+
+def test_infer_tp_auto_picks_the_best_tp_that_fits() -> None:
+    auto = _json("predict", "infer", "-s", "dgx-h100", "-m", "llama2-70b", "--tp", "auto", "--latency-budget", "20")
+    assert auto["memory_gib_per_gpu"] < 80
+    for tp in ("1", "2", "4", "8"):
+        fixed = run_cli("predict", "infer", "-s", "dgx-h100", "-m", "llama2-70b", "--tp", tp, "--latency-budget",
+                        "20", "--json")
+        if fixed.exit_code == 0 and json.loads(fixed.stdout)["memory_gib_per_gpu"] < 80:
+            assert json.loads(fixed.stdout)["tokens_per_s_per_gpu"] <= auto["tokens_per_s_per_gpu"] + 1e-9
+
+
+def test_infer_lengths_default_the_same_as_advise() -> None:
+    predicted = _json("predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b")
+    assert (predicted["input_tokens"], predicted["output_tokens"]) == (2048, 512)
+
+
+def test_plan_searches_auto_sizes_with_a_model() -> None:
+    data = _json(*PLAN_16, "-m", "llama2-13b")
+    par = data["parallelism"]
+    assert par["tp"] * par["pp"] * par["dp"] * par["cp"] == 16
+    assert data["layout"]["tp"] == par["tp"] and data["layout"]["pp"] == par["pp"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--tp", "auto", "--pp", "1", "--dp", "2"], "needs --model"),
+    (["--tp", "8", "--pp", "1", "--dp", "2", "--zero", "4"], "--zero: must be 0, 1, 2 or 3"),
+    (["--tp", "x", "--pp", "1", "--dp", "2"], "--tp: expected a positive integer or 'auto'"),
+    (["--tp", "0", "--pp", "1", "--dp", "2"], "--tp must be between 1 and"),
+])
+def test_plan_rejects_bad_sizes_in_one_line(args: list[str], needle: str) -> None:
+    result = run_cli(*PLAN_16, *args)
+    assert result.exit_code == 2 and needle in result.output and "Traceback" not in result.output
+
+
+def test_plan_prices_zero3_per_layer_gathers() -> None:
+    base = [*PLAN_16, "--tp", "8", "--pp", "1", "--dp", "2", "-m", "llama2-13b", "--micro-batch", "1"]
+    zero1, zero3 = _json(*base, "--zero", "1"), _json(*base, "--zero", "3")
+    assert zero3["layout"]["zero"] == 3
+    assert zero3["cost"]["dp_s"] > zero1["cost"]["dp_s"]
+
+
+def test_plan_prints_the_job_it_assumed() -> None:
+    result = run_cli(*PLAN_16, "--tp", "8", "--pp", "1", "--dp", "2", "-m", "llama2-7b", "--seq-len", "2048")
+    assert "global batch 2048 x seq len 2048" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("command", [["catalog"], ["export", "nope"]])
+def test_json_and_csv_exclude_each_other_everywhere(command: list[str]) -> None:
+    result = run_cli(*command, "--json", "--csv")
+    assert result.exit_code == 2 and "choose one format: --json or --csv" in result.output
