@@ -70,7 +70,7 @@ def _print_train(advice: TrainAdvice, top: int, show_all: bool) -> None:
     console.print(train_header(advice), highlight=False)
     if selection.top:
         title = f"{len(advice.feasible)} of {len(advice.rows)} offerings can run it; best {len(selection.top)}"
-        console.print(train_table(selection.top, title))
+        console.print(train_table(selection.top, title, console.width))
         console.print(winner_text(selection.top[0]), highlight=False)
     elif not advice.rows:
         console.print("No offering matches these filters.")
@@ -139,7 +139,7 @@ def _print_comparison(comparison: InterconnectComparison | None) -> None:
     if comparison is None:
         console.print("No winner to compare interconnects for.")
         return
-    console.print(interconnect_table(comparison))
+    console.print(interconnect_table(comparison, console.width))
     for note in comparison.notes:
         console.print(f"[dim]note: {note}[/]", highlight=False)
 

@@ -77,28 +77,48 @@ def layout_detail(par: dict[str, Any]) -> str:
               f"ZeRO-{par['zero']}" + (", sequence parallel" if par["sequence_parallel"] else ""))
 
 
+WIDE_COLUMNS = 100
+"""Below this terminal width the ranking tables drop the step time and bottleneck columns (the winner's
+paragraph still gives both) rather than fold every cell."""
+
+
 def _table(title: str, columns: list[tuple[str, str]]) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, title_justify="left")
     for name, justify in columns:
         # Offering ids run to 40 characters; below 20 they fold into unreadable pieces.
         width = 20 if name == "offering" else None
-        table.add_column(name, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
+        # A layout split over two lines (`tp1 pp1` / `dp8`) reads as two rows; a link name cut in two is lost.
+        table.add_column(name, justify=justify, overflow="fold", min_width=width,  # type: ignore[arg-type]
+                         no_wrap=name in ("layout", "link", "naive link"))
     return table
 
 
-def train_table(rows: list[TrainOption], title: str) -> Table:
-    """Feasible options, one row each, in ranking order."""
-    table = _table(title, [("#", "right"), ("offering", "left"), ("GPUs", "right"), ("layout", "left"),
-                           ("step", "right"), ("time", "right"), ("cost", "right"), ("MFU", "right"),
-                           ("bottleneck", "left")])
+def _narrow(columns: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    if width >= WIDE_COLUMNS:
+        return columns
+    return [c for c in columns if c[0] not in ("step", "bottleneck")]
+
+
+def _cells(columns: list[tuple[str, str]], values: dict[str, str]) -> list[str]:
+    return [values[name] for name, _ in columns]
+
+
+def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS) -> Table:
+    """Feasible options, one row each, in ranking order; narrower than `WIDE_COLUMNS`, without step and
+    bottleneck."""
+    columns = _narrow([("#", "right"), ("offering", "left"), ("GPUs", "right"), ("layout", "left"),
+                       ("step", "right"), ("time", "right"), ("cost", "right"), ("MFU", "right"),
+                       ("bottleneck", "left")], width)
+    table = _table(title, columns)
     for i, r in enumerate(rows, 1):
         cost = money_text(r.cost_usd)
         if "price unconfirmed" in r.notes:
             cost += "?"
         mark = "*" if r.measured_profile else ""
-        table.add_row(str(i), r.offering + mark, str(r.gpus), layout_text(r.parallelism),
-                      _seconds(r.step_time_s or 0.0), duration_text(r.time_to_train_s), cost,
-                      f"{(r.mfu or 0):.0%}", _short(r))
+        table.add_row(*_cells(columns, {
+            "#": str(i), "offering": r.offering + mark, "GPUs": str(r.gpus), "layout": layout_text(r.parallelism),
+            "step": _seconds(r.step_time_s or 0.0), "time": duration_text(r.time_to_train_s), "cost": cost,
+            "MFU": f"{(r.mfu or 0):.0%}", "bottleneck": _short(r)}))
     return table
 
 
@@ -147,16 +167,19 @@ def winner_text(r: TrainOption) -> str:
     return "\n".join(lines)
 
 
-def interconnect_table(c: InterconnectComparison) -> Table:
+def interconnect_table(c: InterconnectComparison, width: int = WIDE_COLUMNS) -> Table:
     """The winner's job on every interconnect, relative to the offering as offered."""
     title = f"What if: {c.offering} ({c.nodes} x {c.gpu} nodes) with another interconnect"
-    table = _table(title, [("in the node", "left"), ("between nodes", "left"), ("layout", "left"),
-                           ("step", "right"), ("time", "right"), ("cost", "right"), ("vs offered", "right")])
+    columns = _narrow([("in the node", "left"), ("between nodes", "left"), ("layout", "left"), ("step", "right"),
+                       ("time", "right"), ("cost", "right"), ("vs offered", "right")], width)
+    table = _table(title, columns)
     for v in c.variants:
         change = "as offered" if v.as_offered else ("-" if v.time_change is None else f"{v.time_change:+.0%}")
         step = "-" if v.step_time_s is None else f"{v.step_time_s:.2f} s"
-        table.add_row(v.scale_up, v.scale_out, layout_text(v.parallelism), step, duration_text(v.time_to_train_s),
-                      money_text(v.cost_usd), change, style="bold" if v.as_offered else None)
+        table.add_row(*_cells(columns, {
+            "in the node": v.scale_up, "between nodes": v.scale_out, "layout": layout_text(v.parallelism),
+            "step": step, "time": duration_text(v.time_to_train_s), "cost": money_text(v.cost_usd),
+            "vs offered": change}), style="bold" if v.as_offered else None)
     return table
 
 
@@ -210,9 +233,14 @@ def groups_table(result: PlanResult) -> Table:
         a, b = result.cost.dims[dim], result.baseline_cost.dims[dim]
         if a.ranks <= 1:
             continue
-        table.add_row(dim.upper(), str(a.ranks), str(a.nodes), a.limit, _seconds(a.time_s), str(b.nodes), b.limit,
-                      _seconds(b.time_s))
+        table.add_row(dim.upper(), str(a.ranks), str(a.nodes), _link(a.limit), _seconds(a.time_s), str(b.nodes),
+                      _link(b.limit), _seconds(b.time_s))
     return table
+
+
+def _link(limit: str) -> str:
+    """`network (infiniband)` -> `infiniband`: the fabric names the network well enough in a narrow column."""
+    return limit.removeprefix("network (").removesuffix(")") if limit.startswith("network (") else limit
 
 
 def _seconds(value: float) -> str:

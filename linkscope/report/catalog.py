@@ -6,6 +6,7 @@ import csv
 import io
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from linkscope.hardware.offering import Offering
@@ -62,14 +63,20 @@ def catalog_table(offerings: list[Offering], width: int = WIDE_COLUMNS) -> Table
     interconnects and the per-GPU price; `--json`/`--csv` carry everything.
     """
     wide = width >= WIDE_COLUMNS
-    table = Table(title=f"{len(offerings)} offerings", header_style="bold", expand=False)
+    # Without vertical rules a narrow table gains the 6 columns its descriptions need to wrap at words.
+    table = Table(title=f"{len(offerings)} offerings", header_style="bold", expand=False,
+                  box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, show_edge=wide, pad_edge=wide)
     columns = [("offering", "left"), ("GPU", "left"), ("#", "right"), ("scale-up (per GPU, per dir)", "left"),
                ("scale-out (per node)", "left"), ("$/h", "right"), ("$/GPU-h", "right"),
                ("price date", "left"), ("multi-node", "left")]
     keep = range(len(columns)) if wide else (0, 2, 3, 4, 6)
     for i in keep:
         name, justify = columns[i]
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        # Narrow: most offering ids fit 22 columns whole (the longest fold); the descriptions wrap at words.
+        narrow_max = 17 if not wide and name.startswith("scale") else None
+        table.add_column(name, justify=justify, overflow="fold",  # type: ignore[arg-type]
+                         min_width=None if wide or name != "offering" else 22, max_width=narrow_max,
+                         no_wrap=name in ("#", "$/GPU-h"))
     for o in offerings:
         cells = _catalog_cells(o)
         table.add_row(*(cells[i] for i in keep))
@@ -122,7 +129,7 @@ def systems_table(systems: list[System]) -> Table:
     """The `linkscope systems` table."""
     table = Table(title=f"{len(systems)} systems", header_style="bold")
     for name in ("id", "GPU", "#", "scale-up (per GPU, per dir)", "scale-out (per node)"):
-        table.add_column(name, overflow="fold")
+        table.add_column(name, overflow="fold", no_wrap=name in ("id", "GPU"))
     for s in systems:
         table.add_row(s.id, s.node.gpu.id, str(s.node.gpus), scale_up_text(s.node), scale_out_text(s.node))
     return table

@@ -22,9 +22,10 @@ def human_bytes(nbytes: float) -> str:
 
 
 def collective_table(rows: list[CollectivePrediction], title: str) -> Table:
-    """One row per size, nccl-tests' columns plus the algorithm and what limits it."""
+    """One row per size, nccl-tests' columns plus the algorithm and protocol (NCCL's log calls them algo and
+    proto) and what limits it; short headers keep the table whole at 80 columns."""
     table = Table(title=title, header_style="bold")
-    for name in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol", "bottleneck"):
+    for name in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "proto", "limit"):
         table.add_column(name, justify="right" if "(" in name or name == "size" else "left")
     for r in rows:
         table.add_row(human_bytes(r.bytes), f"{r.time_us:,.2f}", f"{r.algbw:.2f}", f"{r.busbw:.2f}", r.algorithm,
