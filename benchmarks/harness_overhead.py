@@ -129,7 +129,7 @@ def _wrapper_overhead_s(calls: int = 200_000, repeats: int = 5) -> float:
 
 
 def _verdict(low: float, high: float) -> str:
-    if -TOLERANCE <= low and high <= TOLERANCE:
+    if low >= -TOLERANCE and high <= TOLERANCE:
         return "PASS"
     if high < -TOLERANCE or low > TOLERANCE:
         return "FAIL"

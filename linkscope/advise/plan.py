@@ -137,8 +137,8 @@ def searched_parallelism(system: System, nodes: int, job: Job, given: LayoutRequ
     tiers = comm_tiers(sized)
     validate_request(job, sized, given)
     result = search(job, sized, given, tiers)
-    row = result.layouts.row(result.best)
-    return Parallelism(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]))
+    lay, i = result.layouts, result.best
+    return Parallelism(tp=int(lay.tp[i]), pp=int(lay.pp[i]), dp=int(lay.dp[i]), cp=int(lay.cp[i]))
 
 
 def make_plan(req: PlanRequest) -> PlanResult:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
+from collections.abc import Hashable
 
 from linkscope.advise.bookable import GpuRequest, bookable_node_counts
 from linkscope.advise.bottleneck import bottleneck_label

@@ -292,8 +292,8 @@ def launch_local(
     with tempfile.TemporaryDirectory(prefix="linkscope-rdzv-") as tmp:
         init_method = "file://" + str(Path(tmp) / "rendezvous")
         procs = [
-            ctx.Process(target=_worker_main, args=(r, nproc, init_method, job, q, progress, timeout_s, os.getpid(), stage),
-                        daemon=True)
+            ctx.Process(target=_worker_main, daemon=True,
+                        args=(r, nproc, init_method, job, q, progress, timeout_s, os.getpid(), stage))
             for r in range(nproc)
         ]
         watch = _Watch(procs, q, progress, handler, stage)

@@ -114,7 +114,8 @@ def run_pairs(ctx: RankContext, cfg: P2PConfig, sink: Sink) -> None:
 
 
 def matrix(rows: list[PairRow], world: int, field: str) -> list[list[float | None]]:
-    """A world x world matrix of one PairRow field (`uni_gb_per_s`, `bi_gb_per_s`, `latency_us`); None on the diagonal."""
+    """A world x world matrix of one PairRow field (`uni_gb_per_s`, `bi_gb_per_s`, `latency_us`); None on the
+    diagonal."""
     out: list[list[float | None]] = [[None] * world for _ in range(world)]
     for row in rows:
         if 0 <= row.src < world and 0 <= row.dst < world:

@@ -74,7 +74,8 @@ def _report_end(result: RunResult) -> None:
 
 @user_errors
 def bench(
-    ops: Optional[list[str]] = typer.Argument(None, help="Collectives to measure (default all_reduce; `all` = every op)."),
+    ops: Optional[list[str]] = typer.Argument(None, help="Collectives to measure (default all_reduce; `all` = every "
+                                                         "op)."),
     min_bytes: str = typer.Option("8", "-b", "--min-bytes", help="Smallest size (K/M/G = powers of 2)."),
     max_bytes: str = typer.Option("64M", "-e", "--max-bytes", help="Largest size."),
     step_factor: int = typer.Option(2, "-f", "--step-factor", help="Multiply the size by this each step."),
@@ -91,7 +92,8 @@ def bench(
     repeat: int = typer.Option(1, "--repeat", help="Run the whole sweep K times; rows give mean/min/max/stdev."),
     min_time: float = typer.Option(0.0, "--min-time", help="Raise iterations so each size is timed >= S seconds."),
     backend: str = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl."),
-    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all GPUs)."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all "
+                                                              "GPUs)."),
     timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
     label: str = typer.Option("", "--label", help="A name for the run in the store."),
     db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
@@ -148,7 +150,8 @@ def p2p(
     warmup: int = typer.Option(5, "-w", "--warmup", help="Untimed messages first."),
     latency_iters: int = typer.Option(100, "--latency-iters", help="Round trips for latency."),
     backend: str = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl."),
-    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all GPUs)."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all "
+                                                              "GPUs)."),
     timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
     label: str = typer.Option("", "--label", help="A name for the run in the store."),
     db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
@@ -171,5 +174,6 @@ def p2p(
 
 def register(app: typer.Typer) -> None:
     """Add `bench` and `p2p` to the command line."""
-    app.command("bench", help=BENCH_HELP, short_help="Measure collectives with nccl-tests' semantics; store them.")(bench)
+    app.command("bench", help=BENCH_HELP,
+                short_help="Measure collectives with nccl-tests' semantics; store them.")(bench)
     app.command("p2p", help=P2P_HELP, short_help="Bandwidth and latency matrices between every pair of ranks.")(p2p)

@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, check_formats, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
-                                   MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt)
+from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
+                                   MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt, check_formats)
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
 from linkscope.hardware.check import check_db, stale_warning
 from linkscope.hardware.refresh import read_catalog, refresh, write_overrides

@@ -56,8 +56,9 @@ def check(
         for item in result.items:
             measured = "-" if item.measured is None else item.measured
             expected = "-" if item.expected is None else item.expected
-            line = (f"[{_COLOURS[item.status]}]{item.status:4}[/] {escape(item.name):28} measured {escape(str(measured))}"
-                    f" / expected {escape(str(expected))} {escape(item.unit)}  \\[{escape(item.source)}]")
+            line = (f"[{_COLOURS[item.status]}]{item.status:4}[/] {escape(item.name):28} "
+                    f"measured {escape(str(measured))} / expected {escape(str(expected))} {escape(item.unit)}  "
+                    f"\\[{escape(item.source)}]")
             console.print(line, highlight=False, soft_wrap=True)
             if item.fix:
                 console.print(f"      {'why' if item.status == 'SKIP' else 'fix'}: {escape(item.fix)}",

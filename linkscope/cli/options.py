@@ -3,6 +3,8 @@ range per numeric option so that `--seq-len` means the same thing (and fails the
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from linkscope.cli.common import check_range
@@ -16,7 +18,8 @@ _RATE = 1e12  # tokens/s, requests/s
 # flag -> (lowest, highest) accepted value. 0 is a value, never "not given": it must lie in range.
 OPTION_RANGES: dict[str, tuple[float, float]] = {
     "--gpus": (1, _COUNT), "--nodes": (1, _COUNT), "--tp": (1, _COUNT), "--pp": (1, _COUNT), "--dp": (1, _COUNT),
-    "--cp": (1, _COUNT), "--interleave": (1, _COUNT), "--batch": (1, _LENGTH), "--global-batch": (1, _LENGTH), "--micro-batch": (1, _LENGTH),
+    "--cp": (1, _COUNT), "--interleave": (1, _COUNT), "--batch": (1, _LENGTH), "--global-batch": (1, _LENGTH),
+    "--micro-batch": (1, _LENGTH),
     "--seq-len": (1, _LENGTH), "--input-tokens": (1, _LENGTH), "--output-tokens": (1, _LENGTH),
     "--latency-budget": (1e-9, _RATE), "--qps": (1e-9, _RATE),
 }
@@ -76,12 +79,12 @@ LatencyBudgetOpt = typer.Option(None, "--latency-budget", help="Tokens/s each us
                                                                "output token): the largest batch that meets it.")
 
 
-def tp_opt(default: str | None = None) -> typer.models.OptionInfo:
+def tp_opt(default: str | None = None) -> Any:  # typer.Option is typed Any so that it can stand as a default
     """--tp: a size or auto, the same in predict, plan and infer."""
     return typer.Option(default, "--tp", help="Tensor parallel size or auto (default: searched).")
 
 
-def pp_opt(default: str | None = None) -> typer.models.OptionInfo:
+def pp_opt(default: str | None = None) -> Any:
     """--pp: a size or auto."""
     return typer.Option(default, "--pp", help="Pipeline parallel size or auto (default: searched).")
 

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import typer
 
+from linkscope.advise.inputs import default_global_batch
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.advise.inputs import default_global_batch
 from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt,
                                    ModelOpt, OutputTokensOpt, PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int,
                                    check_option, check_zero, choice, pp_opt, tp_opt)
-from linkscope.model.compute import PRECISIONS
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
+from linkscope.hardware.system import System
 from linkscope.model.collective_predict import predict_from_profile, predict_sizes
+from linkscope.model.compute import PRECISIONS
 from linkscope.model.infer import (MAX_INFER_BATCH, InferJob, InferPick, best_batch_for_budget, estimate_inference,
                                    pick_tp, summary)
 from linkscope.model.predict_train import predict_train
@@ -25,6 +26,7 @@ from linkscope.model.profiles import load_profile
 from linkscope.model.scaling import predict_scaling
 from linkscope.model.search import LayoutRequest
 from linkscope.model.systems import resolve_with_profiles, split_profile
+from linkscope.model.tiers import CommTiers
 from linkscope.model.train import Job
 from linkscope.model.transformer import ModelConfig, load_model
 from linkscope.report.predict import collective_table, infer_table, scaling_table, train_table
@@ -66,7 +68,7 @@ def collective(
         console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
 
 
-def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]):  # type: ignore[no-untyped-def]
+def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> tuple[System, CommTiers | None]:
     system, tiers, profile = resolve_with_profiles(spec, load_db(extra))
     if gpus is not None and nodes is not None:
         raise UserError("give --gpus or --nodes, not both")
@@ -84,11 +86,12 @@ def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Pa
     return system, tiers
 
 
-def _batch(spec: ModelConfig, global_batch: int | None, seq_len: int | None) -> dict[str, int]:
-    """The job's global batch and sequence length: as given, else the model's length and ~4M tokens per step."""
+def _job(spec: ModelConfig, global_batch: int | None, seq_len: int | None, precision: str, **options: Any) -> Job:
+    """The job with its global batch and sequence length as given, else the model's length and ~4M tokens."""
     length = seq_len if seq_len is not None else spec.seq_len
-    return {"seq_len": length, "global_batch": global_batch if global_batch is not None
-            else default_global_batch(max(length, 1))}
+    batch = global_batch if global_batch is not None else default_global_batch(max(length, 1))
+    return Job(model=spec, global_batch=batch, seq_len=length, precision=choice(precision, "--precision", PRECISIONS),
+               **options)
 
 
 @predict_app.command("train")
@@ -124,9 +127,8 @@ def train(
     check_option(seq_len, "--seq-len")
     resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     spec = load_model(model)
-    job = Job(model=spec, **_batch(spec, global_batch, seq_len),
-              precision=choice(precision, "--precision", PRECISIONS),
-              attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
+    job = _job(spec, global_batch, seq_len, precision,
+               attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
     req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                         cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                         micro_batch=auto_int(micro_batch, "--micro-batch"),
@@ -205,7 +207,7 @@ def scaling(
     check_option(seq_len, "--seq-len")
     resolved, tiers = _sized_system(system, None, 1, extra or [])
     spec = load_model(model)
-    job = Job(model=spec, **_batch(spec, global_batch, seq_len), precision=choice(precision, "--precision", PRECISIONS))
+    job = _job(spec, global_batch, seq_len, precision)
     points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
                                                                        pp=auto_int(pp, "--pp")), strong, tiers)
     if as_json:

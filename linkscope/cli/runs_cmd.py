@@ -1,4 +1,5 @@
-"""`linkscope runs`, `runs show`, `export` and `import nccl-tests`: the stored runs, listed, shown, exported, imported."""
+"""`linkscope runs`, `runs show`, `export` and `import nccl-tests`: the stored runs, listed, shown, exported and
+imported."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB
@@ -117,5 +117,5 @@ def sort_offerings(offerings: list[Offering], key: str) -> list[Offering]:
     get, descending = SORT_KEYS[key]
     known = [o for o in offerings if get(o) is not None]
     unknown = [o for o in offerings if get(o) is None]
-    known.sort(key=lambda o: (get(o), o.id), reverse=descending)  # type: ignore[arg-type, return-value]
+    known.sort(key=lambda o: (get(o), o.id), reverse=descending)
     return known + sorted(unknown, key=lambda o: o.id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Iterable
+from collections.abc import Iterable
 
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering

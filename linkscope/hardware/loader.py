@@ -12,7 +12,8 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Iterable
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -326,8 +327,8 @@ def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -
     builder = NodeBuilder(db)
     for file, e in pending.systems:
         db.systems[e.id] = _system(e, builder.build(e, file, e.id), "preset" if _packaged(file) else "file")
-    for file, provider, e in pending.offerings:
-        offering = _offering(provider, e, builder.build(e, file, f"{provider}/{e.instance}"))
+    for file, provider, o in pending.offerings:
+        offering = _offering(provider, o, builder.build(o, file, f"{provider}/{o.instance}"))
         db.offerings[offering.id] = offering
     # Overrides apply in file order, so a later file (or `--catalog FILE`) wins. One naming an offering that no
     # longer exists is skipped: a refreshed price file must not break every command when the catalog changes.

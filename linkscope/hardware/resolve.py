@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_system_file

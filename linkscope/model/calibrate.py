@@ -127,7 +127,7 @@ def fit_op(op: str, ranks: int, nodes: int, sizes_bytes: list[int], times_us: li
 def _assemble(op: str, ranks: int, nodes: int, size: np.ndarray, time: np.ndarray, factor: float,
               bounds: list[int]) -> OpFit:
     segments = []
-    for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+    for a, b in zip(bounds, bounds[1:]):
         alpha, busbw, _ = _fit_segment(size[a:b], time[a:b], factor)
         upper = math.sqrt(size[b - 1] * size[b]) if b < len(size) else math.inf
         segments.append(Segment(alpha, busbw, upper))

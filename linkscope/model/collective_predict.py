@@ -97,7 +97,7 @@ def warn(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def predict_from_profile(profile: "Profile", op: str, sizes_bytes: list[int],  # noqa: F821
+def predict_from_profile(profile: Profile, op: str, sizes_bytes: list[int],  # noqa: F821
                          gpus: int | None = None) -> list[CollectivePrediction]:
     """Predict with a calibrated profile's fitted curve (the rank count it was measured at by default)."""
     fit = profile.fit(op)

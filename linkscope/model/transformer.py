@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 

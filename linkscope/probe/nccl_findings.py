@@ -10,7 +10,8 @@ machine is expected to have (`Expectations`); unknown expectations give warnings
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
+from collections.abc import Callable
 
 from linkscope.hardware.system import RDMA_FABRICS, System
 from linkscope.probe.nccl_lines import ParsedLog

@@ -11,7 +11,8 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from linkscope.probe.records import NVLINK_TO_SWITCH, GpuInfo, NvLink, normalize_bus_id
 from linkscope.probe.topo_matrix import TopoMatrix

@@ -68,7 +68,7 @@ def compare_runs(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str | None
             entry["latency_bytes"] = small[0].size_bytes
             entry["peak_busbw"] = round(max(r.busbw for r in small), 3)
         table.append(entry)
-    base = table[0] if table else None
+    base: dict[str, Any] = table[0] if table else {}
     for entry in table:
         entry["busbw_pct"] = {k: _pct(v, base["busbw"].get(k)) for k, v in entry["busbw"].items()}
         entry["latency_pct"] = _pct(entry["latency_us"], base["latency_us"])

@@ -93,7 +93,8 @@ def _run_summary(info: RunInfo) -> str:
             f"<td>{_e(info.backend)}</td><td>{_e(info.versions.get('nccl'))}</td></tr>")
 
 
-def render_report(runs: list[tuple[RunInfo, list[CollectiveRow], list[PairRow]]], title: str = "linkscope report") -> str:
+def render_report(runs: list[tuple[RunInfo, list[CollectiveRow], list[PairRow]]],
+                  title: str = "linkscope report") -> str:
     """The whole page as one string; the first plot carries plotly.js inline, the others reuse it."""
     parts: list[str] = []
     figures: list[Any] = []

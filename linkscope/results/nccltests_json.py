@@ -103,7 +103,8 @@ def _rows(entry: Any, section: NcclTestsSection, iters: int) -> list[CollectiveR
     except (KeyError, TypeError, ValueError) as exc:
         raise _Bad(f"size/count/type/redop/root unreadable ({exc!r})") from None
     rows = []
-    ours = entry.get("linkscope") if isinstance(entry.get("linkscope"), dict) else {}
+    found = entry.get("linkscope")
+    ours: dict[str, Any] = found if isinstance(found, dict) else {}
     op = _entry_op(entry, ours, section.op)
     for placement in ("out_of_place", "in_place"):
         values = entry.get(placement)

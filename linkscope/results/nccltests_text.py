@@ -6,7 +6,7 @@ do not parse are reported with their line numbers.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from linkscope.results.busbw import ROOTED_OPS
 from linkscope.results.nccltests_columns import Columns, RowError, columns_for_row, columns_from_header, parse_row

@@ -8,7 +8,7 @@ version before it to its own version; `migrate` runs the missing ones in order i
 from __future__ import annotations
 
 import sqlite3
-from typing import Callable
+from collections.abc import Callable
 
 from linkscope.hardware.errors import UserError
 

@@ -282,10 +282,9 @@ def _open(path: Path) -> sqlite3.Connection:
     """Connect, configure for concurrent writers, and migrate; any SQLite failure becomes a UserError naming path."""
     if path.exists() and not path.is_file():
         raise UserError(f"{path}: results database path is not a file")
-    if not path.parent.is_dir():
-        if path != default_db_path():
-            # A typo in --db must not grow a directory tree; only the default location is created.
-            raise UserError(f"{path}: directory {path.parent} does not exist")
+    # A typo in --db must not grow a directory tree; only the default location is created.
+    if not path.parent.is_dir() and path != default_db_path():
+        raise UserError(f"{path}: directory {path.parent} does not exist")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)

@@ -91,7 +91,8 @@ def test_all_ops_table_json_and_csv(tmp_path: Path) -> None:
 
 
 def test_p2p_prints_three_matrices(tmp_path: Path) -> None:
-    result = _invoke("p2p", "--size", "16K", "-n", "2", "-w", "1", "--latency-iters", "3", "--db", str(tmp_path / "r.db"))
+    result = _invoke("p2p", "--size", "16K", "-n", "2", "-w", "1", "--latency-iters", "3",
+                     "--db", str(tmp_path / "r.db"))
     assert result.exit_code == 0, result.output
     for title in ("Unidirectional bandwidth (GB/s)", "Bidirectional bandwidth (GB/s)", "Latency (us)"):
         assert title in result.output
@@ -100,8 +101,8 @@ def test_p2p_prints_three_matrices(tmp_path: Path) -> None:
 
 def test_old_spellings_still_work_for_one_release_with_a_warning(tmp_path: Path) -> None:
     js = tmp_path / "old.json"
-    result = _invoke("bench", "all_reduce", "-b", "1K", "-e", "1K", "-n", "1", "-w", "1", "--db", str(tmp_path / "r.db"),
-                     "--op", "max", "--json", str(js), "--quiet")
+    result = _invoke("bench", "all_reduce", "-b", "1K", "-e", "1K", "-n", "1", "-w", "1",
+                     "--db", str(tmp_path / "r.db"), "--op", "max", "--json", str(js), "--quiet")
     assert result.exit_code == 0, result.output
     out = result.output.replace("\n", " ")
     assert "--op is deprecated and will be removed in linkscope 0.2; use -o/--redop" in out

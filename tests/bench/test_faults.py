@@ -43,7 +43,8 @@ def test_no_fault_without_the_variable() -> None:
     assert active_fault() is None
 
 
-def test_a_corrupted_element_fails_the_run_naming_op_size_and_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_corrupted_element_fails_the_run_naming_op_size_and_rank(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _fault(monkeypatch, "corrupt", 4096)
     result = run_bench(_config(tmp_path / "r.db"), emit=lambda line: None)
     assert result.exit_code == EXIT_WRONG and result.status == "failed"

@@ -6,6 +6,7 @@ and, when a rank dies, leave the run marked incomplete with the sizes measured s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -73,10 +74,8 @@ def _kill_tree(pid: int) -> None:
         tree.append(current)
         todo += children.get(current, [])
     for member in tree:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(member, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_two_torchrun_nodes_record_nodes_and_groups(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from linkscope.probe.host import HostPaths
 from linkscope.probe.machine import ProbePaths

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from linkscope.probe.runner import CommandResult
 from linkscope.probe.smi import QUERY_COMMAND, parse_gpu_query, parse_nvlink_status, read_smi

@@ -114,7 +114,8 @@ def test_roce_efa_tcp_and_none(db: HardwareDB) -> None:
     probe.rdma_ports = [RdmaPort("mlx5_0", 1, "Ethernet", "ACTIVE", rate_gbit_per_s=200.0)]
     so = _scale_out(probe, db)
     assert (so.fabric, so.nics, so.nic_gbit_per_s, so.generation) == ("roce", 1, 200.0, "roce")
-    probe.rdma_ports = [RdmaPort(f"rdmap{i}s0", 1, "Unspecified", "ACTIVE", rate_gbit_per_s=100.0, driver="efa") for i in range(4)]
+    probe.rdma_ports = [RdmaPort(f"rdmap{i}s0", 1, "Unspecified", "ACTIVE", rate_gbit_per_s=100.0, driver="efa")
+                        for i in range(4)]
     so = _scale_out(probe, db)
     assert (so.fabric, so.nics, so.transport) == ("efa", 4, "srd")
     probe.rdma_ports, probe.ethernet = [], [EthernetNic("ens5", 25.0, "up")]

@@ -162,8 +162,8 @@ def _with_row(tmp_path, old: str, new: str):
 )
 def test_an_impossible_row_refuses_the_import_naming_the_line(cli, tmp_path, field, replacement, message):
     lines = V2_13.read_text().splitlines()
-    number, line = next((i + 1, l) for i, l in enumerate(lines) if l.split() and l.split()[0].isdigit()
-                        and len(l.split()) > 10)
+    number, line = next((i + 1, text) for i, text in enumerate(lines) if text.split() and text.split()[0].isdigit()
+                        and len(text.split()) > 10)
     tokens = line.split()
     index = {"size": 0, "type": 2, "time": 5}[field]
     old = tokens[index]

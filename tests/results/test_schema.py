@@ -67,7 +67,8 @@ def test_a_version_1_file_gains_the_launcher_and_source_columns(tmp_path):
     with sqlite3.connect(path) as conn:
         schema._to_v1(conn)
         conn.execute("PRAGMA user_version = 1")
-        conn.execute("INSERT INTO runs (run_id, kind, started_at, status) VALUES ('abcd1234', 'bench', 'x', 'complete')")
+        conn.execute("INSERT INTO runs (run_id, kind, started_at, status) "
+                     "VALUES ('abcd1234', 'bench', 'x', 'complete')")
     with ResultStore(path) as store:
         run = store.get_run("abcd1234")
     assert run.status == "complete" and run.launcher_pid is None and run.source_sha256 is None
@@ -109,7 +110,7 @@ def test_directory_at_the_path_is_a_user_error(tmp_path):
 WRITERS, BATCHES, BATCH_ROWS = 4, 25, 8
 
 
-def _writer(path: str, index: int, start: "multiprocessing.synchronize.Barrier") -> None:
+def _writer(path: str, index: int, start: multiprocessing.synchronize.Barrier) -> None:
     start.wait()  # all processes open the new file at once: schema creation races too
     with ResultStore(Path(path)) as store:
         run_id = store.create_run(RunInfo(kind="bench", label=f"writer-{index}"))
