@@ -19,20 +19,9 @@ import torch.distributed as dist
 
 from linkscope.bench.sizes import Counts
 from linkscope.hardware.errors import UserError
+from linkscope.results.busbw import OP_TO_BINARY, bus_factor
 
 PLACEMENTS = ("out_of_place", "in_place")
-
-
-def _ring_factor(n: int) -> float:
-    return 2.0 * (n - 1) / n
-
-
-def _share_factor(n: int) -> float:
-    return (n - 1) / n
-
-
-def _one(n: int) -> float:
-    return 1.0
 
 
 @dataclass(frozen=True)
@@ -40,16 +29,22 @@ class OpSpec:
     """One collective as nccl-tests defines it."""
 
     name: str
-    perf_name: str
-    """The nccl-tests binary it mirrors, used in the `# Collective test starting:` marker."""
     count_kind: str
     """`same`, `gather`, `scatter` or `alltoall` (see sizes.coll_counts)."""
     reducing: bool
     rooted: bool
-    bus_factor: Callable[[int], float]
     scales_with_ranks: bool
     """algbw counts `count * nranks` elements (all_gather, reduce_scatter, alltoall, gather, scatter)."""
     needs_peer: bool = False
+
+    @property
+    def perf_name(self) -> str:
+        """The nccl-tests binary it mirrors, used in the `# Collective test starting:` marker."""
+        return OP_TO_BINARY[self.name]
+
+    def bus_factor(self, nranks: int) -> float:
+        """busbw / algbw on `nranks` ranks (nccl-tests' convention, owned by results.busbw)."""
+        return bus_factor(self.name, nranks)
 
     def algbw_bytes(self, counts: Counts, elt_bytes: int, nranks: int) -> int:
         """The byte count nccl-tests divides by the time to get algbw."""
@@ -85,15 +80,15 @@ class OpSpec:
 OPS: dict[str, OpSpec] = {
     o.name: o
     for o in (
-        OpSpec("all_reduce", "all_reduce_perf", "same", True, False, _ring_factor, False),
-        OpSpec("all_gather", "all_gather_perf", "gather", False, False, _share_factor, True),
-        OpSpec("reduce_scatter", "reduce_scatter_perf", "scatter", True, False, _share_factor, True),
-        OpSpec("broadcast", "broadcast_perf", "same", False, True, _one, False),
-        OpSpec("reduce", "reduce_perf", "same", True, True, _one, False),
-        OpSpec("all_to_all", "alltoall_perf", "alltoall", False, False, _share_factor, True),
-        OpSpec("sendrecv", "sendrecv_perf", "same", False, False, _one, False, needs_peer=True),
-        OpSpec("gather", "gather_perf", "gather", False, True, _share_factor, True),
-        OpSpec("scatter", "scatter_perf", "scatter", False, True, _share_factor, True),
+        OpSpec("all_reduce", "same", True, False, False),
+        OpSpec("all_gather", "gather", False, False, True),
+        OpSpec("reduce_scatter", "scatter", True, False, True),
+        OpSpec("broadcast", "same", False, True, False),
+        OpSpec("reduce", "same", True, True, False),
+        OpSpec("all_to_all", "alltoall", False, False, True),
+        OpSpec("sendrecv", "same", False, False, False, needs_peer=True),
+        OpSpec("gather", "gather", False, True, True),
+        OpSpec("scatter", "scatter", False, True, True),
     )
 }
 

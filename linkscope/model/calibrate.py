@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linkscope.hardware.errors import UserError
-from linkscope.model.collectives import bus_factor
+from linkscope.results.busbw import bus_factors
 from linkscope.results.records import CollectiveRow
 
 MAX_SEGMENTS = 3
@@ -55,7 +55,7 @@ class OpFit:
         """Time per size; another rank count rescales the latency by ring steps and keeps the bus bandwidth."""
         size = np.asarray(size_bytes, dtype=float)
         ranks = ranks or self.ranks
-        factor = float(bus_factor(self.op, ranks))
+        factor = float(bus_factors(self.op, ranks))
         uppers = np.asarray([s.upper_bytes for s in self.segments])
         idx = np.searchsorted(uppers, size, side="right").clip(0, len(self.segments) - 1)
         out = np.zeros_like(size)
@@ -113,7 +113,7 @@ def fit_op(op: str, ranks: int, nodes: int, sizes_bytes: list[int], times_us: li
     size, time = size[keep], time[keep]
     if len(size) < MIN_POINTS_PER_SEGMENT:
         raise UserError(f"{op}: {len(size)} usable sizes; at least {MIN_POINTS_PER_SEGMENT} are needed to fit")
-    factor = float(bus_factor(op, ranks)) or 1.0
+    factor = float(bus_factors(op, ranks)) or 1.0
     err, bounds = _best_split(size, time, factor, 1)
     for k in range(2, MAX_SEGMENTS + 1):
         if len(size) < k * MIN_POINTS_PER_SEGMENT or math.sqrt(err / len(size)) < GOOD_ENOUGH_RMS:

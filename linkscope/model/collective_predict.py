@@ -11,8 +11,9 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.collectives import bus_factor, candidates, collective_time
+from linkscope.model.collectives import candidates, collective_time
 from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
+from linkscope.results.busbw import algbw_gb_per_s, bus_factors
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,11 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
         raise UserError("sizes must be positive")
     _check_algo(op, tiers, size, ranks, nodes, algo)
     result = collective_time(op, tiers, size, ranks, nodes, algo)
-    factor = float(bus_factor(op, ranks))
+    factor = float(bus_factors(op, ranks))
     out = []
     for i, nbytes in enumerate(sizes_bytes):
         time_us = float(result.time_us[i])
-        algbw = nbytes / (time_us * 1e3) if time_us > 0 else 0.0
+        algbw = algbw_gb_per_s(nbytes, time_us)
         out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=nodes,
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
@@ -105,10 +106,10 @@ def predict_from_profile(profile: Profile, op: str, sizes_bytes: list[int],  # n
     if ranks > fit.ranks:
         warn(f"warning: profile '{profile.name}' was measured on {fit.ranks} ranks; extrapolating {op} to {ranks}")
     times = fit.predict_us(sizes_bytes, ranks)
-    factor = float(bus_factor(op, ranks))
+    factor = float(bus_factors(op, ranks))
     out = []
     for nbytes, time_us in zip(sizes_bytes, times):
-        algbw = nbytes / (float(time_us) * 1e3)
+        algbw = algbw_gb_per_s(nbytes, float(time_us))
         out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=fit.nodes,
                                         algorithm=f"fit ({profile.backend})", protocol="",
                                         time_us=float(time_us), algbw=algbw, busbw=algbw * factor,

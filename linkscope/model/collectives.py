@@ -19,8 +19,6 @@ from linkscope.model.tiers import CommTiers
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv", "gather",
        "scatter")
 ALGOS = ("auto", "ring", "tree", "nvls", "nvls_tree", "collnet", "hierarchical", "direct")
-BUS_FACTOR_KIND = {"all_reduce": "ar", "all_gather": "n1", "reduce_scatter": "n1", "all_to_all": "n1",
-                   "gather": "n1", "scatter": "n1", "broadcast": "one", "reduce": "one", "sendrecv": "one"}
 _ALGOS_FOR_OP = {
     "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "collnet", "hierarchical"),
     "all_gather": ("ring", "nvls"), "reduce_scatter": ("ring", "nvls"),
@@ -28,17 +26,6 @@ _ALGOS_FOR_OP = {
     "gather": ("direct",), "scatter": ("direct",),
 }
 INF = np.inf
-
-
-def bus_factor(op: str, ranks: np.ndarray | int) -> np.ndarray:
-    """nccl-tests' busbw/algbw factor: 2(n-1)/n for all-reduce, (n-1)/n for gathers, 1 for the rest."""
-    n = np.asarray(ranks, dtype=float)
-    kind = BUS_FACTOR_KIND[op]
-    if kind == "ar":
-        return 2.0 * (n - 1) / n
-    if kind == "n1":
-        return (n - 1) / n
-    return np.ones_like(n)
 
 
 @dataclass

@@ -8,6 +8,8 @@ link, so it can be compared with a link's bandwidth (nccl-tests `doc/PERFORMANCE
 
 from __future__ import annotations
 
+import numpy as np
+
 BINARY_TO_OP: dict[str, str] = {
     "all_reduce_perf": "all_reduce",
     "all_gather_perf": "all_gather",
@@ -31,6 +33,22 @@ _RING_OPS = frozenset({"all_gather", "reduce_scatter", "all_to_all", "all_to_all
 _UNIT_OPS = frozenset({"broadcast", "reduce", "sendrecv", "hypercube"})
 
 
+def bus_factors(op: str, ranks: np.ndarray | int) -> np.ndarray:
+    """busbw / algbw for `op` on each rank count of `ranks` (an array, for the model's vectorized search).
+
+    Raises ValueError for an op nccl-tests does not define. The one owner of the convention: the bench, the
+    importers and the model all take their factor from here.
+    """
+    n = np.asarray(ranks, dtype=float)
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op in _RING_OPS:
+        return (n - 1) / n
+    if op in _UNIT_OPS:
+        return np.ones_like(n)
+    raise ValueError(f"no busbw convention for op '{op}'")
+
+
 def bus_factor(op: str, nranks: int) -> float:
     """busbw / algbw for `op` on `nranks` ranks, as nccl-tests' `*GetBw` functions compute it.
 
@@ -39,13 +57,7 @@ def bus_factor(op: str, nranks: int) -> float:
     """
     if nranks < 1:
         raise ValueError(f"nranks must be at least 1, got {nranks}")
-    if op == "all_reduce":
-        return 2.0 * (nranks - 1) / nranks
-    if op in _RING_OPS:
-        return (nranks - 1) / nranks
-    if op in _UNIT_OPS:
-        return 1.0
-    raise ValueError(f"no busbw convention for op '{op}'")
+    return float(bus_factors(op, nranks))
 
 
 def algbw_gb_per_s(size_bytes: int, time_us: float) -> float:

@@ -8,9 +8,10 @@ import pytest
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.collective_predict import predict_sizes
-from linkscope.model.collectives import bus_factor, collective_time
+from linkscope.model.collectives import collective_time
 from linkscope.model.params import nccl_tuning
 from linkscope.model.tiers import comm_tiers
+from linkscope.results.busbw import bus_factors
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +63,11 @@ def test_nvswitch_keeps_pair_bandwidth_while_mesh_splits_it(db) -> None:
 
 
 def test_bus_factors_follow_nccl_tests() -> None:
-    assert float(bus_factor("all_reduce", 8)) == pytest.approx(14 / 8)
+    assert float(bus_factors("all_reduce", 8)) == pytest.approx(14 / 8)
     for op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
-        assert float(bus_factor(op, 8)) == pytest.approx(7 / 8)
+        assert float(bus_factors(op, 8)) == pytest.approx(7 / 8)
     for op in ("broadcast", "reduce", "sendrecv"):
-        assert float(bus_factor(op, 8)) == 1.0
+        assert float(bus_factors(op, 8)) == 1.0
 
 
 def test_large_allreduce_busbw_is_bounded_by_nccls_link_model(db) -> None:

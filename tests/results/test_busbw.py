@@ -45,3 +45,16 @@ def test_factors():
         bus_factor("unknown", 2)
     with pytest.raises(ValueError):
         bus_factor("all_reduce", 0)
+
+
+def test_the_bench_and_the_model_take_the_one_convention() -> None:
+    import numpy as np
+
+    from linkscope.bench.ops import OPS
+    from linkscope.results.busbw import OP_TO_BINARY, bus_factors
+
+    ranks = np.arange(1, 17)
+    for op, spec in OPS.items():
+        assert spec.perf_name == OP_TO_BINARY[op]
+        assert [spec.bus_factor(int(n)) for n in ranks] == [bus_factor(op, int(n)) for n in ranks]
+        assert np.allclose(bus_factors(op, ranks), [bus_factor(op, int(n)) for n in ranks])
