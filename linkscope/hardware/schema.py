@@ -140,15 +140,3 @@ class PriceOverride(_Strict):
     price_as_of: date
     price_source: str = Field(min_length=1)
     regions: list[str] = []
-
-
-class DataFile(_Strict):
-    """Any linkscope hardware data file; each section is optional so users can add just what they need."""
-
-    provider: str | None = None
-    """Default provider for the file's offerings."""
-    gpus: list[GpuEntry] = []
-    links: list[LinkEntry] = []
-    systems: list[SystemEntry] = []
-    offerings: list[OfferingEntry] = []
-    price_overrides: list[PriceOverride] = []

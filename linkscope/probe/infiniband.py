@@ -1,4 +1,4 @@
-"""RDMA ports: /sys/class/infiniband (InfiniBand, RoCE, EFA) and the text of `ibstat`.
+"""RDMA ports: /sys/class/infiniband (InfiniBand, RoCE, EFA).
 
 sysfs per port: `rate` is the kernel's `"%d%s Gb/sec (%dX%s)"` (e.g. `400 Gb/sec (4X NDR)`), `state` `4: ACTIVE`,
 `phys_state` `5: LinkUp`, `link_layer` `InfiniBand` or `Ethernet` (RoCE). The root directory is a parameter so a
@@ -11,12 +11,10 @@ import re
 from pathlib import Path
 
 from linkscope.probe.records import RdmaPort
-from linkscope.probe.text import Problem, numbered_lines, to_float
+from linkscope.probe.text import to_float
 
 SYSFS_ROOT = Path("/sys/class/infiniband")
 _RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec", re.IGNORECASE)
-_CA = re.compile(r"^CA\s+'([^']+)'\s*$")
-_PORT = re.compile(r"^Port\s+(\d+)\s*:\s*$")
 
 
 def read_rdma_ports(root: Path = SYSFS_ROOT) -> list[RdmaPort]:
@@ -81,39 +79,3 @@ def _device_facts(device: Path) -> tuple[str | None, list[str], int | None]:
     netdevs = sorted(p.name for p in net.iterdir()) if net.is_dir() else []
     numa = to_float(_read(pci / "numa_node"))
     return driver, netdevs, None if numa is None or numa < 0 else int(numa)
-
-
-def parse_ibstat(text: str) -> tuple[list[RdmaPort], list[Problem]]:
-    """Read `ibstat` output: `CA 'mlx5_0'` blocks, each with `Port N:` blocks of `Key: value` lines."""
-    ports: list[RdmaPort] = []
-    problems: list[Problem] = []
-    device: str | None = None
-    port: RdmaPort | None = None
-    for number, raw in numbered_lines(text):
-        line = raw.strip()
-        if not line:
-            continue
-        if (ca := _CA.match(line)) is not None:
-            device, port = ca.group(1), None
-        elif (port_match := _PORT.match(line)) is not None and device is not None:
-            port = RdmaPort(device=device, port=int(port_match.group(1)))
-            ports.append(port)
-        elif ":" in line and device is not None:
-            if port is not None:
-                _set_ibstat_field(port, *(part.strip() for part in line.split(":", 1)))
-        else:
-            problems.append(Problem("ibstat", "unexpected line", number, raw))
-    return ports, problems
-
-
-def _set_ibstat_field(port: RdmaPort, key: str, value: str) -> None:
-    key = key.lower()
-    if key == "state":
-        port.state = value.upper()
-    elif key == "physical state":
-        port.phys_state = value
-    elif key == "rate":
-        port.rate_gbit_per_s = to_float(value)
-        port.rate_text = value
-    elif key == "link layer":
-        port.link_layer = value

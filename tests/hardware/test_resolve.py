@@ -58,10 +58,9 @@ def test_unknown_system_suggests_close_names(db) -> None:
         resolve_system("dgx-h10", db)
 
 
-def test_scheme_resolvers_are_pluggable(db) -> None:
-    seen = []
-    resolve_system("profile:lab", db, {"profile": lambda name: seen.append(name) or db.systems["dgx-a100"]})
-    assert seen == ["lab"]
+def test_unknown_system_names_every_kind_of_value(db) -> None:
+    with pytest.raises(UserError, match="a YAML file or profile:NAME"):
+        resolve_system("zzzzzz", db)
 
 
 def test_system_json_round_trip(db) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from linkscope.probe.infiniband import parse_ibstat, parse_rate_gbit_per_s, read_rdma_ports
-from tests.probe.fixtures import HGX_TREE, fixture_text
+from linkscope.probe.infiniband import parse_rate_gbit_per_s, read_rdma_ports
+from tests.probe.fixtures import HGX_TREE
 
 
 def test_sysfs_ports_read_rate_state_and_link_layer() -> None:
@@ -51,25 +51,3 @@ def test_rate_strings_of_the_kernel_format() -> None:
     assert parse_rate_gbit_per_s("2.5 Gb/sec (1X SDR)") == 2.5
     assert parse_rate_gbit_per_s("fast") is None
     assert parse_rate_gbit_per_s(None) is None
-
-
-def test_ibstat_infiniband_block() -> None:
-    ports, problems = parse_ibstat(fixture_text("ibstat_infiniband.txt"))
-    assert problems == []
-    (port,) = ports
-    assert (port.device, port.port, port.state, port.phys_state) == ("mlx5_7", 1, "ACTIVE", "LinkUp")
-    assert port.rate_gbit_per_s == 200.0 and port.link_layer == "InfiniBand"
-    assert port.speed_name is None  # ibstat prints the rate only, not the lane speed name
-
-
-def test_ibstat_roce_block_has_ethernet_link_layer() -> None:
-    (port,), problems = parse_ibstat(fixture_text("ibstat_roce.txt"))
-    assert problems == []
-    assert port.link_layer == "Ethernet" and port.rate_gbit_per_s == 100.0 and port.active
-
-
-def test_ibstat_stray_lines_are_problems() -> None:
-    text = "Port 1:\nCA 'mlx5_0'\n\tPort 1:\n\t\tState: Down\n\t\tnonsense\n"
-    ports, problems = parse_ibstat(text)
-    assert [(p.line, p.message) for p in problems] == [(1, "unexpected line"), (5, "unexpected line")]
-    assert ports[0].state == "DOWN"

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import pytest
 
-from linkscope.probe.infiniband import parse_ibstat
 from linkscope.probe.nccl_log import analyse_nccl_log
 from linkscope.probe.smi import parse_gpu_query, parse_nvlink_status
 from linkscope.probe.topo_matrix import parse_topo_matrix
@@ -19,8 +18,6 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "nvlink_h100_8gpu.txt": parse_nvlink_status,
     "nvlink_gb200.txt": parse_nvlink_status,
     "query_gpu_h100_8gpu.csv": parse_gpu_query,
-    "ibstat_infiniband.txt": parse_ibstat,
-    "ibstat_roce.txt": parse_ibstat,
     "nccl_samples.log": analyse_nccl_log,
     "nccl_2node_roce_no_gdr.log": analyse_nccl_log,
 }
