@@ -45,8 +45,7 @@ def demo(
     nproc: int = typer.Option(2, help="Local ranks for the sweep."),
     max_bytes: str = typer.Option("4M", help="Largest message of the quick sweep."),
 ) -> None:
-    """Probe, measure every collective on local ranks, store, calibrate, predict, advise, check this machine and
-    write report.html."""
+    """Probe, measure every collective on local ranks, calibrate, predict, advise, check; write report.html."""
     from linkscope.cli.main import app
 
     label = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"

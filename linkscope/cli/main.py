@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-
 import typer
 
 from linkscope import __version__
+from linkscope.cli import (advise_cmd, bench_cmd, calibrate_cmd, catalog_cmd, check_cmd, compare_cmd, demo_cmd,
+                           plan_cmd, predict_cmd, probe_cmd, report_cmd, runs_cmd, systems_cmd)
 
 app = typer.Typer(
     name="linkscope",
@@ -17,23 +17,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Each module defines `register(app)`. Imported lazily by name so that a command's heavy imports
-# (torch for bench) are paid only by that command.
-COMMAND_MODULES = [
-    "linkscope.cli.systems_cmd",
-    "linkscope.cli.catalog_cmd",
-    "linkscope.cli.runs_cmd",
-    "linkscope.cli.probe_cmd",
-    "linkscope.cli.bench_cmd",
-    "linkscope.cli.predict_cmd",
-    "linkscope.cli.calibrate_cmd",
-    "linkscope.cli.demo_cmd",
-    "linkscope.cli.advise_cmd",
-    "linkscope.cli.plan_cmd",
-    "linkscope.cli.check_cmd",
-    "linkscope.cli.compare_cmd",
-    "linkscope.cli.report_cmd",
-]
 
 
 def _version(value: bool) -> None:
@@ -49,8 +32,12 @@ def _root(
     """linkscope: GPU interconnects, measured, checked, predicted."""
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(app)
+# Each module defines `register(app)`; the order is the order of `linkscope --help`. No command module imports
+# torch at import time (bench imports it when it runs), so every command starts fast.
+COMMAND_MODULES = (systems_cmd, catalog_cmd, runs_cmd, probe_cmd, bench_cmd, predict_cmd, calibrate_cmd, demo_cmd,
+                   advise_cmd, plan_cmd, check_cmd, compare_cmd, report_cmd)
+for _module in COMMAND_MODULES:
+    _module.register(app)
 
 
 def main() -> None:

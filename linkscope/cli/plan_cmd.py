@@ -82,8 +82,9 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="JSON with every rank instead of tables."),
     extra: Optional[list[Path]] = typer.Option(None, "--catalog", help="Extra data file(s)."),
 ) -> None:
-    """Place ranks on a topology (TP inside NVLink domains, PP on rails, DP across nodes), print the rank map
-    and launcher inputs, and predict what the placement saves over a naive one."""
+    """Place ranks on a topology; print the rank map, launcher inputs and what it saves over a naive placement.
+
+    TP goes inside NVLink domains, PP on rails, DP across nodes."""
     check_output_path(hostfile, "--write-hostfile")
     for flag, value in (("--nodes", nodes), ("--seq-len", seq_len), ("--global-batch", global_batch)):
         check_option(value, flag)
