@@ -70,6 +70,8 @@ class TrainOption:
     gpu: str
     gpus_per_node: int
     price_per_hour: float | None
+    price_unconfirmed: bool = False
+    """The price is a secondary or unconfirmed figure (the catalog marks it); costs carry a `?`."""
     feasible: bool = False
     reason: str | None = None
     nodes: int | None = None
@@ -163,7 +165,8 @@ def _base_option(plan: _Plan) -> TrainOption:
         notes.append("price unconfirmed")
     return TrainOption(offering=o.id, provider=o.provider, gpu=o.system.node.gpu.id,
                        gpus_per_node=o.system.node.gpus, price_per_hour=o.price_per_hour,
-                       measured_profile=plan.profile, notes=notes)
+                       price_unconfirmed="price_per_hour" in o.unconfirmed, measured_profile=plan.profile,
+                       notes=notes)
 
 
 def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: TrainRequest) -> TrainOption:

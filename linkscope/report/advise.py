@@ -112,7 +112,7 @@ def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS) 
     table = _table(title, columns)
     for i, r in enumerate(rows, 1):
         cost = money_text(r.cost_usd)
-        if "price unconfirmed" in r.notes:
+        if r.price_unconfirmed:
             cost += "?"
         mark = "*" if r.measured_profile else ""
         table.add_row(*_cells(columns, {
