@@ -1,6 +1,6 @@
 """The nccl-tests text around the data rows: run header, device lines, per-op markers and footers.
 
-Rows, column headings and footers come from `linkscope.results.nccltests_table`, the same code that reads
+Rows, column headings and footers come from `linkscope.results.nccltests.table`, the same code that reads
 and re-prints imported nccl-tests output, so a linkscope table diffs cleanly against an nccl-tests one.
 """
 
@@ -11,7 +11,7 @@ from linkscope.bench.config import BenchConfig
 from linkscope.bench.layout import RankInfo
 from linkscope.bench.ops import OPS
 from linkscope.results.records import CollectiveRow
-from linkscope.results.nccltests_table import format_nccl_tests_table, format_table_footer, format_table_header
+from linkscope.results.nccltests.table import format_nccl_tests_table, format_table_footer, format_table_header
 
 
 def run_header(cfg: BenchConfig, versions: dict[str, str], backend: str) -> list[str]:

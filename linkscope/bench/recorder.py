@@ -20,7 +20,7 @@ from linkscope.bench.progress import ProgressView
 from linkscope.bench.repeats import aggregate
 from linkscope.results.records import CollectiveRow, PairRow, RunInfo
 from linkscope.results.store import ResultStore, utc_now
-from linkscope.results.nccltests_table import format_table_row
+from linkscope.results.nccltests.table import format_table_row
 
 EXIT_OK = 0
 EXIT_WRONG = 1

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from linkscope.results.nccltests_table import (avg_busbw, format_nccl_tests_table, format_table_footer,
+from linkscope.results.nccltests.table import (avg_busbw, format_nccl_tests_table, format_table_footer,
                                                format_table_header, format_table_row, paired)
 from linkscope.results.records import CollectiveRow, PairRow, RunInfo
 

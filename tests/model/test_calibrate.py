@@ -13,7 +13,7 @@ from linkscope.hardware.loader import load_db
 from linkscope.model.calibrate import fit_op, row_time_us
 from linkscope.model.collective_predict import predict_from_profile
 from linkscope.model.profiles import calibrated_tiers, load_profile, new_profile, profile_system, save_profile
-from linkscope.results.nccltests_json import parse_nccl_tests_json
+from linkscope.results.nccltests.json_format import parse_nccl_tests_json
 from linkscope.results.records import CollectiveRow
 from tests.cli.helpers import run_cli
 

@@ -11,7 +11,7 @@ import pytest
 from linkscope.results.export import (CSV_COLUMNS, avg_busbw, format_nccl_tests_table, format_table_footer,
                                       format_table_header, format_table_row, run_to_csv, run_to_json)
 from linkscope.results.nccltests import parse_nccl_tests_text
-from linkscope.results.nccltests_table import format_float
+from linkscope.results.nccltests.table import format_float
 from linkscope.results.records import CollectiveRow, PairRow, RunInfo
 from tests.results.helpers import CONCATENATED, V2_17_CUT
 

@@ -36,7 +36,7 @@ class Problem:
     """1-based line number in the file (text), None for JSON."""
     message: str
     invalid: bool = False
-    """A value no real run prints (linkscope.results.nccltests_validate): the import is refused."""
+    """A value no real run prints (linkscope.results.nccltests.validate): the import is refused."""
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}" if self.line is not None else self.message

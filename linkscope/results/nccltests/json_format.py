@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from linkscope.results.nccltests_validate import invalid_reason
-from linkscope.results.nccltests_model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
+from linkscope.results.nccltests.validate import invalid_reason
+from linkscope.results.nccltests.model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
                                                nccl_version_from_code)
 from linkscope.results.busbw import OP_TO_BINARY
 from linkscope.results.records import CollectiveRow, Placement

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from linkscope.results.nccltests import parse_nccl_tests_text
-from linkscope.results.nccltests_model import nccl_version_from_code, op_from_binary
-from linkscope.results.nccltests_text import library_version
+from linkscope.results.nccltests.model import nccl_version_from_code, op_from_binary
+from linkscope.results.nccltests.text_format import library_version
 from tests.results.helpers import CONCATENATED, MALFORMED, PRE_2_13, V2_13, V2_17_CUT
 
 

@@ -9,9 +9,9 @@ import re
 from collections.abc import Callable
 
 from linkscope.results.busbw import ROOTED_OPS
-from linkscope.results.nccltests_columns import Columns, RowError, columns_for_row, columns_from_header, parse_row
-from linkscope.results.nccltests_validate import invalid_reason
-from linkscope.results.nccltests_model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
+from linkscope.results.nccltests.columns import Columns, RowError, columns_for_row, columns_from_header, parse_row
+from linkscope.results.nccltests.validate import invalid_reason
+from linkscope.results.nccltests.model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
                                                nccl_version_from_code, op_from_binary)
 
 _LAUNCHER_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\] |\d+: )")

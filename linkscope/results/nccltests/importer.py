@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from linkscope.hardware.errors import UserError
-from linkscope.results.nccltests_json import parse_nccl_tests_json
-from linkscope.results.nccltests_model import NcclTestsSection, ParsedNcclTests, Problem
-from linkscope.results.nccltests_text import library_version, parse_nccl_tests_text
+from linkscope.results.nccltests.json_format import parse_nccl_tests_json
+from linkscope.results.nccltests.model import NcclTestsSection, ParsedNcclTests, Problem
+from linkscope.results.nccltests.text_format import library_version, parse_nccl_tests_text
 from linkscope.results.records import RunInfo
 from linkscope.results.store import ResultStore
 

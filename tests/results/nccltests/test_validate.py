@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from linkscope.results.nccltests_validate import MAX_SIZE_BYTES, invalid_reason
+from linkscope.results.nccltests.validate import MAX_SIZE_BYTES, invalid_reason
 from linkscope.results.records import CollectiveRow
 
 GOOD = CollectiveRow(op="all_reduce", size_bytes=1024, count=256, dtype="float", redop="sum", root=-1,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from linkscope.results.nccltests_model import Layout
+from linkscope.results.nccltests.model import Layout
 from linkscope.results.records import CollectiveRow, Placement
 
 _TIME_NAMES = ("time", "cputime")
