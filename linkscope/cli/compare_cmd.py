@@ -6,26 +6,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
-from linkscope.report.compare import DEFAULT_SIZES, compare_runs
+from linkscope.report.compare import busbw_table, compare_runs, environment_table
 from linkscope.results.store import ResultStore
-
-
-def _size_label(nbytes: int) -> str:
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift}{unit}"
-    return str(nbytes)
-
-
-def _cell(value: float | None, pct: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:g}" if pct is None or pct == 0 else f"{value:g} ({pct:+.1f}%)"
 
 
 @user_errors
@@ -44,28 +29,10 @@ def compare(
     if as_json:
         print_json(data)
         return
-    table = Table(title=f"{data['op']}: busbw (GB/s), % vs {runs[0][0].run_id}", show_edge=False)
-    table.add_column("run")
-    table.add_column("label")
-    for size in DEFAULT_SIZES:
-        table.add_column(f"busbw@{_size_label(size)}", justify="right")
-    table.add_column("latency us", justify="right")
-    table.add_column("peak busbw", justify="right")
-    for e in data["runs"]:
-        table.add_row(e["run_id"], escape(e["label"] or ""), *[_cell(e["busbw"][str(s)], e["busbw_pct"][str(s)])
-                                                   for s in DEFAULT_SIZES],
-                      _cell(e["latency_us"], e["latency_pct"]), _cell(e["peak_busbw"], e["peak_busbw_pct"]))
-    console.print(table)
-    if data["environment_diff"]:
-        diff = Table(title="environment: what differs", show_edge=False)
-        diff.add_column("key")
-        for e in data["runs"]:
-            diff.add_column(e["run_id"])
-        for key, values in data["environment_diff"].items():
-            diff.add_row(key, *[escape("unknown" if v is None else str(v)) for v in values])
-        console.print(diff)
-    else:
-        console.print("environment: identical (GPU, driver, NCCL, torch, NCCL_* variables, topology, hosts)")
+    console.print(busbw_table(data))
+    environment = environment_table(data)
+    console.print(environment if environment is not None else
+                  "environment: identical (GPU, driver, NCCL, torch, NCCL_* variables, topology, hosts)")
 
 
 def register(app: typer.Typer) -> None:

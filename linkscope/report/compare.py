@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+from rich.table import Table
+
 from linkscope.results.records import CollectiveRow, RunInfo
 
 DEFAULT_SIZES = (8, 1 << 20, 64 << 20, 1 << 30)
@@ -77,3 +80,46 @@ def compare_runs(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str | None
     keys = sorted({k for env in envs for k in env})
     differs = {k: [env.get(k) for env in envs] for k in keys if len({env.get(k) for env in envs}) > 1}
     return {"op": op, "sizes": list(sizes), "runs": table, "environment_diff": differs}
+
+
+def _size_label(nbytes: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{unit}"
+    return str(nbytes)
+
+
+def _cell(value: float | None, pct: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:g}" if pct is None or pct == 0 else f"{value:g} ({pct:+.1f}%)"
+
+
+def busbw_table(data: dict[str, Any]) -> Table:
+    """busbw at the compared sizes, latency and peak per run, each with its % against the first run."""
+    base = data["runs"][0]["run_id"] if data["runs"] else "-"
+    table = Table(title=f"{data['op']}: busbw (GB/s), % vs {base}", show_edge=False)
+    table.add_column("run")
+    table.add_column("label")
+    for size in DEFAULT_SIZES:
+        table.add_column(f"busbw@{_size_label(size)}", justify="right")
+    table.add_column("latency us", justify="right")
+    table.add_column("peak busbw", justify="right")
+    for e in data["runs"]:
+        table.add_row(e["run_id"], escape(e["label"] or ""), *[_cell(e["busbw"][str(s)], e["busbw_pct"][str(s)])
+                                                                for s in DEFAULT_SIZES],
+                      _cell(e["latency_us"], e["latency_pct"]), _cell(e["peak_busbw"], e["peak_busbw_pct"]))
+    return table
+
+
+def environment_table(data: dict[str, Any]) -> Table | None:
+    """What differs between the runs' environments (None when nothing does); unrecorded facts read unknown."""
+    if not data["environment_diff"]:
+        return None
+    diff = Table(title="environment: what differs", show_edge=False)
+    diff.add_column("key")
+    for e in data["runs"]:
+        diff.add_column(e["run_id"])
+    for key, values in data["environment_diff"].items():
+        diff.add_row(key, *[escape("unknown" if v is None else str(v)) for v in values])
+    return diff
