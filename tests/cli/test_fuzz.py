@@ -26,7 +26,7 @@ FUZZ = settings(max_examples=15, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 NASTY_NUMBERS = ["0", "-1", "-5", "1e23", "1000000000000000000", "99999999999999999999999", "nan", "inf", "-inf",
-                 ".inf", ".nan", "1.5", "true", "null", "[]", "{}", "''"]
+                 ".inf", ".nan", "1.5", "true", "null", "[]", "{}", "''", "auto"]
 
 GOOD_SYSTEM = """gpu: H100
 gpus: 8
@@ -149,11 +149,14 @@ INFER = ["predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
 COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
     "collective": (["predict", "collective", "-s", "dgx-h100", "--json"], ["--bytes", "--gpus"], assert_sane_json),
     "train": (TRAIN, ["--global-batch", "--seq-len", "--gpus", "--nodes", "--tp", "--pp", "--zero"], assert_sane_json),
-    "infer": (INFER, ["--input-tokens", "--output-tokens", "--batch", "--latency-budget", "--tp"], assert_sane_json),
+    "infer": (INFER, ["--input-tokens", "--output-tokens", "--batch", "--latency-budget", "--tp", "--pp"],
+              assert_sane_json),
     "advise-infer": (["advise", "infer", "--model", "llama2-7b", "--json"],
                      ["--latency-budget", "--input-tokens", "--qps", "--max-price-per-gpu-hour"], assert_clean),
     "plan": (["plan", "--system", "dgx-h100", "--tp", "8", "--pp", "1", "--dp", "1"], ["--nodes", "--seq-len"],
              assert_clean),
+    "plan-auto": (["plan", "-s", "dgx-h100", "-m", "llama2-7b", "--json"],
+                  ["--nodes", "--tp", "--pp", "--dp", "--zero", "--micro-batch", "--global-batch"], assert_clean),
     "catalog": (["catalog", "--json"], ["--min-gpus", "--min-scale-out-gbit", "--max-price-per-gpu-hour"],
                 assert_clean),
 }
