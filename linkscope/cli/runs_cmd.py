@@ -9,15 +9,13 @@ from typing import Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import check_formats
 from linkscope.hardware.errors import UserError
-from linkscope.report.runs import runs_table
+from linkscope.report.runs import metadata_table, pairs_table, runs_table
 from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json
 from linkscope.results.nccltests import import_nccl_tests_file
-from linkscope.results.records import PairRow, RunInfo
 from linkscope.results.store import ResultStore, require_existing
 
 DbOption = typer.Option(None, "--db", help="Results database file (default: $LINKSCOPE_DB, else the user data dir).")
@@ -68,42 +66,13 @@ def show(
     if as_json:
         print_json(run_to_json(info, rows, pairs))
         return
-    console.print(_metadata_table(info))
+    console.print(metadata_table(info))
     if rows:
         typer.echo(format_nccl_tests_table(rows), nl=False)
     if pairs:
-        console.print(_pairs_table(pairs))
+        console.print(pairs_table(pairs))
     if not rows and not pairs:
         console.print("This run has no rows.")
-
-
-def _metadata_table(info: RunInfo) -> Table:
-    table = Table(show_header=False, show_edge=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
-    fields = [("run", info.run_id), ("kind", info.kind), ("label", info.label), ("status", info.status),
-              ("started", info.started_at), ("ended", info.ended_at or "-"), ("hosts", ", ".join(info.hosts)),
-              ("ranks", str(info.world_size)), ("nodes", str(info.nodes)), ("backend", info.backend),
-              ("versions", ", ".join(f"{k} {v}" for k, v in info.versions.items())), ("command", info.command)]
-    if info.error:
-        fields.append(("error", info.error))
-    for name, value in fields:
-        table.add_row(name, value or "-")
-    return table
-
-
-def _pairs_table(pairs: list[PairRow]) -> Table:
-    table = Table(title="pairs", show_edge=False)
-    for name in ("src", "dst", "size (B)", "uni (GB/s)", "bi (GB/s)", "latency (us)"):
-        table.add_column(name, justify="right")
-    for p in pairs:
-        table.add_row(str(p.src), str(p.dst), str(p.size_bytes), _num(p.uni_gb_per_s), _num(p.bi_gb_per_s),
-                      _num(p.latency_us))
-    return table
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 @user_errors

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
+from linkscope.results.records import PairRow, RunInfo
 from linkscope.results.store import RunSummary
 
 WIDE_COLUMNS = 110
@@ -28,3 +29,34 @@ def runs_table(summaries: list[RunSummary], width: int = WIDE_COLUMNS) -> Table:
                  "hosts": escape(hosts), "rows": str(s.n_rows), "ops": " ".join(s.ops)}
         table.add_row(s.run_id, s.started_at[:16].replace("T", " "), *(cells[n] for n in names))
     return table
+
+
+def metadata_table(info: RunInfo) -> Table:
+    """One run's metadata as `key value` lines: what ran, where, with which versions, and how it ended."""
+    table = Table(show_header=False, show_edge=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    fields = [("run", info.run_id), ("kind", info.kind), ("label", info.label), ("status", info.status),
+              ("started", info.started_at), ("ended", info.ended_at or "-"), ("hosts", ", ".join(info.hosts)),
+              ("ranks", str(info.world_size)), ("nodes", str(info.nodes)), ("backend", info.backend),
+              ("versions", ", ".join(f"{k} {v}" for k, v in info.versions.items())), ("command", info.command)]
+    if info.error:
+        fields.append(("error", info.error))
+    for name, value in fields:
+        table.add_row(name, value or "-")
+    return table
+
+
+def pairs_table(pairs: list[PairRow]) -> Table:
+    """The p2p rows of a run: bandwidth each way and both ways, and latency, per pair."""
+    table = Table(title="pairs", show_edge=False)
+    for name in ("src", "dst", "size (B)", "uni (GB/s)", "bi (GB/s)", "latency (us)"):
+        table.add_column(name, justify="right")
+    for p in pairs:
+        table.add_row(str(p.src), str(p.dst), str(p.size_bytes), _num(p.uni_gb_per_s), _num(p.bi_gb_per_s),
+                      _num(p.latency_us))
+    return table
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
