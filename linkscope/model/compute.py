@@ -6,6 +6,8 @@ Vectorized: every argument may be a numpy array (one element per candidate layou
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,9 @@ class ComputeConstants(BaseModel):
     source: str
     as_of: object
     gemm_efficiency_max: float = Field(gt=0, le=1)
+    gemm_efficiency_by_arch: dict[str, float] = {}
+    """`arch:precision` (hopper:fp8) -> the share of that GPU generation's dense peak large GEMMs reach."""
+    zero3_overlap: float = Field(default=1.0, ge=0, le=1)
     gemm_half_gflop: float = Field(ge=0)
     hbm_efficiency: float = Field(gt=0, le=1)
     decode_hbm_efficiency: float = Field(gt=0, le=1)
@@ -38,9 +43,33 @@ class ComputeConstants(BaseModel):
     optimizer_traffic_bytes: float = Field(ge=0)
     reserved_memory_gib: float = Field(ge=0)
 
+    def gemm_max(self, arch: str, precision: str) -> float:
+        """Share of dense peak large GEMMs reach on `arch` in `precision` (fp16 counts as bf16); generations
+        the evidence set does not cover take the calibration set's (A100) share."""
+        key = f"{arch}:{'bf16' if precision == 'fp16' else precision}"
+        return self.gemm_efficiency_by_arch.get(key, self.gemm_efficiency_max)
+
+
+_OVERRIDES: list[ComputeConstants] = []
+
+
+def compute_constants() -> ComputeConstants:
+    """The compute constants in force: the packaged ones, or those of an enclosing `constants_override`."""
+    return _OVERRIDES[-1] if _OVERRIDES else packaged_constants()
+
+
+@contextmanager
+def constants_override(constants: ComputeConstants) -> Iterator[None]:
+    """Predict with `constants` instead of the packaged ones (the fitting procedure tries candidates)."""
+    _OVERRIDES.append(constants)
+    try:
+        yield
+    finally:
+        _OVERRIDES.pop()
+
 
 @functools.cache
-def compute_constants() -> ComputeConstants:
+def packaged_constants() -> ComputeConstants:
     """The packaged compute constants, loaded once."""
     try:
         return ComputeConstants.model_validate(parse_yaml(COMPUTE_FILE.read_text(encoding="utf-8")))
@@ -49,15 +78,17 @@ def compute_constants() -> ComputeConstants:
         raise DataError(str(COMPUTE_FILE), err["msg"], field=".".join(map(str, err["loc"]))) from None
 
 
-def gemm_efficiency(gflop: np.ndarray, c: ComputeConstants) -> np.ndarray:
-    """Share of dense peak a GEMM of `gflop` GFLOP reaches: small GEMMs cannot fill the GPU."""
-    return c.gemm_efficiency_max * gflop / (gflop + c.gemm_half_gflop)
+def gemm_efficiency(gflop: np.ndarray, c: ComputeConstants, top: float | None = None) -> np.ndarray:
+    """Share of dense peak a GEMM of `gflop` GFLOP reaches: small GEMMs cannot fill the GPU. `top` is the
+    large-GEMM share of the GPU generation and number format (default: the calibration set's)."""
+    top = c.gemm_efficiency_max if top is None else top
+    return top * gflop / (gflop + c.gemm_half_gflop)
 
 
-def gemm_time_s(flops: np.ndarray, peak_tflops: float, c: ComputeConstants) -> np.ndarray:
+def gemm_time_s(flops: np.ndarray, peak_tflops: float, c: ComputeConstants, top: float | None = None) -> np.ndarray:
     """Time of one GEMM of `flops` FLOPs."""
     gflop = np.asarray(flops, dtype=float) / 1e9
-    return flops / (peak_tflops * 1e12 * gemm_efficiency(gflop, c))
+    return flops / (peak_tflops * 1e12 * gemm_efficiency(gflop, c, top))
 
 
 def memory_time_s(nbytes: np.ndarray, gpu: GpuSpec, c: ComputeConstants) -> np.ndarray:

@@ -79,13 +79,14 @@ def _weights_bytes_per_gpu(job: InferJob) -> float:
 def _prefill(job: InferJob, system: System, tiers: CommTiers) -> tuple[float, float]:
     m, c = job.model, compute_constants()
     peak = peak_tflops(system.node.gpu, job.precision)
+    top = c.gemm_max(system.node.gpu.arch, job.precision)
     tokens = job.input_tokens
-    gemm = sum(gemm_time_s(np.asarray(2.0 * tokens * w / job.tp), peak, c)
+    gemm = sum(gemm_time_s(np.asarray(2.0 * tokens * w / job.tp), peak, c, top)
                for w in (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
                          *([m.hidden * m.ffn_hidden] * m.ffn_matrices))) * m.layers
     attention = 0.5 * 4.0 * tokens * tokens * m.hidden / job.tp * m.layers / (
         peak_tflops(system.node.gpu, "bf16") * 1e12 * c.flash_attention_efficiency)
-    logits = gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab / job.tp), peak, c)
+    logits = gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab / job.tp), peak, c, top)
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
     return float(gemm + attention + logits + comm), float(comm)
 
@@ -97,7 +98,7 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     streamed = (_weights_bytes_per_gpu(job) + batch * context * _kv_bytes_per_token(job)) * job.pp
     memory = streamed / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm_efficiency)
     flops = 2.0 * m.total_params() / job.tp * batch
-    compute = flops / (peak_tflops(gpu, job.precision) * 1e12 * c.gemm_efficiency_max)
+    compute = flops / (peak_tflops(gpu, job.precision) * 1e12 * c.gemm_max(gpu.arch, job.precision))
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
     return np.maximum(memory, compute) + comm, comm
 

@@ -73,6 +73,10 @@ class _Ctx:
     def model(self) -> ModelConfig:
         return self.job.model
 
+    def gemm_top(self, precision: str) -> float:
+        """Large-GEMM share of peak on this GPU generation in `precision`."""
+        return self.c.gemm_max(self.system.node.gpu.arch, precision)
+
 
 def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
     per_node, nodes = group_span(ranks, stride, ctx.system.node.gpus)
@@ -85,7 +89,8 @@ def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
     peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
     shapes = [m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
               *([m.hidden * m.ffn_hidden] * (m.ffn_matrices - 1)), m.ffn_hidden * m.hidden]
-    return sum(gemm_time_s(2.0 * tok * w / tp, peak, ctx.c) for w in shapes)
+    top = ctx.gemm_top(ctx.job.precision)
+    return sum(gemm_time_s(2.0 * tok * w / tp, peak, ctx.c, top) for w in shapes)
 
 
 def _attention_s(ctx: _Ctx) -> np.ndarray:
@@ -96,7 +101,7 @@ def _attention_s(ctx: _Ctx) -> np.ndarray:
     if ctx.job.attention == "flash":
         # The fused kernel skips the masked half of a causal score matrix.
         return 0.5 * full_flops / (peak * 1e12 * ctx.c.flash_attention_efficiency)
-    return 2 * gemm_time_s(full_flops / 2, peak, ctx.c)
+    return 2 * gemm_time_s(full_flops / 2, peak, ctx.c, ctx.gemm_top("bf16"))
 
 
 def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
@@ -170,7 +175,8 @@ def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward time of the output layer and the loss, which the last stage carries."""
     m = ctx.model
     peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
-    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c)
+    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c,
+                      ctx.gemm_top(ctx.job.precision))
     loss = memory_time_s(ctx.tokens * m.vocab / ctx.lay.tp * 4 * 3, ctx.system.node.gpu, ctx.c)
     return fwd + loss, 2 * fwd + loss
 
@@ -205,14 +211,21 @@ def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
 
 def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray) -> np.ndarray:
     """ZeRO-3 / FSDP gathers each layer's weights in forward and backward and reduce-scatters its gradients
-    every micro-batch, prefetching so that only what outlasts the layer's compute shows."""
+    every micro-batch, prefetching so that what outlasts the layer's compute shows, and the overlapped part
+    costs a share (1 - zero3_overlap) of itself: the gathers run on SMs and HBM the layer's kernels share."""
     lay, c, m = ctx.lay, ctx.c, ctx.model
     layer_params = m.layer_params() / lay.tp
     stride = lay.tp * lay.cp
     ag = _coll(ctx, "all_gather", layer_params * c.weight_bytes, lay.dp, stride)
     rs = _coll(ctx, "reduce_scatter", layer_params * c.grad_bytes, lay.dp, stride)
-    per_layer = np.maximum(ag - lt.fwd_compute, 0) + np.maximum(ag + rs - lt.bwd_compute, 0)
+    per_layer = _overlapped(ag, lt.fwd_compute, c.zero3_overlap) + _overlapped(ag + rs, lt.bwd_compute,
+                                                                               c.zero3_overlap)
     return np.where((lay.zero >= 3) & (lay.dp > 1), per_layer * layers * m_count, 0.0)
+
+
+def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np.ndarray:
+    """Exposed time of `comm_s` run beside `compute_s`: what outlasts the compute, plus the unhidden share."""
+    return np.maximum(comm_s - compute_s, 0.0) + (1.0 - overlap) * np.minimum(comm_s, compute_s)
 
 
 def _optimizer_s(ctx: _Ctx) -> np.ndarray:

@@ -1,0 +1,56 @@
+"""The model's prediction for one evidence entry, in the entry's own metric."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from linkscope.hardware.loader import HardwareDB
+from linkscope.hardware.resolve import resolve_system
+from linkscope.model.collective_predict import predict_sizes
+from linkscope.model.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
+from linkscope.model.infer import InferJob, estimate_inference
+from linkscope.model.layout import single_layout
+from linkscope.model.train import Job, estimate_steps
+from linkscope.model.transformer import model_presets
+
+
+def predicted_step_time_s(entry: TrainingEntry, db: HardwareDB) -> float:
+    """Step time of the entry's exact layout (no search: the run's layout is known)."""
+    system = resolve_system(entry.system, db).with_gpus(entry.gpus)
+    job = Job(model=model_presets()[entry.model], global_batch=entry.global_batch, seq_len=entry.seq_len,
+              precision=entry.precision, attention=entry.attention, dp_overlap=entry.source != "korthikanti-2022")
+    sp = entry.sequence_parallel if entry.sequence_parallel is not None else entry.tp > 1
+    layout = single_layout(tp=entry.tp, pp=entry.pp, dp=entry.dp, cp=entry.cp, v=entry.interleave,
+                           mb=entry.micro_batch, recompute=entry.recompute, zero=entry.zero, sp=sp)
+    return float(estimate_steps(job, system, layout).step_time_s[0])
+
+
+def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
+    """Time (us) or busbw (GB/s) of the entry's collective."""
+    system = resolve_system(entry.system, db)
+    system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
+    row = predict_sizes(system, entry.op, [entry.size_bytes], entry.gpus, entry.algo)[0]
+    return row.time_us if entry.metric == "time_us" else row.busbw
+
+
+def predicted_inference(entry: InferenceEntry, db: HardwareDB) -> float:
+    """One decode step of the batch, or one prefill, in seconds."""
+    system = resolve_system(entry.system, db)
+    job = InferJob(model=model_presets()[entry.model], tp=entry.tp, pp=entry.pp, input_tokens=entry.input_tokens,
+                   output_tokens=entry.output_tokens, precision=entry.precision)
+    est = estimate_inference(job, system, np.asarray([entry.batch]))
+    return float(est.decode_step_s[0] if entry.metric == "decode_step_s" else est.prefill_s[0])
+
+
+def measured(entry: Entry) -> float:
+    """The measured value in the unit `predicted` returns."""
+    return entry.step_time_s if isinstance(entry, TrainingEntry) else entry.value
+
+
+def predicted(entry: Entry, db: HardwareDB) -> float:
+    """The model's value for `entry`, comparable with `measured(entry)`."""
+    if isinstance(entry, TrainingEntry):
+        return predicted_step_time_s(entry, db)
+    if isinstance(entry, CollectiveEntry):
+        return predicted_collective(entry, db)
+    return predicted_inference(entry, db)
