@@ -32,6 +32,11 @@ class ComputeConstants(BaseModel):
     gemm_efficiency_by_arch: dict[str, float] = {}
     """`arch:precision` (hopper:fp8) -> the share of that GPU generation's dense peak large GEMMs reach."""
     zero3_overlap: float = Field(default=1.0, ge=0, le=1)
+    """Share of ZeRO-3 per-layer gathers that hides behind the layer's compute (the rest shows)."""
+    tp_comm_overlap: float = Field(default=1.0, ge=0, le=1)
+    """Share of tensor-parallel collectives hidden behind their GEMMs when TP overlap is on."""
+    dp_bucket_params: float = Field(default=0.0, ge=0)
+    """Parameters per data-parallel gradient bucket; the last bucket's reduction cannot overlap."""
     gemm_half_gflop: float = Field(ge=0)
     hbm_efficiency: float = Field(gt=0, le=1)
     decode_hbm_efficiency: float = Field(gt=0, le=1)

@@ -36,6 +36,8 @@ class Job:
     """`flash` (fused, causal half computed) or `unfused` (scores materialised, Megatron-LM 2022)."""
     dp_overlap: bool = True
     """Overlap the data-parallel gradient reduction with the last backward pass (Megatron --overlap-grad-reduce)."""
+    tp_overlap: bool = False
+    """Overlap tensor-parallel collectives with the GEMMs they feed (Megatron/NeMo --tp-comm-overlap)."""
 
 
 @dataclass
@@ -163,6 +165,10 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     fwd_compute = gemm + attn + fwd_mem + overhead
     bwd_compute = 2 * gemm + 2 * attn + bwd_mem + overhead
     fwd_tp, bwd_tp = _tp_comm_s(ctx, True), _tp_comm_s(ctx, False)
+    if ctx.job.tp_overlap:
+        # Userbuffers split each TP collective into chunks pipelined with the GEMM next to it.
+        fwd_tp = _overlapped(fwd_tp, gemm, ctx.c.tp_comm_overlap)
+        bwd_tp = _overlapped(bwd_tp, 2 * gemm, ctx.c.tp_comm_overlap)
     cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, 2 * attn, False)
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
@@ -187,6 +193,16 @@ def _pp_comm_s(ctx: _Ctx) -> np.ndarray:
     size = ctx.tokens * ctx.model.hidden * BF16_BYTES / lay.tp
     stride = lay.tp * lay.cp * lay.dp
     return np.where(lay.pp > 1, _coll(ctx, "sendrecv", size, np.full_like(lay.pp, 2), stride), 0.0)
+
+
+def _pp_exposed_s(ctx: _Ctx, stage_busy_s: np.ndarray) -> np.ndarray:
+    """Send/recv per micro-batch on the critical path. Plain 1F1B waits for each transfer; the interleaved
+    schedule posts them while the next model chunk computes (Megatron overlap_p2p_comm), so only what
+    outlasts a chunk's compute shows."""
+    lay = ctx.lay
+    transfers = 2 * lay.v * _pp_comm_s(ctx)
+    chunk_s = stage_busy_s / lay.v
+    return np.where(lay.v > 1, np.maximum(transfers - 2 * lay.v * chunk_s, 0.0), transfers)
 
 
 def _stage_params(ctx: _Ctx) -> np.ndarray:
@@ -238,10 +254,12 @@ def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.nd
                   stage_fwd: np.ndarray, stage_bwd: np.ndarray) -> np.ndarray:
     grads, gather = _dp_comm_s(ctx)
     if ctx.job.dp_overlap:
-        # Gradients of the last micro-batch are reduced bucket by bucket while its backward pass runs;
-        # the parameter all-gather of the distributed optimizer overlaps the next step's first forward.
-        grads = np.maximum(grads - stage_bwd, 0.0)
-        gather = np.maximum(gather - stage_fwd, 0.0)
+        # Gradients of the last micro-batch are reduced bucket by bucket while its backward pass runs, but
+        # the last bucket (the first layers' gradients) is only ready when backward ends: it always shows.
+        # The parameter all-gather of the distributed optimizer overlaps the next step's first forward.
+        last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_params(ctx), 1.0))
+        grads = np.maximum(grads - stage_bwd, grads * last_bucket)
+        gather = np.maximum(gather - stage_fwd, gather * last_bucket)
     classic = np.where(ctx.lay.zero >= 3, 0.0, grads + gather)
     return classic + _zero3_exposed_s(ctx, lt, layers, m_count)
 
@@ -258,7 +276,7 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     compute_mb = layers * (lt.fwd_compute + lt.bwd_compute) + logits_f + logits_b
     tp_mb = layers * (lt.fwd_tp + lt.bwd_tp + lt.cp)
     recompute_mb = layers * lt.recompute
-    pp_mb = 2 * lay.v * _pp_comm_s(ctx)
+    pp_mb = _pp_exposed_s(ctx, compute_mb + tp_mb + recompute_mb)
     stage_mb = compute_mb + tp_mb + recompute_mb + pp_mb
     bubble = (lay.pp - 1) / lay.v * stage_mb
     stage_fwd = layers * (lt.fwd_compute + lt.fwd_tp) + logits_f

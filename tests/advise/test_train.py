@@ -101,7 +101,7 @@ def test_a_deadline_moves_the_choice_to_more_gpus(db: HardwareDB) -> None:
     offerings = _offerings(db, ["gcp/a2-highgpu-8g"])
     gpus = GpuRequest(None, 8, 128)
     free = advise_train(_request(gpus, model="llama2-13b"), offerings).rows[0]
-    deadline_s = (free.time_to_train_s or 0.0) / 3
+    deadline_s = (free.time_to_train_s or 0.0) / 2.5
     rushed = advise_train(_request(gpus, limits=Limits(deadline_s=deadline_s), model="llama2-13b"), offerings).rows[0]
     assert rushed.feasible and (rushed.gpus or 0) > (free.gpus or 0)
     assert (rushed.time_to_train_s or 0.0) <= deadline_s
