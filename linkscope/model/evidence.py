@@ -92,7 +92,7 @@ class CollectiveEntry(_Strict):
 
 
 class InferenceEntry(_Strict):
-    """A serving measurement: one decode step of the batch (ITL) or one prefill (TTFT at concurrency 1)."""
+    """A serving measurement: time per output token (ITL) or one prefill (TTFT at concurrency 1)."""
 
     source: str
     system: str
@@ -103,7 +103,7 @@ class InferenceEntry(_Strict):
     input_tokens: int = Field(ge=1)
     output_tokens: int = Field(ge=1)
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
-    metric: Literal["decode_step_s", "prefill_s"]
+    metric: Literal["time_per_output_token_s", "prefill_s"]
     value: float = Field(gt=0)
     where: str
     assumed: list[str] = []

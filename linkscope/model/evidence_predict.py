@@ -34,12 +34,14 @@ def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
 
 
 def predicted_inference(entry: InferenceEntry, db: HardwareDB) -> float:
-    """One decode step of the batch, or one prefill, in seconds."""
+    """Time per output token at the entry's batch, or one prefill, in seconds."""
     system = resolve_system(entry.system, db)
     job = InferJob(model=model_presets()[entry.model], tp=entry.tp, pp=entry.pp, input_tokens=entry.input_tokens,
                    output_tokens=entry.output_tokens, precision=entry.precision)
     est = estimate_inference(job, system, np.asarray([entry.batch]))
-    return float(est.decode_step_s[0] if entry.metric == "decode_step_s" else est.prefill_s[0])
+    if entry.metric == "prefill_s":
+        return float(est.prefill_s[0])
+    return float(est.cycle_s[0]) / entry.output_tokens
 
 
 def measured(entry: Entry) -> float:

@@ -2,8 +2,9 @@
 
 Serving is modelled as a steady cycle: each of the B sequences in flight is prefilled once (I tokens) and
 then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch, without
-overlap (a simple, non-chunked scheduler). A user sees one token per decode step (tokens/s/user = 1/TPOT);
-a GPU's throughput counts the prefill work of the cycle too. Decode reads all weights and the KV cache once per step (a
+overlap (a simple, non-chunked scheduler). A user's time per output token is the cycle over O: the decode
+step plus the B/O prefills of other users that stall the batch per step, which is what inter-token latency
+(ITL) measures under continuous batching; a GPU's throughput counts the prefill work of the cycle too. Decode reads all weights and the KV cache once per step (a
 roofline against HBM) and issues two tensor-parallel all-reduces per layer; prefill is GEMM-bound and its
 all-reduces carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K prompt on 70B).
 """
@@ -121,7 +122,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray) -> In
     gpus = job.tp * job.pp
     return InferEstimate(batch=batch, prefill_s=np.full_like(batch, prefill), decode_step_s=step,
                          tp_comm_prefill_s=np.full_like(batch, prefill_comm), tp_comm_decode_s=step_comm,
-                         cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
+                         cycle_s=cycle, tokens_per_s_per_user=job.output_tokens / cycle,
                          tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
                          memory_gib_per_gpu=memory, fits=memory <= usable)
 
@@ -141,7 +142,7 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "batch": int(est.batch[i]),
         "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
         "prefill_s": float(est.prefill_s[i]), "decode_step_s": step,
-        "time_per_output_token_s": step,
+        "time_per_output_token_s": float(est.cycle_s[i]) / job.output_tokens,
         "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
         "tokens_per_s_per_gpu": float(est.tokens_per_s_per_gpu[i]),
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
