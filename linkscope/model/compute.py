@@ -37,6 +37,8 @@ class ComputeConstants(BaseModel):
     """Share of tensor-parallel collectives hidden behind their GEMMs when TP overlap is on."""
     dp_bucket_params: float = Field(default=0.0, ge=0)
     """Parameters per data-parallel gradient bucket; the last bucket's reduction cannot overlap."""
+    priors: dict[str, float] = {}
+    """What a fitted constant is when no evidence covers it (the fitting procedure's fallback)."""
     gemm_half_gflop: float = Field(ge=0)
     hbm_efficiency: float = Field(gt=0, le=1)
     decode_hbm_efficiency: float = Field(gt=0, le=1)

@@ -56,6 +56,8 @@ class TrainingEntry(_Strict):
     sequence_parallel: bool | None = None
     """Default: on whenever tp > 1 (Megatron-LM and NeMo recipes)."""
     attention: Literal["flash", "unfused"] = "flash"
+    dp_overlap: bool = True
+    tp_overlap: bool = False
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     metric: Literal["tokens_per_s_per_gpu", "tokens_per_s", "step_time_s"]
     value: float = Field(gt=0)
@@ -149,7 +151,8 @@ def calibration_entries() -> list[TrainingEntry]:
     return [TrainingEntry(source=CALIBRATION_SOURCE, system=SYSTEM, model=c.model, gpus=c.gpus,
                           global_batch=c.global_batch, micro_batch=c.micro_batch, seq_len=SEQ_LEN, tp=c.tp, pp=c.pp,
                           interleave=c.interleave, zero=0, recompute=c.recompute,
-                          sequence_parallel=c.sequence_parallel, attention="unfused", metric="step_time_s",
+                          sequence_parallel=c.sequence_parallel, attention="unfused", dp_overlap=False,
+                          metric="step_time_s",
                           value=c.step_time_s, where=f"{c.model}, {c.recompute} recomputation")
             for c in CASES]
 
