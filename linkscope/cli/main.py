@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "linkscope.cli.check_cmd",
     "linkscope.cli.compare_cmd",
     "linkscope.cli.report_cmd",
+    "linkscope.cli.validate_cmd",
 ]
 
 
