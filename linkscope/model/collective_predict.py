@@ -11,6 +11,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
+from linkscope.model.accuracy import time_range
 from linkscope.model.collectives import bus_factor, candidates, collective_time
 from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
 
@@ -29,6 +30,8 @@ class CollectivePrediction:
     algbw: float
     busbw: float
     bottleneck: str
+    time_us_range: tuple[float, float] = (0.0, 0.0)
+    """p10..p90 of the time, from the leave-one-source-out errors of collective predictions."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -88,7 +91,8 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
         out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=nodes,
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
-                                        bottleneck=str(result.bottleneck[i])))
+                                        bottleneck=str(result.bottleneck[i]),
+                                        time_us_range=time_range(time_us, "collective")))
     return out
 
 
@@ -112,5 +116,6 @@ def predict_from_profile(profile: "Profile", op: str, sizes_bytes: list[int],  #
         out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=fit.nodes,
                                         algorithm=f"fit ({profile.backend})", protocol="",
                                         time_us=float(time_us), algbw=algbw, busbw=algbw * factor,
-                                        bottleneck=f"run {profile.run_id}"))
+                                        bottleneck=f"run {profile.run_id}",
+                                        time_us_range=time_range(float(time_us), "collective")))
     return out

@@ -18,6 +18,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
+from linkscope.model.accuracy import rate_range, time_range
 from linkscope.model.collectives import collective_time
 from linkscope.model.compute import compute_constants, gemm_time_s, peak_tflops
 from linkscope.model.layout import group_span
@@ -138,13 +139,18 @@ def best_batch_for_budget(est: InferEstimate, budget_tokens_per_s_per_user: floa
 def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[str, Any]:
     """The JSON of `predict infer` for batch index i."""
     step = float(est.decode_step_s[i])
+    per_token_s = float(est.cycle_s[i]) / job.output_tokens
+    per_gpu = float(est.tokens_per_s_per_gpu[i])
     return {
         "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "batch": int(est.batch[i]),
         "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
         "prefill_s": float(est.prefill_s[i]), "decode_step_s": step,
-        "time_per_output_token_s": float(est.cycle_s[i]) / job.output_tokens,
+        "time_per_output_token_s": per_token_s,
+        "time_per_output_token_s_range": list(time_range(per_token_s, "inference")),
         "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
-        "tokens_per_s_per_gpu": float(est.tokens_per_s_per_gpu[i]),
+        "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference")),
+        "tokens_per_s_per_gpu": per_gpu,
+        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference")),
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),

@@ -14,6 +14,7 @@ from linkscope.advise.launch import LaunchPlan
 from linkscope.advise.placement import DIMS, Placement
 from linkscope.advise.plan import PlanResult
 from linkscope.advise.train import TrainAdvice, TrainOption
+from linkscope.report.predict import range_text
 
 UNKNOWN = "[dim]unknown[/]"
 
@@ -89,17 +90,22 @@ def _table(title: str, columns: list[tuple[str, str]]) -> Table:
 def train_table(rows: list[TrainOption], title: str) -> Table:
     """Feasible options, one row each, in ranking order."""
     table = _table(title, [("#", "right"), ("offering", "left"), ("GPUs", "right"), ("layout", "left"),
-                           ("step", "right"), ("time", "right"), ("cost", "right"), ("MFU", "right"),
-                           ("bottleneck", "left")])
+                           ("step", "right"), ("time", "right"), ("p10..p90", "right"), ("cost", "right"),
+                           ("MFU", "right"), ("bottleneck", "left")])
     for i, r in enumerate(rows, 1):
         cost = money_text(r.cost_usd)
         if "price unconfirmed" in r.notes:
             cost += "?"
         mark = "*" if r.measured_profile else ""
         table.add_row(str(i), r.offering + mark, str(r.gpus), layout_text(r.parallelism),
-                      _seconds(r.step_time_s or 0.0), duration_text(r.time_to_train_s), cost,
-                      f"{(r.mfu or 0):.0%}", _short(r))
+                      _seconds(r.step_time_s or 0.0), duration_text(r.time_to_train_s),
+                      _spread(r.time_to_train_s, r.time_to_train_s_range), cost, f"{(r.mfu or 0):.0%}", _short(r))
     return table
+
+
+def _spread(value: float | None, span: list[float] | None) -> str:
+    """Time and cost share the same relative range: one column shows it for both."""
+    return range_text(value or 0.0, span or [])
 
 
 def _short(r: TrainOption) -> str:
@@ -163,7 +169,8 @@ def interconnect_table(c: InterconnectComparison) -> Table:
 def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
     """Feasible serving options by $/Mtok."""
     columns = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
-               ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right")]
+               ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right"),
+               ("p10..p90", "right")]
     if with_qps:
         columns += [("repl", "right"), ("nodes", "right"), ("$/h", "right")]
     table = _table(title, columns)
@@ -171,7 +178,8 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
         price = UNKNOWN if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:.2f}"
         layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "")
         cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
-                 f"{r.tokens_per_s_per_gpu:.0f}", price]
+                 f"{r.tokens_per_s_per_gpu:.0f}", price,
+                 _spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range)]
         if with_qps:
             cells += [str(r.replicas), str(r.nodes_needed), money_text(r.fleet_usd_per_hour)]
         table.add_row(*cells)
