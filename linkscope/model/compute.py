@@ -48,7 +48,9 @@ class ComputeConstants(BaseModel):
     grad_bytes: float = Field(gt=0)
     optimizer_bytes: float = Field(ge=0)
     optimizer_traffic_bytes: float = Field(ge=0)
-    reserved_memory_gib: float = Field(ge=0)
+    cuda_context_gib: float = Field(ge=0)
+    nccl_buffers_gib: float = Field(ge=0)
+    fragmentation_reserve: float = Field(ge=0, lt=1)
 
     def gemm_max(self, arch: str, precision: str) -> float:
         """Share of dense peak large GEMMs reach on `arch` in `precision` (fp16 counts as bf16); generations
@@ -101,6 +103,13 @@ def gemm_time_s(flops: np.ndarray, peak_tflops: float, c: ComputeConstants, top:
 def memory_time_s(nbytes: np.ndarray, gpu: GpuSpec, c: ComputeConstants) -> np.ndarray:
     """Time of element-wise kernels moving `nbytes` through HBM."""
     return np.asarray(nbytes, dtype=float) / (gpu.hbm_gb_per_s * 1e9 * c.hbm_efficiency)
+
+
+def usable_memory_gib(gpu: GpuSpec, c: ComputeConstants | None = None) -> float:
+    """GPU memory a job can fill: the capacity less the allocator's fragmentation reserve, the CUDA context
+    and workspaces, and NCCL's buffers."""
+    c = c or compute_constants()
+    return gpu.memory_gib * (1.0 - c.fragmentation_reserve) - c.cuda_context_gib - c.nccl_buffers_gib
 
 
 def peak_tflops(gpu: GpuSpec, precision: str) -> float:

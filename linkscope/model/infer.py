@@ -20,7 +20,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.accuracy import rate_range, time_range
 from linkscope.model.collectives import collective_time
-from linkscope.model.compute import compute_constants, gemm_time_s, peak_tflops
+from linkscope.model.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
 from linkscope.model.layout import group_span
 from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.model.transformer import ModelConfig
@@ -119,7 +119,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray) -> In
     cycle = batch * prefill + job.output_tokens * step
     memory = (_weights_bytes_per_gpu(job) + batch * (job.input_tokens + job.output_tokens)
               * _kv_bytes_per_token(job)) / 2**30
-    usable = system.node.gpu.memory_gib - compute_constants().reserved_memory_gib
+    usable = usable_memory_gib(system.node.gpu)
     gpus = job.tp * job.pp
     return InferEstimate(batch=batch, prefill_s=np.full_like(batch, prefill), decode_step_s=step,
                          tp_comm_prefill_s=np.full_like(batch, prefill_comm), tp_comm_decode_s=step_comm,

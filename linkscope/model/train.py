@@ -15,7 +15,8 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.collectives import collective_time
-from linkscope.model.compute import ComputeConstants, compute_constants, gemm_time_s, memory_time_s, peak_tflops
+from linkscope.model.compute import (ComputeConstants, compute_constants, gemm_time_s, memory_time_s, peak_tflops,
+                                     usable_memory_gib)
 from linkscope.model.layout import Layouts, group_span
 from linkscope.model.memory import memory_gib_per_gpu
 from linkscope.model.tiers import CommTiers, comm_tiers
@@ -285,7 +286,7 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     optimizer = _optimizer_s(ctx)
     step = m_count * stage_mb + bubble + dp + optimizer
     mem = memory_gib_per_gpu(job, system, lay)
-    usable = system.node.gpu.memory_gib - ctx.c.reserved_memory_gib
+    usable = usable_memory_gib(system.node.gpu, ctx.c)
     est = StepEstimate(step_time_s=step, compute_s=m_count * compute_mb, recompute_s=m_count * recompute_mb,
                        tp_comm_exposed_s=m_count * layers * (lt.fwd_tp + lt.bwd_tp),
                        cp_comm_exposed_s=m_count * layers * lt.cp, pp_comm_exposed_s=m_count * pp_mb,
