@@ -53,10 +53,27 @@ class ComputeConstants(BaseModel):
     fragmentation_reserve: float = Field(ge=0, lt=1)
 
     def gemm_max(self, arch: str, precision: str) -> float:
-        """Share of dense peak large GEMMs reach on `arch` in `precision` (fp16 counts as bf16); generations
-        the evidence set does not cover take the calibration set's (A100) share."""
-        key = f"{arch}:{'bf16' if precision == 'fp16' else precision}"
-        return self.gemm_efficiency_by_arch.get(key, self.gemm_efficiency_max)
+        """Share of dense peak large GEMMs reach on `arch` in `precision` (fp16 counts as bf16). Without
+        evidence for that pair: the same generation's other format, then the previous generation's (a newer
+        GPU is not assumed to reach more of its peak), then the calibration set's A100 share."""
+        fmt = "bf16" if precision == "fp16" else precision
+        for key in _fallback_keys(arch, fmt):
+            if key in self.gemm_efficiency_by_arch:
+                return self.gemm_efficiency_by_arch[key]
+        return self.gemm_efficiency_max
+
+
+GENERATIONS = ("ampere", "hopper", "blackwell")
+"""Datacenter GPU generations in order; the share fallback walks back along it."""
+
+
+def _fallback_keys(arch: str, fmt: str) -> list[str]:
+    other = "fp8" if fmt == "bf16" else "bf16"
+    keys = [f"{arch}:{fmt}", f"{arch}:{other}"]
+    if arch in GENERATIONS:
+        for prev in reversed(GENERATIONS[:GENERATIONS.index(arch)]):
+            keys += [f"{prev}:{fmt}", f"{prev}:{other}"]
+    return keys
 
 
 _OVERRIDES: list[ComputeConstants] = []
