@@ -92,7 +92,7 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
                                         bottleneck=str(result.bottleneck[i]),
-                                        time_us_range=time_range(time_us, "collective")))
+                                        time_us_range=time_range(time_us, "collectives")))
     return out
 
 
@@ -117,5 +117,5 @@ def predict_from_profile(profile: "Profile", op: str, sizes_bytes: list[int],  #
                                         algorithm=f"fit ({profile.backend})", protocol="",
                                         time_us=float(time_us), algbw=algbw, busbw=algbw * factor,
                                         bottleneck=f"run {profile.run_id}",
-                                        time_us_range=time_range(float(time_us), "collective")))
+                                        time_us_range=time_range(float(time_us), "collectives")))
     return out

@@ -19,7 +19,7 @@ from linkscope.hardware.loader import parse_yaml_text, read_data_text
 from linkscope.model.calibration_set import CASES, SEQ_LEN, SYSTEM
 
 EVIDENCE_FILE = Path(__file__).parent / "data" / "evidence.yaml"
-KINDS = ("training", "collective", "inference")
+KINDS = ("training", "collectives", "inference")
 CALIBRATION_SOURCE = "korthikanti-2022"
 
 
@@ -31,7 +31,7 @@ class Source(_Strict):
     """One publication."""
 
     id: str
-    kind: Literal["training", "collective", "inference"]
+    kind: Literal["training", "collectives", "inference"]
     citation: str
     url: str
     as_of: date
@@ -136,7 +136,7 @@ class EvidenceSet:
 
     def entries(self, kind: str) -> list[Entry]:
         """The entries of one kind."""
-        return {"training": self.training, "collective": self.collectives, "inference": self.inference}[kind]
+        return {"training": self.training, "collectives": self.collectives, "inference": self.inference}[kind]
 
 
 _CALIBRATION = Source(id=CALIBRATION_SOURCE, kind="training",

@@ -81,10 +81,10 @@ class Validation:
 
 
 def kind_of(entry: Entry) -> str:
-    """training, collective or inference."""
+    """training, collectives or inference."""
     if isinstance(entry, TrainingEntry):
         return "training"
-    return "collective" if isinstance(entry, CollectiveEntry) else "inference"
+    return "collectives" if isinstance(entry, CollectiveEntry) else "inference"
 
 
 def label_of(entry: Entry) -> str:
