@@ -2,9 +2,10 @@
 
 Serving is modelled as a steady cycle: each of the B sequences in flight is prefilled once (I tokens) and
 then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch, without
-overlap (a simple, non-chunked scheduler). A user's time per output token is the cycle over O: the decode
-step plus the B/O prefills of other users that stall the batch per step, which is what inter-token latency
-(ITL) measures under continuous batching; a GPU's throughput counts the prefill work of the cycle too. Decode reads all weights and the KV cache once per step (a
+overlap (a simple, non-chunked scheduler). A user's decode speed is one token per decode step
+(tokens/s/user = 1/step, what latency budgets are stated in); the time per output token is the cycle over O,
+the decode step plus the B/O prefills of other users that stall the batch per step, which is what
+inter-token latency (ITL) measures under continuous batching. A GPU's throughput counts the prefills too. Decode reads all weights and the KV cache once per step (a
 roofline against HBM) and issues two tensor-parallel all-reduces per layer; prefill is GEMM-bound and its
 all-reduces carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K prompt on 70B).
 """
@@ -123,7 +124,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray) -> In
     gpus = job.tp * job.pp
     return InferEstimate(batch=batch, prefill_s=np.full_like(batch, prefill), decode_step_s=step,
                          tp_comm_prefill_s=np.full_like(batch, prefill_comm), tp_comm_decode_s=step_comm,
-                         cycle_s=cycle, tokens_per_s_per_user=job.output_tokens / cycle,
+                         cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
                          tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
                          memory_gib_per_gpu=memory, fits=memory <= usable)
 
