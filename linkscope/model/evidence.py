@@ -136,7 +136,9 @@ class EvidenceSet:
 
     def entries(self, kind: str) -> list[Entry]:
         """The entries of one kind."""
-        return {"training": self.training, "collectives": self.collectives, "inference": self.inference}[kind]
+        by_kind: dict[str, list[Entry]] = {"training": list(self.training), "collectives": list(self.collectives),
+                                           "inference": list(self.inference)}
+        return by_kind[kind]
 
 
 _CALIBRATION = Source(id=CALIBRATION_SOURCE, kind="training",
@@ -150,7 +152,7 @@ def calibration_entries() -> list[TrainingEntry]:
     """The calibration set (linkscope.model.calibration_set) as evidence entries."""
     return [TrainingEntry(source=CALIBRATION_SOURCE, system=SYSTEM, model=c.model, gpus=c.gpus,
                           global_batch=c.global_batch, micro_batch=c.micro_batch, seq_len=SEQ_LEN, tp=c.tp, pp=c.pp,
-                          interleave=c.interleave, zero=0, recompute=c.recompute,
+                          interleave=c.interleave, zero=0, recompute=c.recompute,  # type: ignore[arg-type]
                           sequence_parallel=c.sequence_parallel, attention="unfused", dp_overlap=False,
                           metric="step_time_s",
                           value=c.step_time_s, where=f"{c.model}, {c.recompute} recomputation")
@@ -167,7 +169,8 @@ def load_evidence(path: Path = EVIDENCE_FILE) -> EvidenceSet:
         err = exc.errors()[0]
         raise DataError(str(path), err["msg"], field=".".join(map(str, err["loc"]))) from None
     known = {s.id for s in data.sources}
-    for entry in (*data.training, *data.collectives, *data.inference):
+    entries: list[Entry] = [*data.training, *data.collectives, *data.inference]
+    for entry in entries:
         if entry.source not in known:
             raise DataError(str(path), f"unknown source '{entry.source}'", field="source")
     return EvidenceSet(data)

@@ -7,7 +7,12 @@ import numpy as np
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.resolve import resolve_system
 from linkscope.model.collective_predict import predict_sizes
-from linkscope.model.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
+from linkscope.model.evidence import (
+    CollectiveEntry,
+    Entry,
+    InferenceEntry,
+    TrainingEntry,
+)
 from linkscope.model.infer import InferJob, estimate_inference
 from linkscope.model.layout import single_layout
 from linkscope.model.train import Job, estimate_steps

@@ -24,7 +24,13 @@ import numpy as np
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.resolve import resolve_system
 from linkscope.model.compute import ComputeConstants, constants_override
-from linkscope.model.evidence import CALIBRATION_SOURCE, Entry, EvidenceSet, InferenceEntry, TrainingEntry
+from linkscope.model.evidence import (
+    CALIBRATION_SOURCE,
+    Entry,
+    EvidenceSet,
+    InferenceEntry,
+    TrainingEntry,
+)
 from linkscope.model.evidence_predict import measured, predicted
 
 COARSE_SHARE = np.array([0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95])
@@ -46,6 +52,8 @@ def second_constant(entry: Entry) -> str | None:
     """The other fitted constant the entry depends on, if any."""
     if isinstance(entry, InferenceEntry):
         return "decode_hbm_efficiency" if entry.metric == "time_per_output_token_s" else None
+    if not isinstance(entry, TrainingEntry):
+        return None
     if entry.zero >= 3 and entry.gpus > entry.tp * entry.pp * entry.cp:
         return "zero3_overlap"
     if entry.tp_overlap and entry.tp > 1:
@@ -99,7 +107,8 @@ class PricedSet:
     def __init__(self, evidence: EvidenceSet, db: HardwareDB, base: ComputeConstants) -> None:
         self.base = base
         self.db = db
-        self.items = [self._price(e) for e in [*evidence.training, *evidence.inference]]
+        fitted_kinds: list[Entry] = [*evidence.training, *evidence.inference]
+        self.items = [self._price(e) for e in fitted_kinds]
 
     def _price(self, entry: Entry) -> _Priced:
         assert isinstance(entry, (TrainingEntry, InferenceEntry))

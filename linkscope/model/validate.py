@@ -8,14 +8,25 @@ of each kind are also what the prediction ranges (`*_range`) are made of.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from linkscope.hardware.loader import HardwareDB
-from linkscope.model.compute import ComputeConstants, constants_override, packaged_constants
-from linkscope.model.evidence import KINDS, Entry, EvidenceSet, TrainingEntry, CollectiveEntry
+from linkscope.model.compute import (
+    ComputeConstants,
+    constants_override,
+    packaged_constants,
+)
+from linkscope.model.evidence import (
+    KINDS,
+    CollectiveEntry,
+    Entry,
+    EvidenceSet,
+    TrainingEntry,
+)
 from linkscope.model.evidence_predict import measured, predicted
 from linkscope.model.fit import PricedSet, sources_of
 
@@ -117,12 +128,17 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
     loso = list(in_sample)
     for source in sources_of(entries):
         idx = [i for i, e in enumerate(entries) if e.source == source]
-        fold = priced.fit(keep=lambda e, s=source: e.source != s)
+        fold = priced.fit(keep=_leaving_out(source))
         for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold)):
             loso[i] = value
     results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q)
                for e, p, q in zip(entries, in_sample, loso)]
     return _summarise(results, evidence, constants)
+
+
+def _leaving_out(source: str) -> Callable[[Entry], bool]:
+    """A filter that keeps every entry but those of `source`."""
+    return lambda entry: entry.source != source
 
 
 def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: ComputeConstants) -> Validation:

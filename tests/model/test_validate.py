@@ -9,7 +9,12 @@ import pytest
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.model.compute import packaged_constants
-from linkscope.model.evidence import CALIBRATION_SOURCE, EVIDENCE_FILE, KINDS, load_evidence
+from linkscope.model.evidence import (
+    CALIBRATION_SOURCE,
+    EVIDENCE_FILE,
+    KINDS,
+    load_evidence,
+)
 from linkscope.model.fit import FINE_MIX, FINE_SHARE, PricedSet
 from linkscope.model.validate import Validation, range_quantiles, validate
 
