@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from linkscope.hardware.loader import HardwareDB
+from pathlib import Path
+
+from linkscope.hardware.loader import HardwareDB, load_system_file
 from linkscope.hardware.resolve import resolve_system
+from linkscope.hardware.system import System
 from linkscope.model.collective_predict import predict_sizes
 from linkscope.model.evidence import (
     CollectiveEntry,
@@ -19,9 +22,19 @@ from linkscope.model.train import Job, estimate_steps
 from linkscope.model.transformer import model_presets
 
 
+EVIDENCE_SYSTEMS = Path(__file__).parent / "data" / "evidence_systems"
+"""Clusters a source describes that no preset or offering matches (`evidence:NAME` in evidence.yaml)."""
+
+
+def evidence_system(spec: str, db: HardwareDB) -> System:
+    """A preset, an offering, or `evidence:NAME` (data/evidence_systems/NAME.yaml)."""
+    return resolve_system(spec, db, {"evidence": lambda name: load_system_file(EVIDENCE_SYSTEMS / f"{name}.yaml",
+                                                                               db)})
+
+
 def predicted_step_time_s(entry: TrainingEntry, db: HardwareDB) -> float:
     """Step time of the entry's exact layout (no search: the run's layout is known)."""
-    system = resolve_system(entry.system, db).with_gpus(entry.gpus)
+    system = evidence_system(entry.system, db).with_gpus(entry.gpus)
     job = Job(model=model_presets()[entry.model], global_batch=entry.global_batch, seq_len=entry.seq_len,
               precision=entry.precision, attention=entry.attention, dp_overlap=entry.dp_overlap,
               tp_overlap=entry.tp_overlap)
@@ -33,7 +46,7 @@ def predicted_step_time_s(entry: TrainingEntry, db: HardwareDB) -> float:
 
 def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
     """Time (us) or busbw (GB/s) of the entry's collective."""
-    system = resolve_system(entry.system, db)
+    system = evidence_system(entry.system, db)
     system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
     row = predict_sizes(system, entry.op, [entry.size_bytes], entry.gpus, entry.algo)[0]
     return row.time_us if entry.metric == "time_us" else row.busbw
@@ -41,7 +54,7 @@ def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
 
 def predicted_inference(entry: InferenceEntry, db: HardwareDB) -> float:
     """Time per output token at the entry's batch, or one prefill, in seconds."""
-    system = resolve_system(entry.system, db)
+    system = evidence_system(entry.system, db)
     job = InferJob(model=model_presets()[entry.model], tp=entry.tp, pp=entry.pp, input_tokens=entry.input_tokens,
                    output_tokens=entry.output_tokens, precision=entry.precision)
     est = estimate_inference(job, system, np.asarray([entry.batch]))

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from linkscope.hardware.loader import HardwareDB
-from linkscope.hardware.resolve import resolve_system
 from linkscope.model.compute import ComputeConstants, constants_override
 from linkscope.model.evidence import (
     CALIBRATION_SOURCE,
@@ -31,7 +30,7 @@ from linkscope.model.evidence import (
     InferenceEntry,
     TrainingEntry,
 )
-from linkscope.model.evidence_predict import measured, predicted
+from linkscope.model.evidence_predict import evidence_system, measured, predicted
 
 COARSE_SHARE = np.array([0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95])
 COARSE_MIX = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
@@ -45,7 +44,7 @@ OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap", "decode_hbm_efficiency")
 def gemm_key(entry: TrainingEntry | InferenceEntry, db: HardwareDB) -> str:
     """`arch:precision` whose GEMM share the entry's prediction depends on."""
     precision = "bf16" if entry.precision == "fp16" else entry.precision
-    return f"{resolve_system(entry.system, db).node.gpu.arch}:{precision}"
+    return f"{evidence_system(entry.system, db).node.gpu.arch}:{precision}"
 
 
 def second_constant(entry: Entry) -> str | None:
