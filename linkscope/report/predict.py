@@ -105,7 +105,8 @@ def scaling_table(points: list[ScalingPoint], title: str) -> Table:
     for p in points:
         par = p.parallelism
         layout = f"tp{par['tp']} pp{par['pp']} dp{par['dp']} cp{par['cp']}" if p.fits else "does not fit"
-        table.add_row(str(p.nodes), str(p.gpus), str(p.global_batch), _seconds(p.step_time_s),
+        step = f"{_seconds(p.step_time_s)} ({range_text(p.step_time_s, p.step_time_s_range)})"
+        table.add_row(str(p.nodes), str(p.gpus), str(p.global_batch), step,
                       f"{p.tokens_per_s:,.0f}", f"{p.speedup:.2f}", f"{p.gpu_speedup:.1f}", f"{p.efficiency:.1%}",
                       f"{p.mfu:.1%}", layout)
     return table
