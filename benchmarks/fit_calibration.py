@@ -1,15 +1,21 @@
-"""Fit the model's free compute constants on the calibration set alone, and print the best fit.
+"""The fitting procedure, rerun: the evidence fit (model/fit.py) and, with --calibration-only, the older fit
+of the HBM share and per-layer overhead on the calibration set alone.
 
-The fitted values are written by hand into linkscope/model/data/compute.yaml. Only the Korthikanti et al.
-2022 iteration times (linkscope.model.calibration_set) enter the fit: nothing else is tuned.
+The evidence fit prints the values compute.yaml carries (gemm shares per generation and format, ZeRO-3 and
+TP comm overlap, decode HBM share) and the content of accuracy.yaml (leave-one-source-out residual
+quantiles); both files are edited by hand from this output, and tests/model/test_validate.py checks that
+they agree with a fresh fit. Nothing outside the evidence set (model/data/evidence.yaml plus the
+calibration set) enters either fit.
 
     python benchmarks/fit_calibration.py
+    python benchmarks/fit_calibration.py --calibration-only
 """
 
 from __future__ import annotations
 
 import itertools
 import statistics
+import sys
 
 import numpy as np
 
@@ -31,27 +37,35 @@ GRID = {
 
 
 def errors_for(constants: compute.ComputeConstants, system) -> list[float]:  # type: ignore[no-untyped-def]
-    compute.compute_constants.cache_clear()
-    original = compute.compute_constants
-    compute.compute_constants = lambda: constants  # type: ignore[assignment]
-    import linkscope.model.train as train
-    train.compute_constants = compute.compute_constants  # type: ignore[attr-defined]
-    try:
-        out = []
+    out = []
+    with compute.constants_override(constants):
         for case in CASES:
             job = Job(model=model_presets()[case.model], global_batch=case.global_batch, seq_len=SEQ_LEN,
                       attention="unfused", dp_overlap=False)
             t = float(estimate_steps(job, system.with_gpus(case.gpus), case.layout()).step_time_s[0])
             out.append((t - case.step_time_s) / case.step_time_s)
-        return out
-    finally:
-        compute.compute_constants = original  # type: ignore[assignment]
-        train.compute_constants = original  # type: ignore[attr-defined]
+    return out
 
 
-def main() -> None:
+def evidence_fit() -> None:
+    """Fit on the whole evidence set; print compute.yaml's fitted values and accuracy.yaml's kinds."""
+    from linkscope.model.evidence import load_evidence
+    from linkscope.model.fit import PricedSet
+    from linkscope.model.validate import fitted_summary, range_quantiles, validate
+
+    db, evidence = load_db(include_user=False), load_evidence()
+    fitted = PricedSet(evidence, db, compute.packaged_constants()).fit()
+    print("compute.yaml (evidence fit):", fitted_summary(fitted))
+    result = validate(evidence, db, fitted)
+    print("accuracy.yaml kinds:", range_quantiles(result))
+    for kind, s in result.kinds.items():
+        print(f"  {kind:10s} n={s.n:3d} in-sample median {s.in_sample_median_pct:5.1f}%  "
+              f"LOSO median {s.loso_median_pct:5.1f}%  LOSO max {s.loso_max_pct:5.1f}%")
+
+
+def calibration_only_fit() -> None:
     system = load_db(include_user=False).systems[SYSTEM]
-    base = compute.compute_constants()
+    base = compute.packaged_constants()
     best = None
     for values in itertools.product(*GRID.values()):
         constants = base.model_copy(update=dict(zip(GRID, (float(v) for v in values))))
@@ -66,6 +80,13 @@ def main() -> None:
         print(f"  {case.model:14s} {case.recompute:9s} {err:+.1%}")
     abs_errs = [abs(e) for e in errs]
     print(f"median |error| {statistics.median(abs_errs):.2%}, max {max(abs_errs):.2%}")
+
+
+def main() -> None:
+    if "--calibration-only" in sys.argv[1:]:
+        calibration_only_fit()
+    else:
+        evidence_fit()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from linkscope.hardware.system import System
-from linkscope.model.compute import compute_constants
+from linkscope.model.compute import usable_memory_gib as gpu_usable_memory_gib
 from linkscope.model.layout import Layouts
 from linkscope.model.memory import memory_gib_per_gpu
 from linkscope.model.search import LayoutRequest, SearchResult, enumerate_layouts
@@ -76,7 +76,7 @@ class LayoutPool:
 
 def usable_memory_gib(system: System) -> float:
     """What a training job may use of one GPU's memory (the framework keeps the rest)."""
-    return system.node.gpu.memory_gib - compute_constants().reserved_memory_gib
+    return gpu_usable_memory_gib(system.node.gpu)
 
 
 def evaluate_node_type(pool: LayoutPool, system: System, node_counts: list[int], tiers: CommTiers) -> NodeTypeResult:

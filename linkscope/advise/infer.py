@@ -20,6 +20,7 @@ from linkscope.advise.bookable import multi_node_block
 from linkscope.advise.measured import measured_system
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
+from linkscope.model.accuracy import rate_range
 from linkscope.model.compute import PRECISIONS
 from linkscope.model.infer import InferEstimate, InferJob, best_batch_for_budget, estimate_inference, tp_options
 from linkscope.model.tiers import comm_tiers
@@ -71,7 +72,10 @@ class InferOption:
     batch: int | None = None
     tokens_per_s_per_user: float | None = None
     tokens_per_s_per_gpu: float | None = None
+    tokens_per_s_per_gpu_range: list[float] | None = None
+    """p10..p90 from the inference predictions' leave-one-source-out errors; ranking uses the central value."""
     usd_per_million_tokens: float | None = None
+    usd_per_million_tokens_range: list[float] | None = None
     memory_gib_per_gpu: float | None = None
     tp_allreduce_share_decode: float | None = None
     replicas: int | None = None
@@ -152,8 +156,11 @@ def _fill(option: InferOption, best: _Try, request: InferRequest, offering: Offe
     option.tokens_per_s_per_gpu = float(est.tokens_per_s_per_gpu[i])
     option.memory_gib_per_gpu = float(est.memory_gib_per_gpu[i])
     option.tp_allreduce_share_decode = float(est.tp_comm_decode_s[i] / est.decode_step_s[i])
+    option.tokens_per_s_per_gpu_range = list(rate_range(option.tokens_per_s_per_gpu, "inference"))
     if option.price_per_gpu_hour is not None:
         option.usd_per_million_tokens = option.price_per_gpu_hour / (option.tokens_per_s_per_gpu * 3600.0) * 1e6
+        option.usd_per_million_tokens_range = [option.price_per_gpu_hour / (rate * 3600.0) * 1e6
+                                               for rate in option.tokens_per_s_per_gpu_range[::-1]]
     if request.qps is not None:
         replica_tokens_per_s = option.tokens_per_s_per_gpu * option.gpus_per_replica
         option.replicas = math.ceil(request.qps * request.output_tokens / replica_tokens_per_s)

@@ -21,6 +21,7 @@ from linkscope.advise.measured import measured_system
 from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
+from linkscope.model.accuracy import time_range
 from linkscope.model.compute import PRECISIONS
 from linkscope.model.predict_train import TrainPrediction, summarize
 from linkscope.model.search import LayoutRequest
@@ -81,6 +82,9 @@ class TrainOption:
     tokens_per_s: float | None = None
     time_to_train_s: float | None = None
     cost_usd: float | None = None
+    time_to_train_s_range: list[float] | None = None
+    """p10..p90 from the training predictions' leave-one-source-out errors; ranking uses the central value."""
+    cost_usd_range: list[float] | None = None
     mfu: float | None = None
     memory_gib_per_gpu: float | None = None
     memory_gib_available: float | None = None
@@ -179,6 +183,9 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
     option.step_time_s, option.tokens_per_s = prediction.step_time_s, prediction.tokens_per_s
     option.time_to_train_s = time_s
     option.cost_usd = None if price is None else price * nodes * time_s / 3600.0
+    option.time_to_train_s_range = list(time_range(time_s, "training"))
+    if price is not None:
+        option.cost_usd_range = [price * nodes * t / 3600.0 for t in option.time_to_train_s_range]
     option.mfu, option.breakdown = prediction.mfu, prediction.breakdown
     option.memory_gib_per_gpu = prediction.memory_gib_per_gpu
     option.memory_gib_available = prediction.memory_gib_available

@@ -6,7 +6,7 @@ import typer
 
 from linkscope import __version__
 from linkscope.cli import (advise_cmd, bench_cmd, calibrate_cmd, catalog_cmd, check_cmd, compare_cmd, demo_cmd,
-                           plan_cmd, predict_cmd, probe_cmd, report_cmd, runs_cmd, systems_cmd)
+                           plan_cmd, predict_cmd, probe_cmd, report_cmd, runs_cmd, systems_cmd, validate_cmd)
 
 app = typer.Typer(
     name="linkscope",
@@ -35,7 +35,7 @@ def _root(
 # Each module defines `register(app)`; the order is the order of `linkscope --help`. No command module imports
 # torch at import time (bench imports it when it runs), so every command starts fast.
 COMMAND_MODULES = (systems_cmd, catalog_cmd, runs_cmd, probe_cmd, bench_cmd, predict_cmd, calibrate_cmd, demo_cmd,
-                   advise_cmd, plan_cmd, check_cmd, compare_cmd, report_cmd)
+                   advise_cmd, plan_cmd, check_cmd, compare_cmd, report_cmd, validate_cmd)
 for _module in COMMAND_MODULES:
     _module.register(app)
 

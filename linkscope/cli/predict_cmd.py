@@ -118,6 +118,9 @@ def train(
     dp_overlap: bool = typer.Option(True, "--dp-overlap/--no-dp-overlap",
                                     help="Overlap the data-parallel gradient reduction with the last backward "
                                          "pass (Megatron --overlap-grad-reduce)."),
+    tp_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
+                                    help="Overlap tensor-parallel collectives with their GEMMs (Megatron/NeMo "
+                                         "--tp-comm-overlap)."),
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -128,7 +131,8 @@ def train(
     resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     spec = load_model(model)
     job = _job(spec, global_batch, seq_len, precision,
-               attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
+               attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
+               tp_overlap=tp_overlap)
     req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                         cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                         micro_batch=auto_int(micro_batch, "--micro-batch"),

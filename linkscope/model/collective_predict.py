@@ -11,6 +11,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
+from linkscope.model.accuracy import time_range
 from linkscope.model.collectives import candidates, collective_time
 from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.results.busbw import algbw_gb_per_s, bus_factors
@@ -30,6 +31,8 @@ class CollectivePrediction:
     algbw: float
     busbw: float
     bottleneck: str
+    time_us_range: tuple[float, float] = (0.0, 0.0)
+    """p10..p90 of the time, from the leave-one-source-out errors of collective predictions."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -89,7 +92,8 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
         out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=nodes,
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
-                                        bottleneck=str(result.bottleneck[i])))
+                                        bottleneck=str(result.bottleneck[i]),
+                                        time_us_range=time_range(time_us, "collectives")))
     return out
 
 
@@ -113,5 +117,6 @@ def predict_from_profile(profile: Profile, op: str, sizes_bytes: list[int],  # n
         out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=fit.nodes,
                                         algorithm=f"fit ({profile.backend})", protocol="",
                                         time_us=float(time_us), algbw=algbw, busbw=algbw * factor,
-                                        bottleneck=f"run {profile.run_id}"))
+                                        bottleneck=f"run {profile.run_id}",
+                                        time_us_range=time_range(float(time_us), "collectives")))
     return out

@@ -2,10 +2,13 @@
 
 Serving is modelled as a steady cycle: each of the B sequences in flight is prefilled once (I tokens) and
 then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch, without
-overlap (a simple, non-chunked scheduler). A user sees one token per decode step (tokens/s/user = 1/TPOT);
-a GPU's throughput counts the prefill work of the cycle too. Decode reads all weights and the KV cache once per step (a
-roofline against HBM) and issues two tensor-parallel all-reduces per layer; prefill is GEMM-bound and its
-all-reduces carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K prompt on 70B).
+overlap (a simple, non-chunked scheduler). A user's decode speed is one token per decode step
+(tokens/s/user = 1/step, what latency budgets are stated in); the time per output token is the cycle over O,
+the decode step plus the B/O prefills of other users that stall the batch per step, which is what
+inter-token latency (ITL) measures under continuous batching. A GPU's throughput counts the prefills too.
+Decode reads all weights and the KV cache once per step (a roofline against HBM) and issues two tensor-parallel
+all-reduces per layer; prefill is GEMM-bound and its all-reduces carry every prompt token's hidden state
+(seed 001: ~20 GB per GPU for an 8K prompt on 70B).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
+from linkscope.model.accuracy import rate_range, time_range
 from linkscope.model.collectives import collective_time
-from linkscope.model.compute import compute_constants, gemm_time_s, peak_tflops
+from linkscope.model.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
 from linkscope.model.layout import group_span
 from linkscope.model.search import divisors
 from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
@@ -82,13 +86,14 @@ def _weights_bytes_per_gpu(job: InferJob) -> float:
 def _prefill(job: InferJob, system: System, tiers: CommTiers) -> tuple[float, float]:
     m, c = job.model, compute_constants()
     peak = peak_tflops(system.node.gpu, job.precision)
+    top = c.gemm_max(system.node.gpu.arch, job.precision)
     tokens = job.input_tokens
-    gemm = sum(gemm_time_s(np.asarray(2.0 * tokens * w / job.tp), peak, c)
+    gemm = sum(gemm_time_s(np.asarray(2.0 * tokens * w / job.tp), peak, c, top)
                for w in (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
                          *([m.hidden * m.ffn_hidden] * m.ffn_matrices))) * m.layers
     attention = 0.5 * 4.0 * tokens * tokens * m.hidden / job.tp * m.layers / (
         peak_tflops(system.node.gpu, "bf16") * 1e12 * c.flash_attention_efficiency)
-    logits = gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab / job.tp), peak, c)
+    logits = gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab / job.tp), peak, c, top)
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
     return float(gemm + attention + logits + comm), float(comm)
 
@@ -100,7 +105,7 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     streamed = (_weights_bytes_per_gpu(job) + batch * context * _kv_bytes_per_token(job)) * job.pp
     memory = streamed / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm_efficiency)
     flops = 2.0 * m.total_params() / job.tp * batch
-    compute = flops / (peak_tflops(gpu, job.precision) * 1e12 * c.gemm_efficiency_max)
+    compute = flops / (peak_tflops(gpu, job.precision) * 1e12 * c.gemm_max(gpu.arch, job.precision))
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
     return np.maximum(memory, compute) + comm, comm
 
@@ -119,7 +124,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray) -> In
     cycle = batch * prefill + job.output_tokens * step
     memory = (_weights_bytes_per_gpu(job) + batch * (job.input_tokens + job.output_tokens)
               * _kv_bytes_per_token(job)) / 2**30
-    usable = system.node.gpu.memory_gib - compute_constants().reserved_memory_gib
+    usable = usable_memory_gib(system.node.gpu)
     gpus = job.tp * job.pp
     return InferEstimate(batch=batch, prefill_s=np.full_like(batch, prefill), decode_step_s=step,
                          tp_comm_prefill_s=np.full_like(batch, prefill_comm), tp_comm_decode_s=step_comm,
@@ -139,13 +144,18 @@ def best_batch_for_budget(est: InferEstimate, budget_tokens_per_s_per_user: floa
 def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[str, Any]:
     """The JSON of `predict infer` for batch index i."""
     step = float(est.decode_step_s[i])
+    per_token_s = float(est.cycle_s[i]) / job.output_tokens
+    per_gpu = float(est.tokens_per_s_per_gpu[i])
     return {
         "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "batch": int(est.batch[i]),
         "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
         "prefill_s": float(est.prefill_s[i]), "decode_step_s": step,
-        "time_per_output_token_s": step,
+        "time_per_output_token_s": per_token_s,
+        "time_per_output_token_s_range": list(time_range(per_token_s, "inference")),
         "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
-        "tokens_per_s_per_gpu": float(est.tokens_per_s_per_gpu[i]),
+        "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference")),
+        "tokens_per_s_per_gpu": per_gpu,
+        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference")),
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),

@@ -14,7 +14,8 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.compute import compute_constants
+from linkscope.model.accuracy import rate_range, time_range
+from linkscope.model.compute import usable_memory_gib
 from linkscope.model.search import LayoutRequest, SearchResult, search
 from linkscope.model.tiers import CommTiers
 from linkscope.model.train import Job, StepEstimate
@@ -46,6 +47,9 @@ class TrainPrediction:
     bottleneck: str
     flags: list[str] = field(default_factory=list)
     layouts_evaluated: int = 1
+    step_time_s_range: list[float] = field(default_factory=list)
+    """p10..p90 of the step time, from the leave-one-source-out errors of training predictions."""
+    tokens_per_s_range: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -118,10 +122,11 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         seq_len=job.seq_len, precision=job.precision, step_time_s=step, tokens_per_s=float(est.tokens_per_s[i]),
         tflops_per_gpu=float(est.tflops_per_gpu[i]), mfu=float(est.mfu[i]),
         memory_gib_per_gpu=float(est.memory_gib_per_gpu[i]),
-        memory_gib_available=system.node.gpu.memory_gib - compute_constants().reserved_memory_gib,
+        memory_gib_available=usable_memory_gib(system.node.gpu),
         fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
         bottleneck=bottleneck_sentence(breakdown, step), flags=_flags(job, system, row, est, i),
-        layouts_evaluated=result.evaluated)
+        layouts_evaluated=result.evaluated, step_time_s_range=list(time_range(step, "training")),
+        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")))
 
 
 def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:

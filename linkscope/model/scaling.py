@@ -9,7 +9,7 @@ node count (perfect scaling up to the baseline is assumed, and said).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from linkscope.hardware.errors import UserError
@@ -37,6 +37,9 @@ class ScalingPoint:
     gpu_speedup: float = 0.0
     """Throughput relative to one GPU's share of a node (the seeds' 'speedup 62.3 on 64 GPUs')."""
     efficiency: float = 0.0
+    step_time_s_range: list[float] = field(default_factory=list)
+    """p10..p90 of the step time (training predictions' leave-one-source-out errors)."""
+    tokens_per_s_range: list[float] = field(default_factory=list)
 
 
 def node_counts(max_nodes: int) -> list[int]:
@@ -60,7 +63,8 @@ def _point(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None
     p = summarize(job, system, result)
     return ScalingPoint(nodes=system.nodes, gpus=system.gpus, global_batch=job.global_batch,
                         step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, mfu=p.mfu, fits=p.fits,
-                        parallelism=p.parallelism)
+                        parallelism=p.parallelism, step_time_s_range=p.step_time_s_range,
+                        tokens_per_s_range=p.tokens_per_s_range)
 
 
 def _fixed_layout(point: ScalingPoint) -> LayoutRequest:

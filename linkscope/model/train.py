@@ -15,7 +15,8 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.collectives import collective_time
-from linkscope.model.compute import ComputeConstants, compute_constants, gemm_time_s, memory_time_s, peak_tflops
+from linkscope.model.compute import (ComputeConstants, compute_constants, gemm_time_s, memory_time_s, peak_tflops,
+                                     usable_memory_gib)
 from linkscope.model.layout import Layouts, group_span
 from linkscope.model.memory import memory_gib_per_gpu
 from linkscope.model.tiers import CommTiers, comm_tiers
@@ -36,6 +37,8 @@ class Job:
     """`flash` (fused, causal half computed) or `unfused` (scores materialised, Megatron-LM 2022)."""
     dp_overlap: bool = True
     """Overlap the data-parallel gradient reduction with the last backward pass (Megatron --overlap-grad-reduce)."""
+    tp_overlap: bool = False
+    """Overlap tensor-parallel collectives with the GEMMs they feed (Megatron/NeMo --tp-comm-overlap)."""
 
 
 @dataclass
@@ -73,6 +76,10 @@ class _Ctx:
     def model(self) -> ModelConfig:
         return self.job.model
 
+    def gemm_top(self, precision: str) -> float:
+        """Large-GEMM share of peak on this GPU generation in `precision`."""
+        return self.c.gemm_max(self.system.node.gpu.arch, precision)
+
 
 def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
     per_node, nodes = group_span(ranks, stride, ctx.system.node.gpus)
@@ -85,7 +92,8 @@ def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
     peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
     shapes = [m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
               *([m.hidden * m.ffn_hidden] * (m.ffn_matrices - 1)), m.ffn_hidden * m.hidden]
-    return sum(gemm_time_s(2.0 * tok * w / tp, peak, ctx.c) for w in shapes)
+    top = ctx.gemm_top(ctx.job.precision)
+    return sum(gemm_time_s(2.0 * tok * w / tp, peak, ctx.c, top) for w in shapes)
 
 
 def _attention_s(ctx: _Ctx) -> np.ndarray:
@@ -96,7 +104,7 @@ def _attention_s(ctx: _Ctx) -> np.ndarray:
     if ctx.job.attention == "flash":
         # The fused kernel skips the masked half of a causal score matrix.
         return 0.5 * full_flops / (peak * 1e12 * ctx.c.flash_attention_efficiency)
-    return 2 * gemm_time_s(full_flops / 2, peak, ctx.c)
+    return 2 * gemm_time_s(full_flops / 2, peak, ctx.c, ctx.gemm_top("bf16"))
 
 
 def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
@@ -158,6 +166,10 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     fwd_compute = gemm + attn + fwd_mem + overhead
     bwd_compute = 2 * gemm + 2 * attn + bwd_mem + overhead
     fwd_tp, bwd_tp = _tp_comm_s(ctx, True), _tp_comm_s(ctx, False)
+    if ctx.job.tp_overlap:
+        # Userbuffers split each TP collective into chunks pipelined with the GEMM next to it.
+        fwd_tp = _overlapped(fwd_tp, gemm, ctx.c.tp_comm_overlap)
+        bwd_tp = _overlapped(bwd_tp, 2 * gemm, ctx.c.tp_comm_overlap)
     cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, 2 * attn, False)
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
@@ -170,7 +182,8 @@ def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward time of the output layer and the loss, which the last stage carries."""
     m = ctx.model
     peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
-    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c)
+    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c,
+                      ctx.gemm_top(ctx.job.precision))
     loss = memory_time_s(ctx.tokens * m.vocab / ctx.lay.tp * 4 * 3, ctx.system.node.gpu, ctx.c)
     return fwd + loss, 2 * fwd + loss
 
@@ -181,6 +194,16 @@ def _pp_comm_s(ctx: _Ctx) -> np.ndarray:
     size = ctx.tokens * ctx.model.hidden * BF16_BYTES / lay.tp
     stride = lay.tp * lay.cp * lay.dp
     return np.where(lay.pp > 1, _coll(ctx, "sendrecv", size, np.full_like(lay.pp, 2), stride), 0.0)
+
+
+def _pp_exposed_s(ctx: _Ctx, stage_busy_s: np.ndarray) -> np.ndarray:
+    """Send/recv per micro-batch on the critical path. Plain 1F1B waits for each transfer; the interleaved
+    schedule posts them while the next model chunk computes (Megatron overlap_p2p_comm), so only what
+    outlasts a chunk's compute shows."""
+    lay = ctx.lay
+    transfers = 2 * lay.v * _pp_comm_s(ctx)
+    chunk_s = stage_busy_s / lay.v
+    return np.where(lay.v > 1, np.maximum(transfers - 2 * lay.v * chunk_s, 0.0), transfers)
 
 
 def _stage_params(ctx: _Ctx) -> np.ndarray:
@@ -205,14 +228,21 @@ def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
 
 def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray) -> np.ndarray:
     """ZeRO-3 / FSDP gathers each layer's weights in forward and backward and reduce-scatters its gradients
-    every micro-batch, prefetching so that only what outlasts the layer's compute shows."""
+    every micro-batch, prefetching so that what outlasts the layer's compute shows, and the overlapped part
+    costs a share (1 - zero3_overlap) of itself: the gathers run on SMs and HBM the layer's kernels share."""
     lay, c, m = ctx.lay, ctx.c, ctx.model
     layer_params = m.layer_params() / lay.tp
     stride = lay.tp * lay.cp
     ag = _coll(ctx, "all_gather", layer_params * c.weight_bytes, lay.dp, stride)
     rs = _coll(ctx, "reduce_scatter", layer_params * c.grad_bytes, lay.dp, stride)
-    per_layer = np.maximum(ag - lt.fwd_compute, 0) + np.maximum(ag + rs - lt.bwd_compute, 0)
+    per_layer = _overlapped(ag, lt.fwd_compute, c.zero3_overlap) + _overlapped(ag + rs, lt.bwd_compute,
+                                                                               c.zero3_overlap)
     return np.where((lay.zero >= 3) & (lay.dp > 1), per_layer * layers * m_count, 0.0)
+
+
+def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np.ndarray:
+    """Exposed time of `comm_s` run beside `compute_s`: what outlasts the compute, plus the unhidden share."""
+    return np.maximum(comm_s - compute_s, 0.0) + (1.0 - overlap) * np.minimum(comm_s, compute_s)
 
 
 def _optimizer_s(ctx: _Ctx) -> np.ndarray:
@@ -225,10 +255,12 @@ def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.nd
                   stage_fwd: np.ndarray, stage_bwd: np.ndarray) -> np.ndarray:
     grads, gather = _dp_comm_s(ctx)
     if ctx.job.dp_overlap:
-        # Gradients of the last micro-batch are reduced bucket by bucket while its backward pass runs;
-        # the parameter all-gather of the distributed optimizer overlaps the next step's first forward.
-        grads = np.maximum(grads - stage_bwd, 0.0)
-        gather = np.maximum(gather - stage_fwd, 0.0)
+        # Gradients of the last micro-batch are reduced bucket by bucket while its backward pass runs, but
+        # the last bucket (the first layers' gradients) is only ready when backward ends: it always shows.
+        # The parameter all-gather of the distributed optimizer overlaps the next step's first forward.
+        last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_params(ctx), 1.0))
+        grads = np.maximum(grads - stage_bwd, grads * last_bucket)
+        gather = np.maximum(gather - stage_fwd, gather * last_bucket)
     classic = np.where(ctx.lay.zero >= 3, 0.0, grads + gather)
     return classic + _zero3_exposed_s(ctx, lt, layers, m_count)
 
@@ -245,7 +277,7 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     compute_mb = layers * (lt.fwd_compute + lt.bwd_compute) + logits_f + logits_b
     tp_mb = layers * (lt.fwd_tp + lt.bwd_tp + lt.cp)
     recompute_mb = layers * lt.recompute
-    pp_mb = 2 * lay.v * _pp_comm_s(ctx)
+    pp_mb = _pp_exposed_s(ctx, compute_mb + tp_mb + recompute_mb)
     stage_mb = compute_mb + tp_mb + recompute_mb + pp_mb
     bubble = (lay.pp - 1) / lay.v * stage_mb
     stage_fwd = layers * (lt.fwd_compute + lt.fwd_tp) + logits_f
@@ -254,7 +286,7 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     optimizer = _optimizer_s(ctx)
     step = m_count * stage_mb + bubble + dp + optimizer
     mem = memory_gib_per_gpu(job, system, lay)
-    usable = system.node.gpu.memory_gib - ctx.c.reserved_memory_gib
+    usable = usable_memory_gib(system.node.gpu, ctx.c)
     est = StepEstimate(step_time_s=step, compute_s=m_count * compute_mb, recompute_s=m_count * recompute_mb,
                        tp_comm_exposed_s=m_count * layers * (lt.fwd_tp + lt.bwd_tp),
                        cp_comm_exposed_s=m_count * layers * lt.cp, pp_comm_exposed_s=m_count * pp_mb,

@@ -14,6 +14,7 @@ from linkscope.advise.launch import LaunchPlan
 from linkscope.advise.placement import DIMS, Placement
 from linkscope.advise.plan import PlanResult
 from linkscope.advise.train import TrainAdvice, TrainOption
+from linkscope.report.predict import range_text
 
 UNKNOWN = "[dim]unknown[/]"
 
@@ -77,9 +78,9 @@ def layout_detail(par: dict[str, Any]) -> str:
               f"ZeRO-{par['zero']}" + (", sequence parallel" if par["sequence_parallel"] else ""))
 
 
-WIDE_COLUMNS = 100
-"""Below this terminal width the ranking tables drop the step time and bottleneck columns (the winner's
-paragraph still gives both) rather than fold every cell."""
+WIDE_COLUMNS = 120
+"""Below this terminal width the ranking tables drop the step time, MFU and bottleneck columns (the winner's
+paragraph still gives them) rather than fold every cell."""
 
 
 def _table(title: str, columns: list[tuple[str, str]]) -> Table:
@@ -96,7 +97,7 @@ def _table(title: str, columns: list[tuple[str, str]]) -> Table:
 def _narrow(columns: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
     if width >= WIDE_COLUMNS:
         return columns
-    return [c for c in columns if c[0] not in ("step", "bottleneck")]
+    return [c for c in columns if c[0] not in ("step", "bottleneck", "MFU")]
 
 
 def _cells(columns: list[tuple[str, str]], values: dict[str, str]) -> list[str]:
@@ -104,11 +105,11 @@ def _cells(columns: list[tuple[str, str]], values: dict[str, str]) -> list[str]:
 
 
 def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS) -> Table:
-    """Feasible options, one row each, in ranking order; narrower than `WIDE_COLUMNS`, without step and
+    """Feasible options, one row each, in ranking order; narrower than `WIDE_COLUMNS`, without step, MFU and
     bottleneck."""
     columns = _narrow([("#", "right"), ("offering", "left"), ("GPUs", "right"), ("layout", "left"),
-                       ("step", "right"), ("time", "right"), ("cost", "right"), ("MFU", "right"),
-                       ("bottleneck", "left")], width)
+                       ("step", "right"), ("time", "right"), ("p10..p90", "right"), ("cost", "right"),
+                       ("MFU", "right"), ("bottleneck", "left")], width)
     table = _table(title, columns)
     for i, r in enumerate(rows, 1):
         cost = money_text(r.cost_usd)
@@ -117,9 +118,15 @@ def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS) 
         mark = "*" if r.measured_profile else ""
         table.add_row(*_cells(columns, {
             "#": str(i), "offering": r.offering + mark, "GPUs": str(r.gpus), "layout": layout_text(r.parallelism),
-            "step": _seconds(r.step_time_s or 0.0), "time": duration_text(r.time_to_train_s), "cost": cost,
+            "step": _seconds(r.step_time_s or 0.0), "time": duration_text(r.time_to_train_s),
+            "p10..p90": _spread(r.time_to_train_s, r.time_to_train_s_range), "cost": cost,
             "MFU": f"{(r.mfu or 0):.0%}", "bottleneck": _short(r)}))
     return table
+
+
+def _spread(value: float | None, span: list[float] | None) -> str:
+    """Time and cost share the same relative range: one column shows it for both."""
+    return range_text(value or 0.0, span or [])
 
 
 def _short(r: TrainOption) -> str:
@@ -186,7 +193,8 @@ def interconnect_table(c: InterconnectComparison, width: int = WIDE_COLUMNS) -> 
 def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
     """Feasible serving options by $/Mtok."""
     columns = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
-               ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right")]
+               ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right"),
+               ("p10..p90", "right")]
     if with_qps:
         columns += [("repl", "right"), ("nodes", "right"), ("$/h", "right")]
     table = _table(title, columns)
@@ -194,7 +202,8 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
         price = UNKNOWN if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:.2f}"
         layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "")
         cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
-                 f"{r.tokens_per_s_per_gpu:.0f}", price]
+                 f"{r.tokens_per_s_per_gpu:.0f}", price,
+                 _spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range)]
         if with_qps:
             cells += [str(r.replicas), str(r.nodes_needed), money_text(r.fleet_usd_per_hour)]
         table.add_row(*cells)

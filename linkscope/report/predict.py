@@ -21,15 +21,23 @@ def human_bytes(nbytes: float) -> str:
     return f"{value:g}"
 
 
+def range_text(value: float, span: tuple[float, float] | list[float]) -> str:
+    """A p10..p90 range as percentages of the central value: `-10%/+47%`."""
+    if not span or value <= 0:
+        return ""
+    lo, hi = span
+    return f"{lo / value - 1:+.0%}/{hi / value - 1:+.0%}"
+
+
 def collective_table(rows: list[CollectivePrediction], title: str) -> Table:
-    """One row per size, nccl-tests' columns plus the algorithm and protocol (NCCL's log calls them algo and
-    proto) and what limits it; short headers keep the table whole at 80 columns."""
+    """One row per size, nccl-tests' columns plus the time's p10..p90 range, the algorithm and protocol (NCCL's
+    log calls them algo and proto) and what limits it; short headers keep the table whole at 80 columns."""
     table = Table(title=title, header_style="bold")
-    for name in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "proto", "limit"):
-        table.add_column(name, justify="right" if "(" in name or name == "size" else "left")
+    for name in ("size", "time (us)", "range", "algbw (GB/s)", "busbw (GB/s)", "algo", "proto", "limit"):
+        table.add_column(name, justify="right" if "(" in name or name in ("size", "range") else "left")
     for r in rows:
-        table.add_row(human_bytes(r.bytes), f"{r.time_us:,.2f}", f"{r.algbw:.2f}", f"{r.busbw:.2f}", r.algorithm,
-                      r.protocol, r.bottleneck)
+        table.add_row(human_bytes(r.bytes), f"{r.time_us:,.2f}", range_text(r.time_us, r.time_us_range),
+                      f"{r.algbw:.2f}", f"{r.busbw:.2f}", r.algorithm, r.protocol, r.bottleneck)
     return table
 
 
@@ -48,7 +56,8 @@ def train_table(p: TrainPrediction) -> Table:
               f"micro-batch {par['micro_batch']}  recompute {par['recompute']}  zero {par['zero']}"
               f"{'  +SP' if par['sequence_parallel'] else ''}")
     rows = [("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),
-            ("step time", _seconds(p.step_time_s)), ("tokens/s", f"{p.tokens_per_s:,.0f}"),
+            ("step time", f"{_seconds(p.step_time_s)} ({range_text(p.step_time_s, p.step_time_s_range)}, p10..p90)"),
+            ("tokens/s", f"{p.tokens_per_s:,.0f} ({range_text(p.tokens_per_s, p.tokens_per_s_range)})"),
             ("TFLOPS per GPU", f"{p.tflops_per_gpu:.1f}"), ("MFU", f"{p.mfu:.1%}"),
             ("memory per GPU", f"{p.memory_gib_per_gpu:.1f} GiB of {p.memory_gib_available:g} "
                                f"({'fits' if p.fits else 'DOES NOT FIT'})"),
@@ -71,10 +80,14 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     table.add_column("what", style="bold")
     table.add_column("value")
     rows = [("prefill (one sequence)", _seconds(data["prefill_s"])),
-            ("decode step (time per output token)", _seconds(data["decode_step_s"])),
-            ("tokens/s per user", f"{data['tokens_per_s_per_user']:.1f}"
+            ("decode step", _seconds(data["decode_step_s"])),
+            ("time per output token", f"{_seconds(data['time_per_output_token_s'])} (with other users' prefills)"),
+            ("tokens/s per user", f"{data['tokens_per_s_per_user']:.1f} "
+                                  f"({range_text(data['tokens_per_s_per_user'], data['tokens_per_s_per_user_range'])})"
                                   + (f" (budget {budget:g})" if budget else "")),
-            ("tokens/s per GPU", f"{data['tokens_per_s_per_gpu']:.1f}"),
+            ("tokens/s per GPU", f"{data['tokens_per_s_per_gpu']:.1f} "
+                                 f"({range_text(data['tokens_per_s_per_gpu'], data['tokens_per_s_per_gpu_range'])}, "
+                                 "p10..p90)"),
             ("TP all-reduce share of prefill", f"{data['tp_allreduce_share_prefill']:.0%}"),
             ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
             ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})")]
@@ -92,7 +105,8 @@ def scaling_table(points: list[ScalingPoint], title: str) -> Table:
     for p in points:
         par = p.parallelism
         layout = f"tp{par['tp']} pp{par['pp']} dp{par['dp']} cp{par['cp']}" if p.fits else "does not fit"
-        table.add_row(str(p.nodes), str(p.gpus), str(p.global_batch), _seconds(p.step_time_s),
+        step = f"{_seconds(p.step_time_s)} ({range_text(p.step_time_s, p.step_time_s_range)})"
+        table.add_row(str(p.nodes), str(p.gpus), str(p.global_batch), step,
                       f"{p.tokens_per_s:,.0f}", f"{p.speedup:.2f}", f"{p.gpu_speedup:.1f}", f"{p.efficiency:.1%}",
                       f"{p.mfu:.1%}", layout)
     return table

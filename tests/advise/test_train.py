@@ -105,7 +105,7 @@ def test_a_deadline_moves_the_choice_to_more_gpus(db: HardwareDB) -> None:
     offerings = _offerings(db, ["gcp/a2-highgpu-8g"])
     gpus = GpuRequest(None, 8, 128)
     free = advise_train(_request(gpus, model="llama2-13b"), offerings).rows[0]
-    deadline_s = (free.time_to_train_s or 0.0) / 3
+    deadline_s = (free.time_to_train_s or 0.0) / 2.5
     rushed = advise_train(_request(gpus, limits=Limits(deadline_s=deadline_s), model="llama2-13b"), offerings).rows[0]
     assert rushed.feasible and (rushed.gpus or 0) > (free.gpus or 0)
     assert (rushed.time_to_train_s or 0.0) <= deadline_s
@@ -161,3 +161,12 @@ def test_a_saved_profile_replaces_the_catalog_figures(db: HardwareDB, tmp_path: 
     assert after.measured_profile == "p5-measured"
     assert "uses measured figures from profile p5-measured" in after.notes
     assert (after.step_time_s or 0.0) > (before.step_time_s or 0.0)
+
+
+def test_options_carry_time_and_cost_ranges_and_rank_by_the_central_value(db: HardwareDB) -> None:
+    advice = advise_train(_request(GpuRequest(gpus=8)), _offerings(db, ["aws/p5.48xlarge"]))
+    option = advice.rows[0]
+    assert option.feasible and option.time_to_train_s_range and option.cost_usd_range
+    lo, hi = option.time_to_train_s_range
+    assert lo < (option.time_to_train_s or 0.0) < hi
+    assert option.cost_usd_range[0] < (option.cost_usd or 0.0) < option.cost_usd_range[1]

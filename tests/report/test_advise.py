@@ -49,7 +49,8 @@ def test_an_unconfirmed_price_is_marked_by_its_flag_not_its_note() -> None:
 def test_the_ranking_stays_whole_at_80_columns() -> None:
     wide = _render(train_table([_option(False)], "t", WIDE_COLUMNS), WIDE_COLUMNS)
     narrow = _render(train_table([_option(False)], "t", 80), 80)
-    assert "bottleneck" in wide and "bottleneck" not in narrow and "step" not in narrow
+    assert "bottleneck" in wide and "MFU" in wide
+    assert "bottleneck" not in narrow and "step" not in narrow and "MFU" not in narrow
     assert "tp8 pp2 dp4 v3" in narrow and "lambda/gpu_8x_h100_sxm5" in narrow
     assert all(len(line) <= 80 for line in narrow.splitlines())
 

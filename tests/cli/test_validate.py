@@ -1,0 +1,28 @@
+"""`linkscope validate` on the command line: the JSON contract and the table."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.helpers import run_cli
+
+
+def test_validate_json_has_kinds_and_sources() -> None:
+    result = run_cli("validate", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert set(data["kinds"]) == {"training", "collectives", "inference"}
+    for summary in data["kinds"].values():
+        assert set(summary) == {"n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct"}
+        assert summary["n"] >= 1 and summary["loso_max_pct"] >= summary["loso_median_pct"]
+    sources = {s["source"]: s for s in data["sources"]}
+    assert sources["korthikanti-2022"]["kind"] == "training" and sources["korthikanti-2022"]["n"] == 8
+    assert all({"kind", "n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct"} <= set(s)
+               for s in data["sources"])
+    assert "entries" not in data
+
+
+def test_validate_table_and_entries() -> None:
+    result = run_cli("validate", "--entries")
+    assert result.exit_code == 0
+    assert "LOSO median" in result.stdout and "Per entry" in result.stdout
