@@ -220,7 +220,7 @@ def scaling(
         mode = "strong" if strong else "weak"
         title = (f"{spec.id} on {system} ({mode} scaling, global batch {job.global_batch} x seq len {job.seq_len} "
                  f"at {nodes} node{'s' if nodes > 1 else ''})")
-        console.print(scaling_table(points, title))
+        console.print(scaling_table(points, title, console.width))
         console.print(note)
 
 

@@ -14,7 +14,7 @@ from linkscope.advise.launch import LaunchPlan
 from linkscope.advise.placement import DIMS, Placement
 from linkscope.advise.plan import PlanResult
 from linkscope.advise.train import TrainAdvice, TrainOption
-from linkscope.report.predict import range_text
+from linkscope.report.predict import link_text, range_text
 
 UNKNOWN = "[dim]unknown[/]"
 
@@ -242,14 +242,9 @@ def groups_table(result: PlanResult) -> Table:
         a, b = result.cost.dims[dim], result.baseline_cost.dims[dim]
         if a.ranks <= 1:
             continue
-        table.add_row(dim.upper(), str(a.ranks), str(a.nodes), _link(a.limit), _seconds(a.time_s), str(b.nodes),
-                      _link(b.limit), _seconds(b.time_s))
+        table.add_row(dim.upper(), str(a.ranks), str(a.nodes), link_text(a.limit), _seconds(a.time_s), str(b.nodes),
+                      link_text(b.limit), _seconds(b.time_s))
     return table
-
-
-def _link(limit: str) -> str:
-    """`network (infiniband)` -> `infiniband`: the fabric names the network well enough in a narrow column."""
-    return limit.removeprefix("network (").removesuffix(")") if limit.startswith("network (") else limit
 
 
 def _seconds(value: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from linkscope.model.collective_predict import CollectivePrediction
@@ -29,15 +30,22 @@ def range_text(value: float, span: tuple[float, float] | list[float]) -> str:
     return f"{lo / value - 1:+.0%}/{hi / value - 1:+.0%}"
 
 
+def link_text(limit: str) -> str:
+    """`network (infiniband)` -> `infiniband`: the fabric names the network well enough in a narrow column."""
+    return limit.removeprefix("network (").removesuffix(")") if limit.startswith("network (") else limit
+
+
 def collective_table(rows: list[CollectivePrediction], title: str) -> Table:
     """One row per size, nccl-tests' columns plus the time's p10..p90 range, the algorithm and protocol (NCCL's
     log calls them algo and proto) and what limits it; short headers keep the table whole at 80 columns."""
-    table = Table(title=title, header_style="bold")
-    for name in ("size", "time (us)", "range", "algbw (GB/s)", "busbw (GB/s)", "algo", "proto", "limit"):
-        table.add_column(name, justify="right" if "(" in name or name in ("size", "range") else "left")
+    table = _compact_table(title)
+    for name in ("size", "time\n(us)", "range", "algbw\n(GB/s)", "busbw\n(GB/s)", "algo", "proto", "limit"):
+        # Cells stay whole (a folded number misreads); two-line headers leave them the room.
+        table.add_column(name, justify="right" if "(" in name or name in ("size", "range") else "left",
+                         no_wrap=True)
     for r in rows:
         table.add_row(human_bytes(r.bytes), f"{r.time_us:,.2f}", range_text(r.time_us, r.time_us_range),
-                      f"{r.algbw:.2f}", f"{r.busbw:.2f}", r.algorithm, r.protocol, r.bottleneck)
+                      f"{r.algbw:.2f}", f"{r.busbw:.2f}", r.algorithm, r.protocol, link_text(r.bottleneck))
     return table
 
 
@@ -96,17 +104,32 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     return table
 
 
-def scaling_table(points: list[ScalingPoint], title: str) -> Table:
-    """Speedup and efficiency per node count."""
-    table = Table(title=title, header_style="bold")
-    for name in ("nodes", "GPUs", "global batch", "step time", "tokens/s", "speedup", "GPU speedup", "efficiency",
-                 "MFU", "layout"):
-        table.add_column(name, justify="left" if name == "layout" else "right")
+def _compact_table(title: str) -> Table:
+    """No vertical rules and one space between columns: wide numeric tables stay whole at 80 columns."""
+    return Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                 padding=(0, 0, 0, 1))
+
+
+SCALING_WIDE_COLUMNS = 100
+"""Below this terminal width the scaling table leaves out GPU speedup and MFU (--json has them)."""
+
+
+def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_WIDE_COLUMNS) -> Table:
+    """Speedup and efficiency per node count; the layout leaves out dimensions of size 1."""
+    table = _compact_table(title)
+    names = ["nodes", "GPUs", "global\nbatch", "step\ntime", "range", "tokens/s", "speedup", "GPU\nspeedup",
+             "effi-\nciency", "MFU", "layout"]
+    if width < SCALING_WIDE_COLUMNS:
+        names = [n for n in names if n not in ("GPU\nspeedup", "MFU")]
+    for name in names:
+        table.add_column(name, justify="left" if name == "layout" else "right", no_wrap=True)
     for p in points:
         par = p.parallelism
-        layout = f"tp{par['tp']} pp{par['pp']} dp{par['dp']} cp{par['cp']}" if p.fits else "does not fit"
-        step = f"{_seconds(p.step_time_s)} ({range_text(p.step_time_s, p.step_time_s_range)})"
-        table.add_row(str(p.nodes), str(p.gpus), str(p.global_batch), step,
-                      f"{p.tokens_per_s:,.0f}", f"{p.speedup:.2f}", f"{p.gpu_speedup:.1f}", f"{p.efficiency:.1%}",
-                      f"{p.mfu:.1%}", layout)
+        dims = [f"{d}{par[d]}" for d in ("tp", "pp", "dp", "cp") if par[d] > 1 or d == "dp"]
+        cells = {"nodes": str(p.nodes), "GPUs": str(p.gpus), "global\nbatch": str(p.global_batch),
+                 "step\ntime": _seconds(p.step_time_s), "range": range_text(p.step_time_s, p.step_time_s_range),
+                 "tokens/s": f"{p.tokens_per_s:,.0f}", "speedup": f"{p.speedup:.2f}",
+                 "GPU\nspeedup": f"{p.gpu_speedup:.1f}", "effi-\nciency": f"{p.efficiency:.1%}",
+                 "MFU": f"{p.mfu:.1%}", "layout": " ".join(dims) if p.fits else "too large"}
+        table.add_row(*(cells[n] for n in names))
     return table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.table import Table
 
 from linkscope.model.validate import Validation
@@ -21,9 +22,10 @@ def kinds_table(v: Validation) -> Table:
 
 def sources_table(v: Validation) -> Table:
     """The same errors per source."""
-    table = Table(title="Per source", header_style="bold")
+    # Source ids are what `--entries` and evidence.yaml name: kept whole, the headers wrap instead.
+    table = Table(title="Per source", header_style="bold", box=box.SIMPLE_HEAD)
     for name in ("source", "kind", "entries", "in-sample median", "LOSO median", "LOSO max"):
-        table.add_column(name, justify="left" if name in ("source", "kind") else "right")
+        table.add_column(name, justify="left" if name in ("source", "kind") else "right", no_wrap=name == "source")
     for s in v.sources:
         table.add_row(s["source"], s["kind"], str(s["n"]), f"{s['in_sample_median_pct']:.1f}%",
                       f"{s['loso_median_pct']:.1f}%", f"{s['loso_max_pct']:.1f}%")
