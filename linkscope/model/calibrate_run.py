@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.serialize import system_from_dict
+from linkscope.hardware.system import System
 from linkscope.model.calibrate import OpFit, fit_rows
 from linkscope.model.profiles import Profile, new_profile, save_profile
 from linkscope.results.store import ResultStore
@@ -24,7 +25,7 @@ class CalibrationReport:
         return {op: (fit.median_error, fit.max_error) for op, fit in self.profile.fits.items()}
 
 
-def _system(info_system: dict | None, db: HardwareDB):  # type: ignore[no-untyped-def]
+def _system(info_system: dict | None, db: HardwareDB) -> System | None:
     if not info_system:
         return None
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from linkscope.model.accuracy import time_range
 from linkscope.model.collectives import candidates, collective_time
 from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.results.busbw import algbw_gb_per_s, bus_factors
+
+if TYPE_CHECKING:  # profiles imports this module's predictions; a profile is only annotated here
+    from linkscope.model.profiles import Profile
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ def warn(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def predict_from_profile(profile: Profile, op: str, sizes_bytes: list[int],  # noqa: F821
+def predict_from_profile(profile: Profile, op: str, sizes_bytes: list[int],
                          gpus: int | None = None) -> list[CollectivePrediction]:
     """Predict with a calibrated profile's fitted curve (the rank count it was measured at by default)."""
     fit = profile.fit(op)

@@ -54,7 +54,7 @@ def _shape(size_bytes: object, ranks: object, nodes: object, labels: bool = True
     return _Shape(size=size, n=n, nn=nn, ppn=n / nn, labels=labels)
 
 
-def _label(s: _Shape, condition: np.ndarray, yes: object, no: object) -> np.ndarray:
+def _label(s: _Shape, condition: np.ndarray, yes: str | np.ndarray, no: str | np.ndarray) -> np.ndarray:
     """np.where on names, skipped (an empty array) when the caller wants times only."""
     return np.where(condition, yes, no) if s.labels else np.empty(0)
 
@@ -75,7 +75,7 @@ def _tier_bw(t: CommTiers, s: _Shape) -> tuple[np.ndarray, np.ndarray]:
     inter = np.where(s.nn > 1, t.inter_bw(s.ppn), INF)
     if not s.labels:
         return np.minimum(intra, inter), np.empty(0)
-    intra_name = "nvlink" if t.intra_hw == "nvlink" else "pcie"
+    intra_name: str | np.ndarray = "nvlink" if t.intra_hw == "nvlink" else "pcie"
     if t.intra_hw == "pci":
         socket_bound = (s.ppn > t.gpus_per_node / t.cpu_sockets) & (t.inter_socket_bw_gb_per_s < t.pcie_bw_gb_per_s)
         intra_name = np.where(socket_bound, "inter-socket", "pcie")
@@ -303,4 +303,4 @@ def collective_time(op: str, tiers: CommTiers, size_bytes: object, ranks: object
     time = np.take_along_axis(stack, idx[None], 0)[0]
     names = np.asarray([c.algorithm for c in cands])[idx]
     return Candidate(algorithm=names, time_us=np.where(np.broadcast_to(n, time.shape) <= 1, 0.0, time),
-                     protocol=pick("protocol"), bottleneck=pick("bottleneck"))  # type: ignore[arg-type]
+                     protocol=pick("protocol"), bottleneck=pick("bottleneck"))

@@ -119,7 +119,7 @@ def gemm_time_s(flops: np.ndarray, peak_tflops: float, c: ComputeConstants, top:
     return flops / (peak_tflops * 1e12 * gemm_efficiency(gflop, c, top))
 
 
-def memory_time_s(nbytes: np.ndarray, gpu: GpuSpec, c: ComputeConstants) -> np.ndarray:
+def memory_time_s(nbytes: np.ndarray | float, gpu: GpuSpec, c: ComputeConstants) -> np.ndarray:
     """Time of element-wise kernels moving `nbytes` through HBM."""
     return np.asarray(nbytes, dtype=float) / (gpu.hbm_gb_per_s * 1e9 * c.hbm_efficiency)
 

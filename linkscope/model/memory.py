@@ -8,16 +8,21 @@ does; sequence parallelism splits everything. Unfused attention adds 5 a s bytes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.compute import compute_constants
 from linkscope.model.layout import Layouts
 
+if TYPE_CHECKING:  # train imports this module to size each layout; the Job it passes is only annotated here
+    from linkscope.model.train import Job
+
 GIB = float(1 << 30)
 
 
-def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:  # noqa: F821
+def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     """Stored activations of one layer for one token on one GPU."""
     m = job.model
     ffn_terms = (6 if m.gated_mlp else 4) * m.ffn_hidden
@@ -29,7 +34,7 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:  # noqa: F
     return per_token + np.where(selective_or_full, 0.0, scores)
 
 
-def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np.ndarray:  # noqa: F821
+def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np.ndarray:
     m = job.model
     tokens = lay.mb * job.seq_len / lay.cp
     layers = np.ceil(m.layers / lay.pp)
@@ -45,12 +50,12 @@ def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np
     return stored + working
 
 
-def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:  # noqa: F821
+def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
     tokens = lay.mb * job.seq_len / lay.cp
     return tokens * job.model.vocab / lay.tp * 4.0
 
 
-def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:  # noqa: F821
+def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     m, c = job.model, compute_constants()
     params = (np.ceil(m.layers / lay.pp) * m.layer_params() + m.embedding_params()) / lay.tp
     weights = params * c.weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
@@ -59,7 +64,7 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:  # noqa: F821
     return weights + grads + optimizer
 
 
-def memory_gib_per_gpu(job: Job, system: System, lay: Layouts) -> np.ndarray:  # noqa: F821
+def memory_gib_per_gpu(job: Job, system: System, lay: Layouts) -> np.ndarray:
     """Peak memory of the busiest GPU (first or last pipeline stage), GiB."""
     per_token = activation_bytes_per_token(job, lay)
     total = _state_bytes(job, lay) + _in_flight_layers_bytes(job, lay, per_token) + _logits_bytes(job, lay)

@@ -93,7 +93,10 @@ def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
     shapes = [m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
               *([m.hidden * m.ffn_hidden] * (m.ffn_matrices - 1)), m.ffn_hidden * m.hidden]
     top = ctx.gemm_top(ctx.job.precision)
-    return sum(gemm_time_s(2.0 * tok * w / tp, peak, ctx.c, top) for w in shapes)
+    total = np.zeros(np.shape(tok))
+    for w in shapes:
+        total = total + gemm_time_s(2.0 * tok * w / tp, peak, ctx.c, top)
+    return total
 
 
 def _attention_s(ctx: _Ctx) -> np.ndarray:

@@ -63,7 +63,8 @@ def train_table(p: TrainPrediction) -> Table:
     layout = (f"tp {par['tp']}  pp {par['pp']}  dp {par['dp']}  cp {par['cp']}  interleave {par['interleave']}  "
               f"micro-batch {par['micro_batch']}  recompute {par['recompute']}  zero {par['zero']}"
               f"{'  +SP' if par['sequence_parallel'] else ''}")
-    rows = [("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),
+    rows: list[tuple[str, str]] = [
+            ("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),
             ("step time", f"{_seconds(p.step_time_s)} ({range_text(p.step_time_s, p.step_time_s_range)}, p10..p90)"),
             ("tokens/s", f"{p.tokens_per_s:,.0f} ({range_text(p.tokens_per_s, p.tokens_per_s_range)})"),
             ("TFLOPS per GPU", f"{p.tflops_per_gpu:.1f}"), ("MFU", f"{p.mfu:.1%}"),
@@ -76,8 +77,8 @@ def train_table(p: TrainPrediction) -> Table:
                                                                             f"({value / p.step_time_s:.0%})"))
     for flag in p.flags:
         rows.append(("[yellow]warning[/]", flag))
-    for what, value in rows:
-        table.add_row(what, value)
+    for what, text in rows:
+        table.add_row(what, text)
     return table
 
 
