@@ -11,9 +11,9 @@ from __future__ import annotations
 import statistics
 
 from linkscope.hardware.loader import load_db
-from linkscope.model.calibration_set import CASES, SEQ_LEN, SYSTEM
-from linkscope.model.train import Job, estimate_steps
-from linkscope.model.transformer import model_presets
+from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
+from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.transformer import model_presets
 
 
 def predict_case(case, system) -> float:  # type: ignore[no-untyped-def]

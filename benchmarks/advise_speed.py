@@ -22,9 +22,9 @@ from linkscope.advise.inputs import default_global_batch
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.model.search import LayoutRequest, search
-from linkscope.model.tiers import comm_tiers
-from linkscope.model.transformer import load_model
+from linkscope.model.step.search import LayoutRequest, search
+from linkscope.model.comm.tiers import comm_tiers
+from linkscope.model.step.transformer import load_model
 
 BUDGET_S = 5.0
 BIG = ("megatron-1t", 3e11, GpuRequest(None, 8, 4096))

@@ -1,4 +1,4 @@
-"""The fitting procedure, rerun: the evidence fit (model/fit.py) and, with --calibration-only, the older fit
+"""The fitting procedure, rerun: the evidence fit (model/fidelity/fit.py) and, with --calibration-only, the older fit
 of the HBM share and per-layer overhead on the calibration set alone.
 
 The evidence fit prints the values compute.yaml carries (gemm shares per generation and format, ZeRO-3 and
@@ -20,10 +20,10 @@ import sys
 import numpy as np
 
 from linkscope.hardware.loader import load_db
-from linkscope.model import compute
-from linkscope.model.calibration_set import CASES, SEQ_LEN, SYSTEM
-from linkscope.model.train import Job, estimate_steps
-from linkscope.model.transformer import model_presets
+from linkscope.model.step import compute
+from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
+from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.transformer import model_presets
 
 # The eight iteration times barely tell the GEMM size scale apart (any value from 0 to 32 GFLOP fits within
 # 4% max error), so it is fixed at a prior of 2 GFLOP (GEMMs below that cannot fill an A100's SMs) and the
@@ -49,9 +49,9 @@ def errors_for(constants: compute.ComputeConstants, system) -> list[float]:  # t
 
 def evidence_fit() -> None:
     """Fit on the whole evidence set; print compute.yaml's fitted values and accuracy.yaml's kinds."""
-    from linkscope.model.evidence import load_evidence
-    from linkscope.model.fit import PricedSet
-    from linkscope.model.validate import fitted_summary, range_quantiles, validate
+    from linkscope.model.fidelity.evidence import load_evidence
+    from linkscope.model.fidelity.fit import PricedSet
+    from linkscope.model.fidelity.validate import fitted_summary, range_quantiles, validate
 
     db, evidence = load_db(include_user=False), load_evidence()
     fitted = PricedSet(evidence, db, compute.packaged_constants()).fit()

@@ -13,10 +13,10 @@ import time
 import numpy as np
 
 from linkscope.hardware.loader import load_db
-from linkscope.model.layout import Layouts
-from linkscope.model.search import LayoutRequest, enumerate_layouts
-from linkscope.model.train import Job, estimate_steps
-from linkscope.model.transformer import model_presets
+from linkscope.model.step.layout import Layouts
+from linkscope.model.step.search import LayoutRequest, enumerate_layouts
+from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.transformer import model_presets
 
 TARGET_LAYOUTS = 100_000
 ONE_BY_ONE = 300

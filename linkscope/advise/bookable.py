@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from linkscope.advise.inputs import DEFAULT_GPU_RANGE, node_counts_in_range
 from linkscope.hardware.offering import Offering
-from linkscope.model.tiers import CommTiers
+from linkscope.model.comm.tiers import CommTiers
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from linkscope.hardware.system import System
-from linkscope.model.compute import usable_memory_gib as gpu_usable_memory_gib
-from linkscope.model.layout import Layouts
-from linkscope.model.memory import memory_gib_per_gpu
-from linkscope.model.search import LayoutRequest, SearchResult, enumerate_layouts
-from linkscope.model.tiers import CommTiers
-from linkscope.model.train import Job, estimate_steps
+from linkscope.model.step.compute import usable_memory_gib as gpu_usable_memory_gib
+from linkscope.model.step.layout import Layouts
+from linkscope.model.step.memory import memory_gib_per_gpu
+from linkscope.model.step.search import LayoutRequest, SearchResult, enumerate_layouts
+from linkscope.model.comm.tiers import CommTiers
+from linkscope.model.step.train import Job, estimate_steps
 
 
 @dataclass

@@ -20,11 +20,11 @@ from linkscope.advise.bookable import multi_node_block
 from linkscope.advise.measured import measured_system
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.accuracy import rate_range
-from linkscope.model.compute import PRECISIONS
-from linkscope.model.infer import InferEstimate, InferJob, best_batch_for_budget, estimate_inference, tp_options
-from linkscope.model.tiers import comm_tiers
-from linkscope.model.transformer import ModelConfig
+from linkscope.model.fidelity.accuracy import rate_range
+from linkscope.model.step.compute import PRECISIONS
+from linkscope.model.step.infer import InferEstimate, InferJob, best_batch_for_budget, estimate_inference, tp_options
+from linkscope.model.comm.tiers import comm_tiers
+from linkscope.model.step.transformer import ModelConfig
 
 BATCHES = np.arange(1, 1025)
 """Batch sizes tried; the memory and the per-user budget cut them down."""

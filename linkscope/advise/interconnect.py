@@ -16,9 +16,9 @@ from linkscope.advise.train import TrainOption, TrainRequest
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.system import NodeSpec, ScaleOut, ScaleUp, System
-from linkscope.model.predict_train import summarize
-from linkscope.model.search import LayoutRequest
-from linkscope.model.tiers import comm_tiers
+from linkscope.model.step.predict import summarize
+from linkscope.model.step.search import LayoutRequest
+from linkscope.model.comm.tiers import comm_tiers
 
 SCALE_UP_KINDS = ("pcie", "nvlink-mesh", "nvswitch")
 FABRICS = ("infiniband", "roce", "efa", "tcp")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.profiles import calibrated_tiers, profile_for_offering
-from linkscope.model.tiers import CommTiers
+from linkscope.model.calibration.profiles import calibrated_tiers, profile_for_offering
+from linkscope.model.comm.tiers import CommTiers
 
 
 @dataclass(frozen=True)

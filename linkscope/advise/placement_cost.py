@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from linkscope.advise.placement import DIMS, GroupSpan, Placement, group_spans
-from linkscope.model.collectives import collective_time
-from linkscope.model.compute import compute_constants
-from linkscope.model.tiers import CommTiers
-from linkscope.model.train import BF16_BYTES, Job
+from linkscope.model.comm.collectives import collective_time
+from linkscope.model.step.compute import compute_constants
+from linkscope.model.comm.tiers import CommTiers
+from linkscope.model.step.train import BF16_BYTES, Job
 
 REFERENCE_BYTES = 64 * 2**20
 

@@ -19,10 +19,10 @@ from linkscope.advise.placement import (DEFAULT_ORDER, Parallelism, Placement, n
 from linkscope.advise.placement_cost import PlacementCost, price_placement, reference_items, step_items
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.predict_train import validate_request
-from linkscope.model.search import LayoutRequest, search
-from linkscope.model.tiers import CommTiers, check_multi_node, comm_tiers
-from linkscope.model.train import Job
+from linkscope.model.step.predict import validate_request
+from linkscope.model.step.search import LayoutRequest, search
+from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
+from linkscope.model.step.train import Job
 
 
 @dataclass(frozen=True)

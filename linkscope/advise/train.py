@@ -21,13 +21,13 @@ from linkscope.advise.measured import measured_system
 from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.accuracy import time_range
-from linkscope.model.compute import PRECISIONS
-from linkscope.model.predict_train import TrainPrediction, summarize
-from linkscope.model.search import LayoutRequest
-from linkscope.model.tiers import CommTiers, comm_tiers
-from linkscope.model.train import Job
-from linkscope.model.transformer import ModelConfig
+from linkscope.model.fidelity.accuracy import time_range
+from linkscope.model.step.compute import PRECISIONS
+from linkscope.model.step.predict import TrainPrediction, summarize
+from linkscope.model.step.search import LayoutRequest
+from linkscope.model.comm.tiers import CommTiers, comm_tiers
+from linkscope.model.step.train import Job
+from linkscope.model.step.transformer import ModelConfig
 
 
 

@@ -59,7 +59,7 @@ def resolve_expected(spec: str | None, probed: System | None, probe_reason: str 
 
 
 def _predictions(expected: System, rows: list[Any], world: int) -> tuple[dict[str, dict[int, Any]] | None, str]:
-    from linkscope.model.collective_predict import predict_sizes
+    from linkscope.model.comm.predict import predict_sizes
 
     out: dict[str, dict[int, Any]] = {}
     try:

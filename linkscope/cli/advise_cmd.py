@@ -24,7 +24,7 @@ from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
-from linkscope.model.transformer import load_model
+from linkscope.model.step.transformer import load_model
 from linkscope.report.advise import (infer_table, interconnect_table, reasons_table, train_header, train_table,
                                      winner_text)
 

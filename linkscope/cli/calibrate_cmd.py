@@ -11,8 +11,8 @@ from rich.table import Table
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.model.calibrate_run import calibrate_run
-from linkscope.model.profiles import list_profiles, load_profile
+from linkscope.model.calibration.calibrate_run import calibrate_run
+from linkscope.model.calibration.profiles import list_profiles, load_profile
 from linkscope.results.store import ResultStore, require_existing
 
 

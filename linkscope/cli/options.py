@@ -9,7 +9,7 @@ import typer
 
 from linkscope.cli.common import check_range
 from linkscope.hardware.errors import UserError
-from linkscope.model.compute import PRECISIONS
+from linkscope.model.step.compute import PRECISIONS
 
 _COUNT = 10_000_000  # GPUs, nodes, parallel sizes: far beyond any machine
 _LENGTH = 100_000_000  # sequences, tokens: far beyond any real job, keeps the layout search bounded

@@ -18,9 +18,9 @@ from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.system import System
-from linkscope.model.search import LayoutRequest
-from linkscope.model.train import Job
-from linkscope.model.transformer import load_model
+from linkscope.model.step.search import LayoutRequest
+from linkscope.model.step.train import Job
+from linkscope.model.step.transformer import load_model
 from linkscope.report.advise import groups_table, launch_text, plan_summary, rank_map_table
 
 MAP_NODES = 4

@@ -17,18 +17,18 @@ from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, L
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.system import System
-from linkscope.model.collective_predict import predict_from_profile, predict_sizes
-from linkscope.model.compute import PRECISIONS
-from linkscope.model.infer import (MAX_INFER_BATCH, InferJob, InferPick, best_batch_for_budget, estimate_inference,
+from linkscope.model.comm.predict import predict_from_profile, predict_sizes
+from linkscope.model.step.compute import PRECISIONS
+from linkscope.model.step.infer import (MAX_INFER_BATCH, InferJob, InferPick, best_batch_for_budget, estimate_inference,
                                    pick_tp, summary)
-from linkscope.model.predict_train import predict_train
-from linkscope.model.profiles import load_profile
-from linkscope.model.scaling import predict_scaling
-from linkscope.model.search import LayoutRequest
-from linkscope.model.systems import resolve_with_profiles, split_profile
-from linkscope.model.tiers import CommTiers
-from linkscope.model.train import Job
-from linkscope.model.transformer import ModelConfig, load_model
+from linkscope.model.step.predict import predict_train
+from linkscope.model.calibration.profiles import load_profile
+from linkscope.model.step.scaling import predict_scaling
+from linkscope.model.step.search import LayoutRequest
+from linkscope.model.calibration.systems import resolve_with_profiles, split_profile
+from linkscope.model.comm.tiers import CommTiers
+from linkscope.model.step.train import Job
+from linkscope.model.step.transformer import ModelConfig, load_model
 from linkscope.report.predict import collective_table, infer_table, scaling_table, train_table
 
 predict_app = typer.Typer(help="Predict collectives, training steps, inference and scaling on any System.",

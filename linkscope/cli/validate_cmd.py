@@ -6,8 +6,8 @@ import typer
 
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.loader import load_db
-from linkscope.model.evidence import load_evidence
-from linkscope.model.validate import validate
+from linkscope.model.fidelity.evidence import load_evidence
+from linkscope.model.fidelity.validate import validate
 from linkscope.report.validate import entries_table, kinds_table, sources_table
 
 

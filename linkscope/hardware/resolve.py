@@ -1,6 +1,6 @@
 """Turn what a user types after `--system` into a System: a preset id, an offering id, or a YAML file.
 
-`profile:NAME` (a calibrated profile) is resolved one layer up, in `model/systems.py`, so this module stays
+`profile:NAME` (a calibrated profile) is resolved one layer up, in `model/calibration/systems.py`, so this module stays
 free of imports from the model.
 """
 

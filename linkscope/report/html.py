@@ -29,7 +29,7 @@ def _predicted(info: RunInfo, op: str, sizes: list[int]) -> list[float] | None:
     try:
         from linkscope.hardware.loader import load_db
         from linkscope.hardware.serialize import system_from_dict
-        from linkscope.model.collective_predict import predict_sizes
+        from linkscope.model.comm.predict import predict_sizes
 
         system = system_from_dict(info.system, load_db().gpu)
         gpus = min(info.world_size or system.gpus, system.gpus)

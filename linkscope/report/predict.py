@@ -7,9 +7,9 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from linkscope.model.collective_predict import CollectivePrediction
-from linkscope.model.predict_train import TrainPrediction
-from linkscope.model.scaling import ScalingPoint
+from linkscope.model.comm.predict import CollectivePrediction
+from linkscope.model.step.predict import TrainPrediction
+from linkscope.model.step.scaling import ScalingPoint
 
 
 def human_bytes(nbytes: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-from linkscope.model.validate import Validation
+from linkscope.model.fidelity.validate import Validation
 
 
 def kinds_table(v: Validation) -> Table:

@@ -7,10 +7,10 @@ import pytest
 
 from linkscope.advise.engine import LayoutPool, evaluate_node_type
 from linkscope.hardware.loader import load_db
-from linkscope.model.search import LayoutRequest, search
-from linkscope.model.tiers import comm_tiers
-from linkscope.model.train import Job
-from linkscope.model.transformer import load_model
+from linkscope.model.step.search import LayoutRequest, search
+from linkscope.model.comm.tiers import comm_tiers
+from linkscope.model.step.train import Job
+from linkscope.model.step.transformer import load_model
 
 
 @pytest.mark.parametrize(("model", "offering"), [("llama2-7b", "aws/p5.48xlarge"),

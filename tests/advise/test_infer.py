@@ -10,7 +10,7 @@ import pytest
 from linkscope.advise.infer import InferOption, InferRequest, advise_infer
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
-from linkscope.model.transformer import load_model
+from linkscope.model.step.transformer import load_model
 
 IDS = ["aws/p5.48xlarge", "nebius/gpu-h100-sxm_8gpu-128vcpu-1600gb", "lambda/gpu_8x_a100",
        "coreweave/hgx-h100", "hyperstack/8x-h100-sxm"]

@@ -8,7 +8,7 @@ from linkscope.advise.bookable import GpuRequest
 from linkscope.advise.interconnect import compare_interconnect, scale_out_variant, scale_up_variant
 from linkscope.advise.train import TrainRequest, advise_train
 from linkscope.hardware.loader import HardwareDB, load_db
-from linkscope.model.transformer import load_model
+from linkscope.model.step.transformer import load_model
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from linkscope.advise.plan import PlanRequest, make_plan
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.system import System
-from linkscope.model.train import Job
-from linkscope.model.transformer import load_model
+from linkscope.model.step.train import Job
+from linkscope.model.step.transformer import load_model
 
 
 @pytest.fixture
@@ -98,8 +98,8 @@ def test_with_a_model_the_placement_predicts_a_faster_step_than_naive(h100: Syst
 
 
 def test_megatron_order_tp_time_matches_the_step_model(h100: System) -> None:
-    from linkscope.model.layout import single_layout
-    from linkscope.model.train import estimate_steps
+    from linkscope.model.step.layout import single_layout
+    from linkscope.model.step.train import estimate_steps
 
     job = Job(load_model("llama2-7b"), global_batch=64, seq_len=4096)
     result = make_plan(PlanRequest(h100, 2, Parallelism(tp=8, pp=1, dp=2), job=job, order=parse_order("tp-cp-dp-pp")))

@@ -7,10 +7,10 @@ import pytest
 from linkscope.advise.placement import Parallelism, place
 from linkscope.advise.placement_cost import REFERENCE_BYTES, price_placement, reference_items, step_items
 from linkscope.hardware.loader import load_db
-from linkscope.model.compute import compute_constants
-from linkscope.model.tiers import comm_tiers
-from linkscope.model.train import BF16_BYTES, Job
-from linkscope.model.transformer import load_model
+from linkscope.model.step.compute import compute_constants
+from linkscope.model.comm.tiers import comm_tiers
+from linkscope.model.step.train import BF16_BYTES, Job
+from linkscope.model.step.transformer import load_model
 
 LAYOUT = {"tp": 8, "pp": 2, "dp": 4, "cp": 1, "micro_batch": 2, "interleave": 1, "recompute": "none",
           "sequence_parallel": True, "zero": 1}

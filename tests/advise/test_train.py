@@ -13,9 +13,9 @@ from linkscope.advise.train import TrainAdvice, TrainOption, TrainRequest, _best
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
-from linkscope.model.calibrate import OpFit, Segment
-from linkscope.model.profiles import new_profile, save_profile
-from linkscope.model.transformer import load_model
+from linkscope.model.calibration.calibrate import OpFit, Segment
+from linkscope.model.calibration.profiles import new_profile, save_profile
+from linkscope.model.step.transformer import load_model
 
 SMALL = ["aws/p5.48xlarge", "nebius/gpu-h100-sxm_8gpu-128vcpu-1600gb", "azure/Standard_ND96amsr_A100_v4",
          "gcp/a2-highgpu-8g", "coreweave/hgx-b200", "lambda/gpu_8x_h100_sxm5", "aws/g6e.48xlarge"]

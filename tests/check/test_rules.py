@@ -128,7 +128,7 @@ def _row(op: str, size: int, time_us: float, busbw: float) -> CollectiveRow:
 
 def test_collectives_against_prediction_use_the_thresholds(hgx) -> None:
     _, probed = hgx
-    from linkscope.model.collective_predict import predict_sizes
+    from linkscope.model.comm.predict import predict_sizes
 
     pred = {p.bytes: p for p in predict_sizes(probed, "all_reduce", [8, 1 << 30])}
     good = [_row("all_reduce", 8, pred[8].time_us, 0.0), _row("all_reduce", 1 << 30, 1.0, pred[1 << 30].busbw)]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from linkscope.hardware.loader import load_db, load_system_file
-from linkscope.model.tiers import comm_tiers
+from linkscope.model.comm.tiers import comm_tiers
 
 
 @pytest.fixture(scope="module")

@@ -154,7 +154,7 @@ def test_cpu_only_machine_is_a_system_of_cpu_ranks(db: HardwareDB) -> None:
 
 def test_a_cpu_host_is_measured_not_modelled(db: HardwareDB) -> None:
     from linkscope.hardware.errors import UserError
-    from linkscope.model.tiers import comm_tiers
+    from linkscope.model.comm.tiers import comm_tiers
 
     system = to_system(MachineProbe(host=HostInfo(hostname="laptop", logical_cpus=2)), db).system
     assert system is not None

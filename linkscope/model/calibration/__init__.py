@@ -1,0 +1,6 @@
+"""From measurements to the model: fits of stored runs, saved profiles, and the calibration set.
+
+- `calibrate`: latency and bandwidth per message-size range, fitted on a run's rows.
+- `calibrate_run`: a stored run -> a saved profile; `profiles`: profiles on disk, and the tiers they give.
+- `systems`: `--system` with `profile:NAME` resolved; `calibration_set`: the published runs the constants fit.
+"""

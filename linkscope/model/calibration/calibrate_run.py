@@ -1,0 +1,49 @@
+"""`linkscope calibrate RUN_ID`: fit a stored bench (or imported nccl-tests) run and save it as a profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.loader import HardwareDB
+from linkscope.hardware.serialize import system_from_dict
+from linkscope.hardware.system import System
+from linkscope.model.calibration.calibrate import OpFit, fit_rows
+from linkscope.model.calibration.profiles import Profile, new_profile, save_profile
+from linkscope.results.store import ResultStore
+
+
+@dataclass
+class CalibrationReport:
+    """The saved profile, where it went, and the per-op fit quality."""
+
+    profile: Profile
+    path: str
+
+    def fit_errors(self) -> dict[str, tuple[float, float]]:
+        """op -> (median, max) relative error of the fit on the measured sizes."""
+        return {op: (fit.median_error, fit.max_error) for op, fit in self.profile.fits.items()}
+
+
+def _system(info_system: dict | None, db: HardwareDB) -> System | None:
+    if not info_system:
+        return None
+    try:
+        return system_from_dict(info_system, db.gpu)
+    except UserError:
+        return None
+
+
+def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: str | None,
+                  db: HardwareDB) -> CalibrationReport:
+    """Fit every op of a stored run and save the profile (named after the run unless `name` is given)."""
+    info = store.get_run(run_id)
+    if info.kind == "p2p":
+        raise UserError(f"run {info.run_id} is a p2p matrix; calibrate a collective sweep (`linkscope bench`)")
+    if offering is not None and offering not in db.offerings:
+        raise UserError(f"--offering: unknown offering '{offering}' (see `linkscope catalog`)")
+    ranks = info.world_size or 2
+    fits: dict[str, OpFit] = fit_rows(store.rows(info.run_id), ranks, info.nodes or 1)
+    profile = new_profile(name or f"run-{info.run_id}", info.run_id, ranks, info.nodes or 1, info.backend, fits,
+                          _system(info.system, db), offering, info.label)
+    return CalibrationReport(profile=profile, path=str(save_profile(profile)))

@@ -1,0 +1,153 @@
+"""Calibrated profiles: what a measured run says a System actually does, saved for `--system profile:NAME`.
+
+A profile keeps the fitted α–β curve of every op measured, the run it came from and, when the run was on
+GPUs, the probed System. Collective predictions on a profile use the fitted curves; training and inference
+predictions use the System with its link bandwidths replaced by the measured ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.loader import HardwareDB
+from linkscope.hardware.serialize import system_dict, system_from_dict
+from linkscope.hardware.system import System
+from linkscope.model.calibration.calibrate import OpFit, Segment
+from linkscope.model.comm.tiers import CommTiers, comm_tiers
+
+PROFILE_DIR_ENV = "LINKSCOPE_PROFILE_DIR"
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class Profile:
+    """A named calibration."""
+
+    name: str
+    run_id: str
+    created_at: str
+    ranks: int
+    nodes: int
+    backend: str
+    fits: dict[str, OpFit]
+    system: dict[str, Any] | None = None
+    offering: str | None = None
+    label: str = ""
+
+    def fit(self, op: str) -> OpFit:
+        """The fitted curve of `op` (UserError naming what was measured when it is missing)."""
+        if op not in self.fits:
+            raise UserError(f"profile '{self.name}' has no {op} measurement (it has: {', '.join(sorted(self.fits))})")
+        return self.fits[op]
+
+
+def profile_dir() -> Path:
+    """Where profiles live: $LINKSCOPE_PROFILE_DIR, else `profiles/` in the user data directory."""
+    configured = os.environ.get(PROFILE_DIR_ENV)
+    if configured:
+        return Path(configured)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("linkscope")) / "profiles"
+
+
+def _fit_to_json(fit: OpFit) -> dict[str, Any]:
+    data = asdict(fit)
+    data["segments"] = [{**seg, "upper_bytes": None if seg["upper_bytes"] == float("inf") else seg["upper_bytes"]}
+                        for seg in data["segments"]]
+    return data
+
+
+def _fit_from_json(data: dict[str, Any]) -> OpFit:
+    segments = tuple(Segment(s["alpha_us"], s["busbw_gb_per_s"],
+                             float("inf") if s["upper_bytes"] is None else s["upper_bytes"]) for s in data["segments"])
+    return OpFit(data["op"], data["ranks"], data["nodes"], segments, data["median_error"], data["max_error"],
+                 data["points"])
+
+
+def save_profile(profile: Profile) -> Path:
+    """Write a profile as JSON; the name must be a plain file name."""
+    if not NAME_PATTERN.match(profile.name):
+        raise UserError(f"--name: '{profile.name}' is not a valid profile name (letters, digits, . _ -)")
+    folder = profile_dir()
+    path = folder / f"{profile.name}.json"
+    data = {**asdict(profile), "fits": {op: _fit_to_json(f) for op, f in profile.fits.items()}}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write profile {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def load_profile(name: str) -> Profile:
+    """Read a saved profile by name."""
+    path = profile_dir() / f"{name}.json"
+    if not path.is_file():
+        known = ", ".join(list_profiles()) or "none saved yet; run `linkscope calibrate RUN_ID`"
+        raise UserError(f"unknown profile '{name}' (profiles: {known})")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["fits"] = {op: _fit_from_json(f) for op, f in data["fits"].items()}
+        return Profile(**data)
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UserError(f"{path}: not a valid profile ({exc.__class__.__name__}: {str(exc)[:200]})") from None
+    except RecursionError:
+        raise UserError(f"{path}: not a valid profile (nested too deeply)") from None
+
+
+def list_profiles() -> list[str]:
+    """Names of the saved profiles."""
+    folder = profile_dir()
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def new_profile(name: str, run_id: str, ranks: int, nodes: int, backend: str, fits: dict[str, OpFit],
+                system: System | None, offering: str | None, label: str) -> Profile:
+    """A profile stamped with the current time."""
+    return Profile(name=name, run_id=run_id, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                   ranks=ranks, nodes=nodes, backend=backend, fits=fits,
+                   system=system_dict(system) if system else None, offering=offering, label=label)
+
+
+def profile_system(profile: Profile, db: HardwareDB) -> System:
+    """The System a GPU profile was measured on, named after the profile."""
+    if profile.system is None:
+        raise UserError(f"profile '{profile.name}' was measured on {profile.backend} ranks without a GPU System; "
+                        "it can predict collectives only (`predict collective --system profile:NAME`)")
+    base = system_from_dict(profile.system, db.gpu)
+    return replace(base, id=f"profile:{profile.name}", origin="profile")
+
+
+def calibrated_tiers(profile: Profile, system: System) -> CommTiers:
+    """The System's tiers with the measured all-reduce bus bandwidth in place of the NCCL model's."""
+    tiers = comm_tiers(system)
+    fit = profile.fits.get("all_reduce")
+    if fit is None:
+        return tiers
+    measured = fit.peak_busbw_gb_per_s
+    if fit.nodes > 1:
+        return replace(tiers, nic_node_gb_per_s=measured)
+    if tiers.nvlink_bw_gb_per_s > 0:
+        return replace(tiers, nvlink_bw_gb_per_s=measured)
+    return replace(tiers, pcie_bw_gb_per_s=measured, inter_socket_bw_gb_per_s=measured)
+
+
+def profile_for_offering(offering_id: str) -> Profile | None:
+    """The newest saved profile calibrated for a catalog offering, if any."""
+    matches = []
+    for name in list_profiles():
+        try:
+            profile = load_profile(name)
+        except UserError:
+            continue
+        if profile.offering == offering_id:
+            matches.append(profile)
+    return max(matches, key=lambda p: p.created_at, default=None)

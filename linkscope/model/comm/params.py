@@ -1,0 +1,91 @@
+"""The model's physical constants: NCCL's tuning tables and per-fabric differences, loaded and validated once."""
+
+from __future__ import annotations
+
+import functools
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from linkscope.hardware.errors import DataError
+from linkscope.hardware.loader import parse_yaml
+
+DATA_DIR = Path(__file__).parents[1] / "data"
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+ARCHS = ("volta", "ampere", "hopper", "blackwell")
+
+Triple = tuple[float, float, float]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NcclTuning(_Strict):
+    """NCCL's cost-model constants (see data/nccl.yaml for their source)."""
+
+    source: str
+    as_of: date
+    base_latency_us: dict[str, Triple]
+    hw_latency_us: dict[str, dict[str, Triple]]
+    net_overhead_us: dict[str, float]
+    ll_max_bw: dict[str, Triple]
+    per_channel_max_ring_ll128_bw: dict[str, Triple]
+    per_channel_max_tree_bw: dict[str, Triple]
+    per_channel_max_nvls_tree_bw: dict[str, Triple]
+    nvls_efficiency: dict[str, float]
+    nvlink_per_link_bw: dict[str, float]
+    nvlink_datasheet_per_link_bw: dict[str, float]
+    pcie_x16_bw: dict[str, float]
+    inter_socket_bw: dict[str, float]
+    nvls_channels: dict[str, int]
+    tree_correction: list[list[float]]
+    ll128_efficiency: float = Field(gt=0, le=1)
+    tree_efficiency: float = Field(gt=0, le=1)
+    tree_pattern_factor: float = Field(gt=0, le=1)
+    ring_plateau_latency_factor: dict[str, float]
+
+
+class FabricTraits(_Strict):
+    """How one scale-out fabric differs from InfiniBand."""
+
+    bw_efficiency: float = Field(gt=0, le=1)
+    latency_us_extra: float = Field(ge=0)
+    basis: str
+
+
+class FabricTable(_Strict):
+    fabrics: dict[str, FabricTraits]
+
+
+def _load(path: Path, model: type[BaseModel]) -> Any:
+    try:
+        raw = parse_yaml(path.read_text(encoding="utf-8"))
+        return model.model_validate(raw)
+    except (OSError, yaml.YAMLError) as exc:
+        raise DataError(str(path), f"cannot read model constants ({exc})") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise DataError(str(path), err["msg"], field=".".join(map(str, err["loc"]))) from None
+
+
+@functools.cache
+def nccl_tuning() -> NcclTuning:
+    """NCCL's tuning constants, loaded once."""
+    return _load(DATA_DIR / "nccl.yaml", NcclTuning)
+
+
+@functools.cache
+def fabric_traits() -> dict[str, FabricTraits]:
+    """Per-fabric bandwidth efficiency and extra latency, loaded once."""
+    return _load(DATA_DIR / "fabrics.yaml", FabricTable).fabrics
+
+
+def arch_key(arch: str) -> str:
+    """Map a GPU architecture onto NCCL's four tables (Ada and CDNA take the nearest generation's values)."""
+    return {"ada": "ampere", "cdna3": "hopper", "rubin": "blackwell"}.get(arch, arch if arch in ARCHS else "hopper")

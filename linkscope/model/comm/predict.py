@@ -1,0 +1,125 @@
+"""One collective on one System, with nccl-tests' algbw/busbw and the reason it takes the time it does."""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.system import System
+from linkscope.model.fidelity.accuracy import time_range
+from linkscope.model.comm.collectives import candidates, collective_time
+from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
+from linkscope.results.busbw import algbw_gb_per_s, bus_factors
+
+if TYPE_CHECKING:  # profiles imports this module's predictions; a profile is only annotated here
+    from linkscope.model.calibration.profiles import Profile
+
+
+@dataclass(frozen=True)
+class CollectivePrediction:
+    """What `linkscope predict collective` reports for one size (JSON keys as nccl-tests names them)."""
+
+    op: str
+    bytes: int
+    gpus: int
+    nodes: int
+    algorithm: str
+    protocol: str
+    time_us: float
+    algbw: float
+    busbw: float
+    bottleneck: str
+    time_us_range: tuple[float, float] = (0.0, 0.0)
+    """p10..p90 of the time, from the leave-one-source-out errors of collective predictions."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def layout_for(system: System, gpus: int | None) -> tuple[int, int]:
+    """(ranks, nodes) for `gpus` GPUs of a System: one node's GPUs at most per node, whole nodes beyond."""
+    per_node = system.node.gpus
+    gpus = gpus or system.gpus
+    if gpus < 1:
+        raise UserError(f"--gpus must be at least 1 (got {gpus})")
+    if gpus > per_node and gpus % per_node:
+        raise UserError(f"--gpus {gpus} does not fill whole nodes of {per_node} GPUs on {system.id}")
+    nodes = max(1, math.ceil(gpus / per_node))
+    if system.max_nodes is not None and nodes > system.max_nodes:
+        raise UserError(f"{system.id} can be booked as at most {system.max_nodes} node(s); {gpus} GPUs need {nodes}")
+    return gpus, nodes
+
+
+def _check_algo(op: str, tiers: CommTiers, size: np.ndarray, ranks: int, nodes: int, algo: str) -> None:
+    if algo == "auto":
+        return
+    cand = candidates(op, tiers, size, ranks, nodes, algo)[0]
+    if not np.all(np.isfinite(cand.time_us)):
+        raise UserError(f"algorithm '{algo}' cannot run {op} on {tiers.system_id} with {ranks} GPUs on "
+                        f"{nodes} node(s) ({_why_not(algo, tiers, nodes)})")
+
+
+def _why_not(algo: str, tiers: CommTiers, nodes: int) -> str:
+    reasons = {
+        "nvls": "needs NVSwitch with NVLS (Hopper or newer) and a single node",
+        "nvls_tree": "needs NVSwitch with NVLS and several nodes",
+        "collnet": "needs InfiniBand with SHARP and several nodes",
+        "tree": "NCCL's tree is used for all-reduce across nodes",
+        "hierarchical": "needs several nodes",
+    }
+    return reasons.get(algo, "not available")
+
+
+def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | None = None,
+                  algo: str = "auto", tiers: CommTiers | None = None) -> list[CollectivePrediction]:
+    """Predict `op` at each size on `gpus` GPUs of `system` (all of it by default)."""
+    ranks, nodes = layout_for(system, gpus)
+    tiers = tiers or comm_tiers(system)
+    check_multi_node(tiers, nodes)
+    size = np.asarray(sizes_bytes, dtype=float)
+    if np.any(size <= 0):
+        raise UserError("sizes must be positive")
+    _check_algo(op, tiers, size, ranks, nodes, algo)
+    result = collective_time(op, tiers, size, ranks, nodes, algo)
+    factor = float(bus_factors(op, ranks))
+    out = []
+    for i, nbytes in enumerate(sizes_bytes):
+        time_us = float(result.time_us[i])
+        algbw = algbw_gb_per_s(nbytes, time_us)
+        out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=nodes,
+                                        algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
+                                        time_us=time_us, algbw=algbw, busbw=algbw * factor,
+                                        bottleneck=str(result.bottleneck[i]),
+                                        time_us_range=time_range(time_us, "collectives")))
+    return out
+
+
+def warn(message: str) -> None:
+    """One line on stderr; predictions stay on stdout so they still pipe into other tools."""
+    print(message, file=sys.stderr)
+
+
+def predict_from_profile(profile: Profile, op: str, sizes_bytes: list[int],
+                         gpus: int | None = None) -> list[CollectivePrediction]:
+    """Predict with a calibrated profile's fitted curve (the rank count it was measured at by default)."""
+    fit = profile.fit(op)
+    ranks = gpus if gpus is not None else fit.ranks
+    if ranks > fit.ranks:
+        warn(f"warning: profile '{profile.name}' was measured on {fit.ranks} ranks; extrapolating {op} to {ranks}")
+    times = fit.predict_us(sizes_bytes, ranks)
+    factor = float(bus_factors(op, ranks))
+    out = []
+    for nbytes, time_us in zip(sizes_bytes, times):
+        algbw = algbw_gb_per_s(nbytes, float(time_us))
+        out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=fit.nodes,
+                                        algorithm=f"fit ({profile.backend})", protocol="",
+                                        time_us=float(time_us), algbw=algbw, busbw=algbw * factor,
+                                        bottleneck=f"run {profile.run_id}",
+                                        time_us_range=time_range(float(time_us), "collectives")))
+    return out

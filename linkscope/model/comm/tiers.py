@@ -1,0 +1,129 @@
+"""A System's links as the collective model sees them: bandwidth and latency per tier, in NCCL's terms.
+
+Bandwidths are what NCCL plans a channel set on (its topo.h constants), not datasheet rates: NVLink at the
+share of the datasheet rate NCCL assumes per link, PCIe at width * speed / 80, NICs at the fabric's efficiency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.system import System
+from linkscope.model.comm.params import arch_key, fabric_traits, nccl_tuning
+
+ArrayLike = np.ndarray | float | int
+
+
+@dataclass(frozen=True)
+class CommTiers:
+    """Per-GPU, per-direction bandwidths (GB/s) and the facts that decide which algorithms exist."""
+
+    system_id: str
+    arch: str
+    gpus_per_node: int
+    scale_up_kind: str
+    domain_size: int
+    nvlink_bw_gb_per_s: float
+    """NCCL-model per-GPU bandwidth into the scale-up domain (NVLink or bridge); 0 for PCIe-only nodes."""
+    pcie_bw_gb_per_s: float
+    inter_socket_bw_gb_per_s: float
+    cpu_sockets: int
+    nic_node_gb_per_s: float
+    """All NICs of a node, after fabric efficiency and oversubscription; 0 without a fabric."""
+    net_latency_us_extra: float
+    fabric: str
+    nvls: bool
+    sharp: bool
+    gdr: bool
+    cpu: str
+
+    @property
+    def intra_hw(self) -> str:
+        """NCCL's hardware class for intra-node hops: `nvlink` or `pci`."""
+        return "nvlink" if self.nvlink_bw_gb_per_s > 0 else "pci"
+
+    def intra_bw(self, ppn: ArrayLike) -> np.ndarray:
+        """Per-GPU bandwidth for a collective over `ppn` GPUs of one node."""
+        ppn = np.asarray(ppn, dtype=float)
+        pcie = np.where(ppn > self.gpus_per_node / self.cpu_sockets,
+                        min(self.pcie_bw_gb_per_s, self.inter_socket_bw_gb_per_s), self.pcie_bw_gb_per_s)
+        if self.scale_up_kind in ("nvlink-mesh", "xgmi-mesh"):
+            # A point-to-point mesh: a group of k GPUs reaches its k-1 peers over k-1 of the D-1 links.
+            share = np.clip(ppn - 1, 1, self.domain_size - 1) / max(self.domain_size - 1, 1)
+            return self.nvlink_bw_gb_per_s * share
+        if self.scale_up_kind == "nvlink-bridge":
+            return np.where(ppn <= self.domain_size, self.nvlink_bw_gb_per_s, pcie)
+        if self.scale_up_kind == "nvswitch":
+            return np.where(ppn <= self.domain_size, self.nvlink_bw_gb_per_s, pcie)
+        return pcie
+
+    def pair_bw(self) -> float:
+        """Per-direction bandwidth between two GPUs of a node talking alone."""
+        return float(self.intra_bw(2))
+
+    def inter_bw(self, ppn: ArrayLike) -> np.ndarray:
+        """NIC bandwidth behind `ppn` GPUs of a node, when the node's other GPUs use their own NICs at once."""
+        ppn = np.asarray(ppn, dtype=float)
+        return self.nic_node_gb_per_s * np.minimum(ppn, self.gpus_per_node) / self.gpus_per_node
+
+    def net_overhead_us(self) -> float:
+        """NCCL's per-CPU network overhead (before the Simple protocol's tripling)."""
+        return nccl_tuning().net_overhead_us.get(self.cpu, nccl_tuning().net_overhead_us["other"])
+
+
+def _nvlink_bw(system: System, arch: str) -> float:
+    su = system.node.scale_up
+    if su.kind == "pcie":
+        return 0.0
+    tuning = nccl_tuning()
+    share = tuning.nvlink_per_link_bw[arch] / tuning.nvlink_datasheet_per_link_bw[arch]
+    return su.bw_gb_per_s * share
+
+
+def _nic_node_bw(system: System) -> tuple[float, float]:
+    so = system.node.scale_out
+    if so.fabric == "none":
+        return 0.0, 0.0
+    key = "tcpx" if so.transport in ("tcpx", "tcpxo") else so.fabric
+    traits = fabric_traits()[key]
+    if so.nic_gbit_per_s is None:
+        return float("nan"), traits.latency_us_extra
+    total_gb_per_s = so.nics * so.nic_gbit_per_s / 8.0
+    return total_gb_per_s * traits.bw_efficiency / so.oversubscription, traits.latency_us_extra
+
+
+def comm_tiers(system: System) -> CommTiers:
+    """Derive the collective model's view of a System (a GPU System: CPU hosts are measured, not modelled)."""
+    if system.is_cpu_host:
+        raise UserError(f"{system.id} has no GPU: measure it (`linkscope bench`), calibrate the run "
+                        "(`linkscope calibrate RUN_ID`) and predict with --system profile:NAME")
+    node = system.node
+    arch = arch_key(node.gpu.arch)
+    tuning = nccl_tuning()
+    nic_bw, net_extra = _nic_node_bw(system)
+    cpu = node.cpu_vendor or "unknown"
+    return CommTiers(
+        system_id=system.id, arch=arch, gpus_per_node=node.gpus, scale_up_kind=node.scale_up.kind,
+        domain_size=min(node.scale_up.domain_size, node.gpus), nvlink_bw_gb_per_s=_nvlink_bw(system, arch),
+        pcie_bw_gb_per_s=tuning.pcie_x16_bw.get(node.host_pcie or node.gpu.pcie, tuning.pcie_x16_bw["pcie4"]),
+        inter_socket_bw_gb_per_s=tuning.inter_socket_bw.get(cpu, tuning.inter_socket_bw["unknown"]),
+        cpu_sockets=node.cpu_sockets, nic_node_gb_per_s=nic_bw, net_latency_us_extra=net_extra,
+        fabric=node.scale_out.fabric,
+        nvls=node.scale_up.in_network_reduction == "nvls" and tuning.nvls_efficiency[arch] > 0,
+        sharp=node.scale_out.sharp and node.scale_out.fabric == "infiniband",
+        gdr=node.scale_out.gpudirect_rdma, cpu=cpu if cpu in ("intel", "amd") else "other",
+    )
+
+
+def check_multi_node(tiers: CommTiers, nodes: int) -> None:
+    """A job across nodes needs a fabric with a known rate; say which is missing."""
+    if nodes <= 1:
+        return
+    if tiers.fabric == "none":
+        raise UserError(f"{tiers.system_id} has no scale-out fabric, so it cannot span {nodes} nodes")
+    if np.isnan(tiers.nic_node_gb_per_s):
+        raise UserError(f"{tiers.system_id}: the NIC rate (scale_out.nic_gbit_per_s) is unknown, so a job across "
+                        f"{nodes} nodes cannot be predicted; write a System file with the rate")

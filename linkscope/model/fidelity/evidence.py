@@ -1,0 +1,176 @@
+"""The evidence set (data/evidence.yaml plus the calibration set), validated on load.
+
+Each entry is one published measurement with its configuration. `linkscope validate` predicts every entry
+with the model and reports the errors per source and per kind; the fitting procedure (model/fidelity/fit.py) fits
+the model's free constants on it, leaving one source out at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from linkscope.hardware.errors import DataError
+from linkscope.hardware.loader import parse_yaml_text, read_data_text
+from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
+
+EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
+KINDS = ("training", "collectives", "inference")
+CALIBRATION_SOURCE = "korthikanti-2022"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Strict):
+    """One publication."""
+
+    id: str
+    kind: Literal["training", "collectives", "inference"]
+    citation: str
+    url: str
+    as_of: date
+
+
+class TrainingEntry(_Strict):
+    """A training step measurement: tokens/s (per GPU or in all) or seconds per step of the global batch."""
+
+    source: str
+    system: str
+    model: str
+    gpus: int = Field(ge=1)
+    global_batch: int = Field(ge=1)
+    micro_batch: int = Field(ge=1)
+    seq_len: int = Field(ge=1)
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    interleave: int = Field(default=1, ge=1)
+    zero: int = Field(default=1, ge=0, le=3)
+    recompute: Literal["none", "selective", "full"] = "none"
+    sequence_parallel: bool | None = None
+    """Default: on whenever tp > 1 (Megatron-LM and NeMo recipes)."""
+    attention: Literal["flash", "unfused"] = "flash"
+    dp_overlap: bool = True
+    tp_overlap: bool = False
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    metric: Literal["tokens_per_s_per_gpu", "tokens_per_s", "step_time_s"]
+    value: float = Field(gt=0)
+    where: str
+    assumed: list[str] = []
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size implied by the GPU count and the model-parallel sizes."""
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def step_time_s(self) -> float:
+        """The measured time of one step of the global batch."""
+        if self.metric == "step_time_s":
+            return self.value
+        tokens_per_s = self.value * (self.gpus if self.metric == "tokens_per_s_per_gpu" else 1)
+        return self.global_batch * self.seq_len / tokens_per_s
+
+
+class CollectiveEntry(_Strict):
+    """One collective at one size: nccl-tests' time (us) or busbw (GB/s)."""
+
+    source: str
+    system: str
+    op: str
+    gpus: int = Field(ge=2)
+    size_bytes: int = Field(ge=1)
+    algo: str = "auto"
+    metric: Literal["time_us", "busbw_gb_per_s"]
+    value: float = Field(gt=0)
+    where: str
+    assumed: list[str] = []
+
+
+class InferenceEntry(_Strict):
+    """A serving measurement: time per output token (ITL) or one prefill (TTFT at concurrency 1)."""
+
+    source: str
+    system: str
+    model: str
+    tp: int = Field(ge=1)
+    pp: int = Field(default=1, ge=1)
+    batch: int = Field(ge=1)
+    input_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    metric: Literal["time_per_output_token_s", "prefill_s"]
+    value: float = Field(gt=0)
+    where: str
+    assumed: list[str] = []
+
+
+class EvidenceFile(_Strict):
+    """data/evidence.yaml."""
+
+    version: int
+    as_of: date
+    sources: list[Source]
+    training: list[TrainingEntry] = []
+    collectives: list[CollectiveEntry] = []
+    inference: list[InferenceEntry] = []
+
+
+Entry = TrainingEntry | CollectiveEntry | InferenceEntry
+
+
+class EvidenceSet:
+    """Every entry with its source, the calibration set first."""
+
+    def __init__(self, data: EvidenceFile) -> None:
+        self.sources: dict[str, Source] = {CALIBRATION_SOURCE: _CALIBRATION, **{s.id: s for s in data.sources}}
+        self.training: list[TrainingEntry] = [*calibration_entries(), *data.training]
+        self.collectives: list[CollectiveEntry] = list(data.collectives)
+        self.inference: list[InferenceEntry] = list(data.inference)
+
+    def entries(self, kind: str) -> list[Entry]:
+        """The entries of one kind."""
+        by_kind: dict[str, list[Entry]] = {"training": list(self.training), "collectives": list(self.collectives),
+                                           "inference": list(self.inference)}
+        return by_kind[kind]
+
+
+_CALIBRATION = Source(id=CALIBRATION_SOURCE, kind="training",
+                      citation="Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer "
+                               "Models', iteration times on Selene (DGX A100 80 GB); configurations as Calculon's "
+                               "validation reproduces them",
+                      url="https://arxiv.org/abs/2205.05198", as_of=date(2022, 5, 10))
+
+
+def calibration_entries() -> list[TrainingEntry]:
+    """The calibration set (linkscope.model.calibration.calibration_set) as evidence entries."""
+    return [TrainingEntry(source=CALIBRATION_SOURCE, system=SYSTEM, model=c.model, gpus=c.gpus,
+                          global_batch=c.global_batch, micro_batch=c.micro_batch, seq_len=SEQ_LEN, tp=c.tp, pp=c.pp,
+                          interleave=c.interleave, zero=0, recompute=c.recompute,  # type: ignore[arg-type]
+                          sequence_parallel=c.sequence_parallel, attention="unfused", dp_overlap=False,
+                          metric="step_time_s",
+                          value=c.step_time_s, where=f"{c.model}, {c.recompute} recomputation")
+            for c in CASES]
+
+
+@functools.cache
+def load_evidence(path: Path = EVIDENCE_FILE) -> EvidenceSet:
+    """The evidence set, validated; a malformed file is a DataError naming the entry and field."""
+    raw = parse_yaml_text(read_data_text(path), str(path))
+    try:
+        data = EvidenceFile.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise DataError(str(path), err["msg"], field=".".join(map(str, err["loc"]))) from None
+    known = {s.id for s in data.sources}
+    entries: list[Entry] = [*data.training, *data.collectives, *data.inference]
+    for entry in entries:
+        if entry.source not in known:
+            raise DataError(str(path), f"unknown source '{entry.source}'", field="source")
+    return EvidenceSet(data)

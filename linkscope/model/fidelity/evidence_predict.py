@@ -1,0 +1,74 @@
+"""The model's prediction for one evidence entry, in the entry's own metric."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from linkscope.hardware.loader import HardwareDB, load_system_file
+from linkscope.hardware.resolve import resolve_system
+from linkscope.hardware.system import System
+from linkscope.model.comm.predict import predict_sizes
+from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
+from linkscope.model.step.infer import InferJob, estimate_inference
+from linkscope.model.step.layout import single_layout
+from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.transformer import model_presets
+
+
+EVIDENCE_SYSTEMS = Path(__file__).parents[1] / "data" / "evidence_systems"
+"""Clusters a source describes that no preset or offering matches (`evidence:NAME` in evidence.yaml)."""
+
+
+def evidence_system(spec: str, db: HardwareDB) -> System:
+    """A preset, an offering, or `evidence:NAME` (data/evidence_systems/NAME.yaml)."""
+    scheme, sep, name = spec.partition(":")
+    if sep and scheme == "evidence":
+        return load_system_file(EVIDENCE_SYSTEMS / f"{name}.yaml", db)
+    return resolve_system(spec, db)
+
+
+def predicted_step_time_s(entry: TrainingEntry, db: HardwareDB) -> float:
+    """Step time of the entry's exact layout (no search: the run's layout is known)."""
+    system = evidence_system(entry.system, db).with_gpus(entry.gpus)
+    job = Job(model=model_presets()[entry.model], global_batch=entry.global_batch, seq_len=entry.seq_len,
+              precision=entry.precision, attention=entry.attention, dp_overlap=entry.dp_overlap,
+              tp_overlap=entry.tp_overlap)
+    sp = entry.sequence_parallel if entry.sequence_parallel is not None else entry.tp > 1
+    layout = single_layout(tp=entry.tp, pp=entry.pp, dp=entry.dp, cp=entry.cp, v=entry.interleave,
+                           mb=entry.micro_batch, recompute=entry.recompute, zero=entry.zero, sp=sp)
+    return float(estimate_steps(job, system, layout).step_time_s[0])
+
+
+def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
+    """Time (us) or busbw (GB/s) of the entry's collective."""
+    system = evidence_system(entry.system, db)
+    system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
+    row = predict_sizes(system, entry.op, [entry.size_bytes], entry.gpus, entry.algo)[0]
+    return row.time_us if entry.metric == "time_us" else row.busbw
+
+
+def predicted_inference(entry: InferenceEntry, db: HardwareDB) -> float:
+    """Time per output token at the entry's batch, or one prefill, in seconds."""
+    system = evidence_system(entry.system, db)
+    job = InferJob(model=model_presets()[entry.model], tp=entry.tp, pp=entry.pp, input_tokens=entry.input_tokens,
+                   output_tokens=entry.output_tokens, precision=entry.precision)
+    est = estimate_inference(job, system, np.asarray([entry.batch]))
+    if entry.metric == "prefill_s":
+        return float(est.prefill_s[0])
+    return float(est.cycle_s[0]) / entry.output_tokens
+
+
+def measured(entry: Entry) -> float:
+    """The measured value in the unit `predicted` returns."""
+    return entry.step_time_s if isinstance(entry, TrainingEntry) else entry.value
+
+
+def predicted(entry: Entry, db: HardwareDB) -> float:
+    """The model's value for `entry`, comparable with `measured(entry)`."""
+    if isinstance(entry, TrainingEntry):
+        return predicted_step_time_s(entry, db)
+    if isinstance(entry, CollectiveEntry):
+        return predicted_collective(entry, db)
+    return predicted_inference(entry, db)

@@ -1,0 +1,182 @@
+"""The fitting procedure: the model's free constants fitted on the evidence set, by exhaustive grid search.
+
+Fitted, each only from the evidence it affects:
+- the large-GEMM share of peak per GPU generation and number format (`ampere:bf16`, `hopper:fp8`, ...;
+  training entries, and inference prefills take the training value); `ampere:bf16` is `gemm_efficiency_max`;
+- `zero3_overlap` (ZeRO-3 entries) and `tp_comm_overlap` (entries run with TP comm overlap);
+- `decode_hbm_efficiency` (inference time per output token).
+Everything else is physics, framework convention or the calibration set's earlier fit (compute.yaml).
+
+The loss is the sum of squared log errors. Each entry is priced exactly on a coarse grid of its own
+constants (GEMM share as 1/share, where step time is close to linear, times the overlap or HBM share), and
+the search runs on a fine grid interpolated from it, so a fit costs milliseconds once the coarse grid is
+priced; every number reported is then an exact prediction with the fitted constants. A generation or format
+no remaining entry covers keeps the calibration set's A100 share (the fallback predictions use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from linkscope.hardware.loader import HardwareDB
+from linkscope.model.step.compute import ComputeConstants, constants_override
+from linkscope.model.fidelity.evidence import (
+    CALIBRATION_SOURCE,
+    Entry,
+    EvidenceSet,
+    InferenceEntry,
+    TrainingEntry,
+)
+from linkscope.model.fidelity.evidence_predict import evidence_system, measured, predicted
+
+COARSE_SHARE = np.array([0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95])
+COARSE_MIX = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+FINE_SHARE = np.round(np.arange(0.25, 0.951, 0.005), 3)
+FINE_MIX = np.round(np.arange(0.0, 1.001, 0.02), 2)
+DEFAULT_ARCH_KEY = "ampere:bf16"
+CALIBRATION_WEIGHT = 10.0
+OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap", "decode_hbm_efficiency")
+
+
+def gemm_key(entry: TrainingEntry | InferenceEntry, db: HardwareDB) -> str:
+    """`arch:precision` whose GEMM share the entry's prediction depends on."""
+    precision = "bf16" if entry.precision == "fp16" else entry.precision
+    return f"{evidence_system(entry.system, db).node.gpu.arch}:{precision}"
+
+
+def second_constant(entry: Entry) -> str | None:
+    """The other fitted constant the entry depends on, if any."""
+    if isinstance(entry, InferenceEntry):
+        return "decode_hbm_efficiency" if entry.metric == "time_per_output_token_s" else None
+    if not isinstance(entry, TrainingEntry):
+        return None
+    if entry.zero >= 3 and entry.gpus > entry.tp * entry.pp * entry.cp:
+        return "zero3_overlap"
+    if entry.tp_overlap and entry.tp > 1:
+        return "tp_comm_overlap"
+    return None
+
+
+def with_values(base: ComputeConstants, shares: dict[str, float], others: dict[str, float]) -> ComputeConstants:
+    """`base` with the GEMM shares (by `arch:precision`) and other fitted constants replaced."""
+    by_arch = {k: v for k, v in shares.items() if k != DEFAULT_ARCH_KEY}
+    update: dict[str, object] = {"gemm_efficiency_by_arch": by_arch, **others}
+    if DEFAULT_ARCH_KEY in shares:
+        update["gemm_efficiency_max"] = shares[DEFAULT_ARCH_KEY]
+    return base.model_copy(update=update)
+
+
+@dataclass
+class _Priced:
+    """One entry's log error on the fine grid: shape (shares,) or (shares, mixes)."""
+
+    entry: Entry
+    key: str
+    other: str | None
+    log_err: np.ndarray
+
+
+def _log_errors(entry: Entry, db: HardwareDB, base: ComputeConstants, key: str, other: str | None) -> np.ndarray:
+    mixes = COARSE_MIX if other != "decode_hbm_efficiency" else COARSE_MIX * 0.6 + 0.4
+    grid = np.empty((len(COARSE_SHARE), len(mixes) if other else 1))
+    for i, share in enumerate(COARSE_SHARE):
+        for j, mix in enumerate(mixes if other else [0.0]):
+            constants = with_values(base, {key: float(share)}, {other: float(mix)} if other else {})
+            with constants_override(constants):
+                grid[i, j] = np.log(predicted(entry, db) / measured(entry))
+    return _interpolate(grid, mixes if other else None)
+
+
+def _interpolate(grid: np.ndarray, mixes: np.ndarray | None) -> np.ndarray:
+    """Coarse (share, mix) grid -> fine grid, linear in 1/share and in the mix."""
+    u_coarse, u_fine = 1.0 / COARSE_SHARE[::-1], 1.0 / FINE_SHARE
+    along_share = np.stack([np.interp(u_fine, u_coarse, grid[::-1, j]) for j in range(grid.shape[1])], axis=1)
+    if mixes is None:
+        return along_share[:, 0]
+    fine_mix = FINE_MIX if mixes[0] == 0.0 else FINE_MIX * 0.6 + 0.4
+    return np.stack([np.interp(fine_mix, mixes, row) for row in along_share])
+
+
+class PricedSet:
+    """Every fitted-kind entry priced once on its coarse grid; fits on any subset are then cheap."""
+
+    def __init__(self, evidence: EvidenceSet, db: HardwareDB, base: ComputeConstants) -> None:
+        self.base = base
+        self.db = db
+        fitted_kinds: list[Entry] = [*evidence.training, *evidence.inference]
+        self.items = [self._price(e) for e in fitted_kinds]
+
+    def _price(self, entry: Entry) -> _Priced:
+        assert isinstance(entry, (TrainingEntry, InferenceEntry))
+        key, other = gemm_key(entry, self.db), second_constant(entry)
+        return _Priced(entry, key, other, _log_errors(entry, self.db, self.base, key, other))
+
+    def fit(self, keep: Callable[[Entry], bool] = lambda e: True) -> ComputeConstants:
+        """Constants fitted on the entries `keep` accepts."""
+        items = [p for p in self.items if keep(p.entry)]
+        training = [p for p in items if isinstance(p.entry, TrainingEntry)]
+        shares, fitted = _fit_training(training)
+        inference = [p for p in items if isinstance(p.entry, InferenceEntry) and p.other]
+        if inference:
+            fitted["decode_hbm_efficiency"] = _fit_decode(inference, shares, self.base)
+        shares.setdefault(DEFAULT_ARCH_KEY, self.base.priors["gemm_efficiency_max"])
+        others = {name: fitted.get(name, self.base.priors[name]) for name in OTHER_CONSTANTS}
+        return with_values(self.base, shares, others)
+
+
+def _fit_training(items: list[_Priced]) -> tuple[dict[str, float], dict[str, float]]:
+    """Exhaustive search: every (zero3_overlap, tp_comm_overlap) pair, the best share per key for each."""
+    keys = sorted({p.key for p in items})
+    weight = _source_weights(items)
+    n_mix = len(FINE_MIX)
+    total = np.zeros((n_mix, n_mix))
+    best_share: dict[str, np.ndarray] = {}
+    for key in keys:
+        loss = np.zeros((len(FINE_SHARE), n_mix, n_mix))
+        for p in (p for p in items if p.key == key):
+            sq = weight[p.entry.source] * p.log_err ** 2
+            if p.other == "zero3_overlap":
+                loss += sq[:, :, None]
+            elif p.other == "tp_comm_overlap":
+                loss += sq[:, None, :]
+            else:
+                loss += sq[:, None, None]
+        best_share[key] = np.argmin(loss, axis=0)
+        total += np.min(loss, axis=0)
+    z_idx, t_idx = np.unravel_index(np.argmin(total), total.shape) if keys else (n_mix - 1, n_mix - 1)
+    shares = {key: float(FINE_SHARE[best_share[key][z_idx, t_idx]]) for key in keys}
+    others: dict[str, float] = {}
+    if any(p.other == "zero3_overlap" for p in items):
+        others["zero3_overlap"] = float(FINE_MIX[z_idx])
+    if any(p.other == "tp_comm_overlap" for p in items):
+        others["tp_comm_overlap"] = float(FINE_MIX[t_idx])
+    return shares, others
+
+
+def _source_weights(items: list[_Priced]) -> dict[str, float]:
+    """1 / (the source's entries): each publication weighs the same, whatever its number of rows. The
+    calibration set weighs CALIBRATION_WEIGHT publications: it is the one source whose every configuration
+    detail is known, and it must stay within 3%."""
+    counts: dict[str, int] = {}
+    for p in items:
+        counts[p.entry.source] = counts.get(p.entry.source, 0) + 1
+    return {source: (CALIBRATION_WEIGHT if source == CALIBRATION_SOURCE else 1.0) / n
+            for source, n in counts.items()}
+
+
+def _fit_decode(items: list[_Priced], shares: dict[str, float], base: ComputeConstants) -> float:
+    """HBM share of decode, given the GEMM shares the training entries fitted."""
+    loss = np.zeros(len(FINE_MIX))
+    for p in items:
+        share = shares.get(p.key, shares.get(DEFAULT_ARCH_KEY, base.gemm_efficiency_max))
+        row = int(np.argmin(np.abs(FINE_SHARE - share)))
+        loss += p.log_err[row] ** 2
+    return float(np.round(FINE_MIX[int(np.argmin(loss))] * 0.6 + 0.4, 3))
+
+
+def sources_of(entries: Iterable[Entry]) -> list[str]:
+    """Distinct sources in order of first appearance."""
+    return list(dict.fromkeys(e.source for e in entries))

@@ -1,0 +1,163 @@
+"""`linkscope validate`: the model's error on the evidence set, in-sample and leave-one-source-out.
+
+In-sample: every entry predicted with the packaged constants. Leave-one-source-out (LOSO): for each source,
+the fitted constants (model/fidelity/fit.py) are fitted again on every other source and the left-out source's entries
+are predicted with them. Collectives have no fitted constants, so their two errors agree. The LOSO residuals
+of each kind are also what the prediction ranges (`*_range`) are made of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from linkscope.hardware.loader import HardwareDB
+from linkscope.model.step.compute import (
+    ComputeConstants,
+    constants_override,
+    packaged_constants,
+)
+from linkscope.model.fidelity.evidence import (
+    KINDS,
+    CollectiveEntry,
+    Entry,
+    EvidenceSet,
+    TrainingEntry,
+)
+from linkscope.model.fidelity.evidence_predict import measured, predicted
+from linkscope.model.fidelity.fit import PricedSet, sources_of
+
+RANGE_QUANTILES = (10.0, 90.0)
+
+
+@dataclass(frozen=True)
+class EntryResult:
+    """One entry: what was measured and what the model predicts in-sample and with its source left out."""
+
+    source: str
+    kind: str
+    label: str
+    measured: float
+    in_sample: float
+    loso: float
+
+    @property
+    def in_sample_err_pct(self) -> float:
+        """Signed error of the in-sample prediction, percent of the measured value."""
+        return (self.in_sample / self.measured - 1.0) * 100.0
+
+    @property
+    def loso_err_pct(self) -> float:
+        """Signed error of the leave-one-source-out prediction, percent of the measured value."""
+        return (self.loso / self.measured - 1.0) * 100.0
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    """Absolute errors of a group of entries, percent."""
+
+    n: int
+    in_sample_median_pct: float
+    loso_median_pct: float
+    loso_max_pct: float
+
+    @staticmethod
+    def of(results: list[EntryResult]) -> ErrorSummary:
+        """The summary of `results` (at least one)."""
+        in_sample = [abs(r.in_sample_err_pct) for r in results]
+        loso = [abs(r.loso_err_pct) for r in results]
+        return ErrorSummary(len(results), float(np.median(in_sample)), float(np.median(loso)), float(np.max(loso)))
+
+
+@dataclass
+class Validation:
+    """What `linkscope validate --json` prints (entries only on request)."""
+
+    kinds: dict[str, ErrorSummary]
+    sources: list[dict[str, Any]]
+    entries: list[EntryResult] = field(default_factory=list)
+    fitted: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self, with_entries: bool = False) -> dict[str, Any]:
+        """JSON-ready dict."""
+        out: dict[str, Any] = {"kinds": {k: asdict(v) for k, v in self.kinds.items()}, "sources": self.sources,
+                               "fitted": self.fitted}
+        if with_entries:
+            out["entries"] = [{**asdict(r), "in_sample_err_pct": r.in_sample_err_pct,
+                               "loso_err_pct": r.loso_err_pct} for r in self.entries]
+        return out
+
+
+def kind_of(entry: Entry) -> str:
+    """training, collectives or inference."""
+    if isinstance(entry, TrainingEntry):
+        return "training"
+    return "collectives" if isinstance(entry, CollectiveEntry) else "inference"
+
+
+def label_of(entry: Entry) -> str:
+    """A short name for one entry."""
+    if isinstance(entry, TrainingEntry):
+        return f"{entry.model} on {entry.gpus} x {entry.system}"
+    if isinstance(entry, CollectiveEntry):
+        return f"{entry.op} {entry.size_bytes} B on {entry.gpus} x {entry.system}"
+    return f"{entry.model} tp{entry.tp} batch {entry.batch} {entry.metric} on {entry.system}"
+
+
+def _predict_with(entries: list[Entry], db: HardwareDB, constants: ComputeConstants) -> list[float]:
+    with constants_override(constants):
+        return [predicted(e, db) for e in entries]
+
+
+def fitted_summary(c: ComputeConstants) -> dict[str, Any]:
+    """The fitted constants as `validate` reports them."""
+    return {"gemm_share": {"ampere:bf16": c.gemm_efficiency_max, **c.gemm_efficiency_by_arch},
+            "zero3_overlap": c.zero3_overlap, "tp_comm_overlap": c.tp_comm_overlap,
+            "decode_hbm_efficiency": c.decode_hbm_efficiency}
+
+
+def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants | None = None) -> Validation:
+    """In-sample and leave-one-source-out errors of `constants` (the packaged ones by default)."""
+    constants = constants or packaged_constants()
+    entries: list[Entry] = [e for kind in KINDS for e in evidence.entries(kind)]
+    in_sample = _predict_with(entries, db, constants)
+    priced = PricedSet(evidence, db, constants)
+    loso = list(in_sample)
+    for source in sources_of(entries):
+        idx = [i for i, e in enumerate(entries) if e.source == source]
+        fold = priced.fit(keep=_leaving_out(source))
+        for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold)):
+            loso[i] = value
+    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q)
+               for e, p, q in zip(entries, in_sample, loso)]
+    return _summarise(results, evidence, constants)
+
+
+def _leaving_out(source: str) -> Callable[[Entry], bool]:
+    """A filter that keeps every entry but those of `source`."""
+    return lambda entry: entry.source != source
+
+
+def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: ComputeConstants) -> Validation:
+    kinds = {k: ErrorSummary.of(rs) for k in KINDS if (rs := [r for r in results if r.kind == k])}
+    sources = []
+    for source in sources_of(results):  # type: ignore[arg-type]
+        rs = [r for r in results if r.source == source]
+        sources.append({"source": source, "kind": rs[0].kind, "citation": evidence.sources[source].citation,
+                        **asdict(ErrorSummary.of(rs))})
+    return Validation(kinds=kinds, sources=sources, entries=results, fitted=fitted_summary(constants))
+
+
+def range_quantiles(validation: Validation) -> dict[str, dict[str, float]]:
+    """Per kind, the p10 and p90 of log(measured / LOSO prediction): a prediction x spans
+    x * exp(p10) .. x * exp(p90) for times (the inverse for rates)."""
+    out = {}
+    for kind in KINDS:
+        logs = [np.log(r.measured / r.loso) for r in validation.entries if r.kind == kind]
+        if logs:
+            lo, hi = np.percentile(logs, RANGE_QUANTILES)
+            out[kind] = {"n": len(logs), "p10_log": round(float(lo), 4), "p90_log": round(float(hi), 4)}
+    return out

@@ -1,0 +1,136 @@
+"""Per-GPU kernel times: GEMMs at a size-dependent share of peak, element-wise kernels at a share of HBM.
+
+Vectorized: every argument may be a numpy array (one element per candidate layout).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from linkscope.hardware.errors import DataError
+from linkscope.hardware.loader import parse_yaml
+from linkscope.hardware.specs import GpuSpec
+
+COMPUTE_FILE = Path(__file__).parents[1] / "data" / "compute.yaml"
+PRECISIONS = ("bf16", "fp16", "fp8")
+"""Formats the GEMMs of a job may run in; the one list every command and model checks against."""
+
+
+class ComputeConstants(BaseModel):
+    """data/compute.yaml, validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    as_of: object
+    gemm_efficiency_max: float = Field(gt=0, le=1)
+    gemm_efficiency_by_arch: dict[str, float] = {}
+    """`arch:precision` (hopper:fp8) -> the share of that GPU generation's dense peak large GEMMs reach."""
+    zero3_overlap: float = Field(default=1.0, ge=0, le=1)
+    """Share of ZeRO-3 per-layer gathers that hides behind the layer's compute (the rest shows)."""
+    tp_comm_overlap: float = Field(default=1.0, ge=0, le=1)
+    """Share of tensor-parallel collectives hidden behind their GEMMs when TP overlap is on."""
+    dp_bucket_params: float = Field(default=0.0, ge=0)
+    """Parameters per data-parallel gradient bucket; the last bucket's reduction cannot overlap."""
+    priors: dict[str, float] = {}
+    """What a fitted constant is when no evidence covers it (the fitting procedure's fallback)."""
+    gemm_half_gflop: float = Field(ge=0)
+    hbm_efficiency: float = Field(gt=0, le=1)
+    decode_hbm_efficiency: float = Field(gt=0, le=1)
+    flash_attention_efficiency: float = Field(gt=0, le=1)
+    layer_overhead_us: float = Field(ge=0)
+    weight_bytes: float = Field(gt=0)
+    grad_bytes: float = Field(gt=0)
+    optimizer_bytes: float = Field(ge=0)
+    optimizer_traffic_bytes: float = Field(ge=0)
+    cuda_context_gib: float = Field(ge=0)
+    nccl_buffers_gib: float = Field(ge=0)
+    fragmentation_reserve: float = Field(ge=0, lt=1)
+
+    def gemm_max(self, arch: str, precision: str) -> float:
+        """Share of dense peak large GEMMs reach on `arch` in `precision` (fp16 counts as bf16). Without
+        evidence for that pair: the same generation's other format, then the previous generation's (a newer
+        GPU is not assumed to reach more of its peak), then the calibration set's A100 share."""
+        fmt = "bf16" if precision == "fp16" else precision
+        for key in _fallback_keys(arch, fmt):
+            if key in self.gemm_efficiency_by_arch:
+                return self.gemm_efficiency_by_arch[key]
+        return self.gemm_efficiency_max
+
+
+GENERATIONS = ("ampere", "hopper", "blackwell")
+"""Datacenter GPU generations in order; the share fallback walks back along it."""
+
+
+def _fallback_keys(arch: str, fmt: str) -> list[str]:
+    other = "fp8" if fmt == "bf16" else "bf16"
+    keys = [f"{arch}:{fmt}", f"{arch}:{other}"]
+    if arch in GENERATIONS:
+        for prev in reversed(GENERATIONS[:GENERATIONS.index(arch)]):
+            keys += [f"{prev}:{fmt}", f"{prev}:{other}"]
+    return keys
+
+
+_OVERRIDES: list[ComputeConstants] = []
+
+
+def compute_constants() -> ComputeConstants:
+    """The compute constants in force: the packaged ones, or those of an enclosing `constants_override`."""
+    return _OVERRIDES[-1] if _OVERRIDES else packaged_constants()
+
+
+@contextmanager
+def constants_override(constants: ComputeConstants) -> Iterator[None]:
+    """Predict with `constants` instead of the packaged ones (the fitting procedure tries candidates)."""
+    _OVERRIDES.append(constants)
+    try:
+        yield
+    finally:
+        _OVERRIDES.pop()
+
+
+@functools.cache
+def packaged_constants() -> ComputeConstants:
+    """The packaged compute constants, loaded once."""
+    try:
+        return ComputeConstants.model_validate(parse_yaml(COMPUTE_FILE.read_text(encoding="utf-8")))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise DataError(str(COMPUTE_FILE), err["msg"], field=".".join(map(str, err["loc"]))) from None
+
+
+def gemm_efficiency(gflop: np.ndarray, c: ComputeConstants, top: float | None = None) -> np.ndarray:
+    """Share of dense peak a GEMM of `gflop` GFLOP reaches: small GEMMs cannot fill the GPU. `top` is the
+    large-GEMM share of the GPU generation and number format (default: the calibration set's)."""
+    top = c.gemm_efficiency_max if top is None else top
+    return top * gflop / (gflop + c.gemm_half_gflop)
+
+
+def gemm_time_s(flops: np.ndarray, peak_tflops: float, c: ComputeConstants, top: float | None = None) -> np.ndarray:
+    """Time of one GEMM of `flops` FLOPs."""
+    gflop = np.asarray(flops, dtype=float) / 1e9
+    return flops / (peak_tflops * 1e12 * gemm_efficiency(gflop, c, top))
+
+
+def memory_time_s(nbytes: np.ndarray | float, gpu: GpuSpec, c: ComputeConstants) -> np.ndarray:
+    """Time of element-wise kernels moving `nbytes` through HBM."""
+    return np.asarray(nbytes, dtype=float) / (gpu.hbm_gb_per_s * 1e9 * c.hbm_efficiency)
+
+
+def usable_memory_gib(gpu: GpuSpec, c: ComputeConstants | None = None) -> float:
+    """GPU memory a job can fill: the capacity less the allocator's fragmentation reserve, the CUDA context
+    and workspaces, and NCCL's buffers."""
+    c = c or compute_constants()
+    return gpu.memory_gib * (1.0 - c.fragmentation_reserve) - c.cuda_context_gib - c.nccl_buffers_gib
+
+
+def peak_tflops(gpu: GpuSpec, precision: str) -> float:
+    """Dense tensor peak for the GEMMs of a job in `precision` (bf16, fp16 or fp8)."""
+    return gpu.dense_tflops(precision)

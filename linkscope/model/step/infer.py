@@ -1,0 +1,198 @@
+"""Inference: prefill time, per-token decode time and serving throughput, vectorized over batch sizes.
+
+Serving is modelled as a steady cycle: each of the B sequences in flight is prefilled once (I tokens) and
+then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch, without
+overlap (a simple, non-chunked scheduler). A user's decode speed is one token per decode step
+(tokens/s/user = 1/step, what latency budgets are stated in); the time per output token is the cycle over O,
+the decode step plus the B/O prefills of other users that stall the batch per step, which is what
+inter-token latency (ITL) measures under continuous batching. A GPU's throughput counts the prefills too.
+Decode reads all weights and the KV cache once per step (a roofline against HBM) and issues two tensor-parallel
+all-reduces per layer; prefill is GEMM-bound and its all-reduces carry every prompt token's hidden state
+(seed 001: ~20 GB per GPU for an 8K prompt on 70B).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.system import System
+from linkscope.model.fidelity.accuracy import rate_range, time_range
+from linkscope.model.comm.collectives import collective_time
+from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
+from linkscope.model.step.layout import group_span
+from linkscope.model.step.search import divisors
+from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
+from linkscope.model.step.transformer import ModelConfig
+
+BYTES_PER_WEIGHT = {"bf16": 2, "fp16": 2, "fp8": 1}
+KV_BYTES = 2
+MAX_INFER_BATCH = 4096
+"""Largest batch `predict infer --latency-budget` tries."""
+
+
+@dataclass(frozen=True)
+class InferJob:
+    """One serving setup: model, layout, prompt and answer lengths, number format."""
+
+    model: ModelConfig
+    tp: int
+    pp: int
+    input_tokens: int
+    output_tokens: int
+    precision: str = "bf16"
+
+
+@dataclass
+class InferEstimate:
+    """Arrays over batch sizes."""
+
+    batch: np.ndarray
+    prefill_s: np.ndarray
+    """One sequence's prefill."""
+    decode_step_s: np.ndarray
+    """One decode step of the whole batch (every sequence gains a token)."""
+    tp_comm_prefill_s: np.ndarray
+    tp_comm_decode_s: np.ndarray
+    cycle_s: np.ndarray
+    tokens_per_s_per_user: np.ndarray
+    tokens_per_s_per_gpu: np.ndarray
+    memory_gib_per_gpu: np.ndarray
+    fits: np.ndarray
+
+
+def _allreduce_s(tiers: CommTiers, size: np.ndarray, job: InferJob, gpus_per_node: int) -> np.ndarray:
+    ranks = np.full_like(size, job.tp, dtype=float)
+    _, nodes = group_span(ranks, np.ones_like(ranks), gpus_per_node)
+    time_us = collective_time("all_reduce", tiers, size, ranks, nodes, labels=False).time_us
+    return np.where(job.tp > 1, time_us * 1e-6, 0.0)
+
+
+def _kv_bytes_per_token(job: InferJob) -> float:
+    """KV cache of one token on one GPU (KV heads are replicated when tp exceeds them)."""
+    m = job.model
+    kv_split = min(job.tp, m.kv_heads)
+    return 2.0 * m.kv_dim / kv_split * KV_BYTES * m.layers / job.pp
+
+
+def _weights_bytes_per_gpu(job: InferJob) -> float:
+    m = job.model
+    return m.total_params() / (job.tp * job.pp) * BYTES_PER_WEIGHT[job.precision]
+
+
+def _prefill(job: InferJob, system: System, tiers: CommTiers) -> tuple[float, float]:
+    m, c = job.model, compute_constants()
+    peak = peak_tflops(system.node.gpu, job.precision)
+    top = c.gemm_max(system.node.gpu.arch, job.precision)
+    tokens = job.input_tokens
+    gemm = sum(gemm_time_s(np.asarray(2.0 * tokens * w / job.tp), peak, c, top)
+               for w in (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
+                         *([m.hidden * m.ffn_hidden] * m.ffn_matrices))) * m.layers
+    attention = 0.5 * 4.0 * tokens * tokens * m.hidden / job.tp * m.layers / (
+        peak_tflops(system.node.gpu, "bf16") * 1e12 * c.flash_attention_efficiency)
+    logits = gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab / job.tp), peak, c, top)
+    comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
+    return float(gemm + attention + logits + comm), float(comm)
+
+
+def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    m, c, gpu = job.model, compute_constants(), system.node.gpu
+    context = job.input_tokens + job.output_tokens / 2.0
+    # Every stage runs in turn for one token, so a step reads all pp stages' weights and KV, one after another.
+    streamed = (_weights_bytes_per_gpu(job) + batch * context * _kv_bytes_per_token(job)) * job.pp
+    memory = streamed / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm_efficiency)
+    flops = 2.0 * m.total_params() / job.tp * batch
+    compute = flops / (peak_tflops(gpu, job.precision) * 1e12 * c.gemm_max(gpu.arch, job.precision))
+    comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
+    return np.maximum(memory, compute) + comm, comm
+
+
+def estimate_inference(job: InferJob, system: System, batches: np.ndarray) -> InferEstimate:
+    """Prefill, decode and throughput for each batch size."""
+    if job.tp * job.pp > system.gpus:
+        raise UserError(f"tp x pp = {job.tp * job.pp} exceeds the {system.gpus} GPUs of {system.id}")
+    if job.model.heads % job.tp:
+        raise UserError(f"--tp {job.tp} does not divide the {job.model.heads} attention heads of {job.model.id}")
+    tiers = comm_tiers(system)
+    check_multi_node(tiers, -(-job.tp * job.pp // system.node.gpus))
+    batch = np.asarray(batches, dtype=float)
+    prefill, prefill_comm = _prefill(job, system, tiers)
+    step, step_comm = _decode(job, system, tiers, batch)
+    cycle = batch * prefill + job.output_tokens * step
+    memory = (_weights_bytes_per_gpu(job) + batch * (job.input_tokens + job.output_tokens)
+              * _kv_bytes_per_token(job)) / 2**30
+    usable = usable_memory_gib(system.node.gpu)
+    gpus = job.tp * job.pp
+    return InferEstimate(batch=batch, prefill_s=np.full_like(batch, prefill), decode_step_s=step,
+                         tp_comm_prefill_s=np.full_like(batch, prefill_comm), tp_comm_decode_s=step_comm,
+                         cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
+                         tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
+                         memory_gib_per_gpu=memory, fits=memory <= usable)
+
+
+def best_batch_for_budget(est: InferEstimate, budget_tokens_per_s_per_user: float) -> int | None:
+    """Index of the largest batch that fits and still gives each user the budgeted tokens/s."""
+    ok = est.fits & (est.tokens_per_s_per_user >= budget_tokens_per_s_per_user)
+    if not np.any(ok):
+        return None
+    return int(np.flatnonzero(ok)[-1])
+
+
+def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[str, Any]:
+    """The JSON of `predict infer` for batch index i."""
+    step = float(est.decode_step_s[i])
+    per_token_s = float(est.cycle_s[i]) / job.output_tokens
+    per_gpu = float(est.tokens_per_s_per_gpu[i])
+    return {
+        "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "batch": int(est.batch[i]),
+        "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
+        "prefill_s": float(est.prefill_s[i]), "decode_step_s": step,
+        "time_per_output_token_s": per_token_s,
+        "time_per_output_token_s_range": list(time_range(per_token_s, "inference")),
+        "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
+        "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference")),
+        "tokens_per_s_per_gpu": per_gpu,
+        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference")),
+        "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
+        "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
+        "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),
+    }
+
+
+def tp_options(model: ModelConfig, gpus_per_node: int) -> list[int]:
+    """Tensor-parallel sizes that stay inside one node and split the model's query and KV heads evenly."""
+    return [t for t in divisors(gpus_per_node)
+            if model.heads % t == 0 and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
+
+
+@dataclass(frozen=True)
+class InferPick:
+    """The layout and batch `predict infer` reports: the job, its estimate and the batch index chosen."""
+
+    job: InferJob
+    est: InferEstimate
+    index: int | None
+
+
+def _pick_index(est: InferEstimate, budget: float | None) -> int | None:
+    return best_batch_for_budget(est, budget) if budget is not None else 0
+
+
+def pick_tp(job: InferJob, system: System, batches: np.ndarray, budget: float | None) -> InferPick:
+    """`--tp auto`: of the TP sizes inside a node, the one with the most tokens/s per GPU that fits (and meets
+    the per-user budget when one is given); if none does, the widest, which needs the least memory per GPU."""
+    picks = []
+    for tp in tp_options(job.model, system.node.gpus):
+        sized = replace(job, tp=tp)
+        est = estimate_inference(sized, system, batches)
+        picks.append(InferPick(sized, est, _pick_index(est, budget)))
+    if not picks:
+        raise UserError(f"--tp auto: no TP size inside {system.node.gpus} GPUs divides {job.model.id}'s "
+                        f"{job.model.heads} heads")
+    good = [p for p in picks if p.index is not None and bool(p.est.fits[p.index])]
+    if not good:
+        return picks[-1]
+    return max(good, key=lambda p: float(p.est.tokens_per_s_per_gpu[p.index or 0]))

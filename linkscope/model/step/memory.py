@@ -1,0 +1,71 @@
+"""Memory per GPU for training: weights, gradients, optimizer states, activations (Korthikanti et al. 2022).
+
+Activation bytes per token and layer generalise Korthikanti's `34 h + 5 a s` to grouped-query attention
+and gated MLPs: 10 h bytes that tensor parallelism alone does not split (layer-norm inputs, the attention
+and MLP inputs, two dropout masks) plus Q, K, V, the projection input and the MLP intermediates, which it
+does; sequence parallelism splits everything. Unfused attention adds 5 a s bytes (scores, softmax, mask).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from linkscope.hardware.system import System
+from linkscope.model.step.compute import compute_constants
+from linkscope.model.step.layout import Layouts
+
+if TYPE_CHECKING:  # train imports this module to size each layout; the Job it passes is only annotated here
+    from linkscope.model.step.train import Job
+
+GIB = float(1 << 30)
+
+
+def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
+    """Stored activations of one layer for one token on one GPU."""
+    m = job.model
+    ffn_terms = (6 if m.gated_mlp else 4) * m.ffn_hidden
+    split = 2 * m.hidden + 4 * m.kv_dim + 2 * m.hidden + ffn_terms
+    replicated = 10 * m.hidden
+    per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
+    scores = 5.0 * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
+    selective_or_full = lay.recompute >= 1
+    return per_token + np.where(selective_or_full, 0.0, scores)
+
+
+def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np.ndarray:
+    m = job.model
+    tokens = lay.mb * job.seq_len / lay.cp
+    layers = np.ceil(m.layers / lay.pp)
+    microbatches = job.global_batch / (lay.dp * lay.mb)
+    # 1F1B keeps p micro-batches in flight on the first stage; interleaving adds (p-1)/(p v) of that.
+    interleave = np.where(lay.v > 1, 1 + (lay.pp - 1) / (lay.pp * lay.v), 1.0)
+    in_flight = np.minimum(lay.pp, microbatches) * interleave
+    full = lay.recompute == 2
+    checkpoint = 2.0 * m.hidden / np.where(lay.sp, lay.tp, 1)
+    stored = np.where(full, checkpoint, per_token) * tokens * layers * in_flight
+    # Full recomputation still materialises one layer's activations while it runs backward.
+    working = np.where(full, per_token * tokens, 0.0)
+    return stored + working
+
+
+def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
+    tokens = lay.mb * job.seq_len / lay.cp
+    return tokens * job.model.vocab / lay.tp * 4.0
+
+
+def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
+    m, c = job.model, compute_constants()
+    params = (np.ceil(m.layers / lay.pp) * m.layer_params() + m.embedding_params()) / lay.tp
+    weights = params * c.weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
+    grads = params * c.grad_bytes / np.where(lay.zero >= 2, lay.dp, 1)
+    optimizer = params * c.optimizer_bytes / np.where(lay.zero >= 1, lay.dp, 1)
+    return weights + grads + optimizer
+
+
+def memory_gib_per_gpu(job: Job, system: System, lay: Layouts) -> np.ndarray:
+    """Peak memory of the busiest GPU (first or last pipeline stage), GiB."""
+    per_token = activation_bytes_per_token(job, lay)
+    total = _state_bytes(job, lay) + _in_flight_layers_bytes(job, lay, per_token) + _logits_bytes(job, lay)
+    return total / GIB

@@ -1,0 +1,139 @@
+"""`predict train`: one answer for one job on one System, with its layout resolved, flags and a bottleneck.
+
+Impossible layouts (TP not dividing the heads, a product that is not the GPU count, a batch that does not
+divide) are UserErrors. Legal but unwise ones (TP across nodes, a layout that does not fit) are predicted and
+flagged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.system import System
+from linkscope.model.fidelity.accuracy import rate_range, time_range
+from linkscope.model.step.compute import usable_memory_gib
+from linkscope.model.step.search import LayoutRequest, SearchResult, search
+from linkscope.model.comm.tiers import CommTiers
+from linkscope.model.step.train import Job, StepEstimate
+
+BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s",
+                  "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s")
+
+
+@dataclass
+class TrainPrediction:
+    """What `linkscope predict train --json` prints."""
+
+    system: str
+    model: str
+    gpus: int
+    nodes: int
+    global_batch: int
+    seq_len: int
+    precision: str
+    step_time_s: float
+    tokens_per_s: float
+    tflops_per_gpu: float
+    mfu: float
+    memory_gib_per_gpu: float
+    memory_gib_available: float
+    fits: bool
+    breakdown: dict[str, float]
+    parallelism: dict[str, Any]
+    bottleneck: str
+    flags: list[str] = field(default_factory=list)
+    layouts_evaluated: int = 1
+    step_time_s_range: list[float] = field(default_factory=list)
+    """p10..p90 of the step time, from the leave-one-source-out errors of training predictions."""
+    tokens_per_s_range: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
+    """Reject layouts that cannot run at all, naming the flag."""
+    m, gpus = job.model, system.gpus
+    if req.tp is not None:
+        if req.tp < 1 or m.heads % req.tp:
+            raise UserError(f"--tp {req.tp} does not divide the {m.heads} attention heads of {m.id}")
+        if m.kv_heads % req.tp and req.tp % m.kv_heads:
+            raise UserError(f"--tp {req.tp} does not divide the {m.kv_heads} KV heads of {m.id}")
+    if req.pp is not None and (req.pp < 1 or req.pp > m.layers):
+        raise UserError(f"--pp {req.pp} must be between 1 and the {m.layers} layers of {m.id}")
+    fixed = [v for v in (req.tp, req.pp, req.dp, req.cp) if v is not None]
+    product = int(np.prod(fixed)) if fixed else 1
+    if gpus % product or (len(fixed) == 4 and product != gpus):
+        raise UserError(f"tp x pp x dp x cp = {product} does not match {gpus} GPUs")
+    if req.micro_batch is not None and req.micro_batch < 1:
+        raise UserError(f"--micro-batch must be at least 1 (got {req.micro_batch})")
+    if req.dp is not None and job.global_batch % (req.dp * (req.micro_batch or 1)):
+        raise UserError(f"--global-batch {job.global_batch} is not divisible by dp x micro-batch = "
+                        f"{req.dp * (req.micro_batch or 1)}")
+    if req.interleave is not None and req.pp is not None and req.interleave > 1 and \
+            (m.layers % (req.pp * req.interleave)):
+        raise UserError(f"--interleave {req.interleave}: {m.layers} layers do not split into "
+                        f"{req.pp} x {req.interleave} chunks")
+
+
+def _flags(job: Job, system: System, row: dict[str, Any], est: StepEstimate, i: int) -> list[str]:
+    flags = []
+    per_node = system.node.gpus
+    if row["tp"] > per_node:
+        flags.append(f"tensor parallelism ({row['tp']}) spans nodes: every layer's collectives cross the network")
+    if not bool(est.fits[i]):
+        flags.append(f"does not fit: {est.memory_gib_per_gpu[i]:.1f} GiB per GPU needed, "
+                     f"{system.node.gpu.memory_gib:g} GiB on a {system.node.gpu.id}")
+    if est.microbatches[i] < row["pp"]:
+        flags.append(f"{est.microbatches[i]:g} micro-batches for {row['pp']} pipeline stages: the bubble dominates")
+    if row["tp"] * row["cp"] * row["dp"] < per_node and row["pp"] > 1 and system.nodes > 1:
+        flags.append("pipeline stages share nodes while data parallel groups span them")
+    return flags
+
+
+def bottleneck_sentence(breakdown: dict[str, float], step_s: float) -> str:
+    """One sentence naming what the step time goes to, beyond useful compute."""
+    names = {"tp_comm_exposed_s": "tensor-parallel communication", "pp_comm_exposed_s": "pipeline send/recv",
+             "dp_comm_exposed_s": "data-parallel gradient traffic", "bubble_s": "the pipeline bubble",
+             "recompute_s": "activation recomputation", "optimizer_s": "the optimizer step",
+             "cp_comm_exposed_s": "context-parallel communication"}
+    overheads = {k: v for k, v in breakdown.items() if k in names}
+    worst = max(overheads, key=lambda k: overheads[k])
+    share = overheads[worst] / step_s if step_s > 0 else 0.0
+    compute_share = breakdown["compute_s"] / step_s if step_s > 0 else 0.0
+    if share < 0.05:
+        return f"compute-bound: {compute_share:.0%} of the step is compute; no overhead above 5%"
+    return f"{names[worst]} takes {share:.0%} of the step ({overheads[worst]:.3g} s); compute is {compute_share:.0%}"
+
+
+def summarize(job: Job, system: System, result: SearchResult, i: int | None = None) -> TrainPrediction:
+    """The prediction for layout `i` (the search's best by default)."""
+    i = result.best if i is None else i
+    est, row = result.estimate, result.layouts.row(i)
+    breakdown = {k: float(getattr(est, k)[i]) for k in BREAKDOWN_KEYS}
+    step = float(est.step_time_s[i])
+    return TrainPrediction(
+        system=system.id, model=job.model.id, gpus=system.gpus, nodes=system.nodes, global_batch=job.global_batch,
+        seq_len=job.seq_len, precision=job.precision, step_time_s=step, tokens_per_s=float(est.tokens_per_s[i]),
+        tflops_per_gpu=float(est.tflops_per_gpu[i]), mfu=float(est.mfu[i]),
+        memory_gib_per_gpu=float(est.memory_gib_per_gpu[i]),
+        memory_gib_available=usable_memory_gib(system.node.gpu),
+        fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
+        bottleneck=bottleneck_sentence(breakdown, step), flags=_flags(job, system, row, est, i),
+        layouts_evaluated=result.evaluated, step_time_s_range=list(time_range(step, "training")),
+        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")))
+
+
+def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:
+    """Validate, search what is left open, and summarise the chosen layout."""
+    validate_request(job, system, req)
+    result = search(job, system, req, tiers)
+    prediction = summarize(job, system, result)
+    if not result.any_fits:
+        prediction.flags.insert(0, "no layout fits in memory; showing the one that needs the least")
+    return prediction

@@ -1,0 +1,155 @@
+"""Choose a training layout: enumerate TP x PP x DP x CP x interleave x micro-batch x recompute x ZeRO,
+price every candidate at once with the vectorized step model, keep the fastest that fits in memory.
+
+Fixed values (what the user gave) narrow the enumeration; `None` means "search it".
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.system import System
+from linkscope.model.step.layout import RECOMPUTE, Layouts
+from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
+from linkscope.model.step.train import Job, StepEstimate, estimate_steps
+
+MAX_MICRO_BATCH = 16
+MAX_INTERLEAVE = 8
+
+
+@dataclass(frozen=True)
+class LayoutRequest:
+    """A partial layout: None for every field the search may choose."""
+
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    cp: int | None = 1
+    interleave: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+    zero: int | None = None
+    sequence_parallel: bool | None = None
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of n, ascending."""
+    small: list[int] = []
+    large: list[int] = []
+    d = 1
+    while d * d <= n:  # O(sqrt n): a huge batch or layer count must not hang the search
+        if n % d == 0:
+            small.append(d)
+            if d != n // d:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def _tp_options(job: Job, gpus: int, per_node: int, req: LayoutRequest) -> list[int]:
+    if req.tp is not None:
+        return [req.tp]
+    m = job.model
+    # Searching TP across nodes is never worth it; a user may still ask for it explicitly.
+    return [t for t in divisors(gpus) if t <= per_node and m.heads % t == 0 and m.kv_heads % t == 0]
+
+
+def _pp_options(job: Job, rest: int, req: LayoutRequest) -> list[int]:
+    if req.pp is not None:
+        return [req.pp] if rest % req.pp == 0 else []
+    return [p for p in divisors(rest) if p <= job.model.layers and job.model.layers % p == 0]
+
+
+def _cp_options(job: Job, rest: int, req: LayoutRequest) -> list[int]:
+    if req.cp is not None:
+        return [req.cp] if rest % req.cp == 0 else []
+    return [c for c in (1, 2, 4, 8, 16) if rest % c == 0 and job.seq_len % (2 * c) == 0 and job.seq_len // c >= 1024]
+
+
+def _outer(job: Job, gpus: int, per_node: int, req: LayoutRequest) -> list[tuple[int, int, int, int]]:
+    """(tp, pp, cp, dp) combinations whose product is the GPU count."""
+    combos = []
+    for tp in _tp_options(job, gpus, per_node, req):
+        if gpus % tp:
+            continue
+        for pp in _pp_options(job, gpus // tp, req):
+            for cp in _cp_options(job, gpus // (tp * pp), req):
+                dp = gpus // (tp * pp * cp)
+                if req.dp is None or req.dp == dp:
+                    combos.append((tp, pp, cp, dp))
+    return combos
+
+
+def _inner(job: Job, pp: int, dp: int, req: LayoutRequest) -> list[tuple[int, int]]:
+    """(interleave, micro_batch) pairs valid for one (pp, dp)."""
+    if job.global_batch % dp:
+        return []
+    local = job.global_batch // dp
+    mbs = [req.micro_batch] if req.micro_batch else [b for b in divisors(local) if b <= MAX_MICRO_BATCH]
+    layers = job.model.layers // pp if job.model.layers % pp == 0 else 0
+    if req.interleave:
+        vs = [req.interleave]
+    else:
+        vs = [v for v in divisors(max(layers, 1)) if v <= MAX_INTERLEAVE] if pp > 1 else [1]
+    pairs = []
+    for v, mb in itertools.product(vs, mbs):
+        if local % mb:
+            continue
+        # Megatron's interleaved schedule needs the micro-batch count to be a multiple of pp.
+        if v > 1 and (local // mb) % pp:
+            continue
+        pairs.append((v, mb))
+    return pairs
+
+
+def enumerate_layouts(job: Job, system: System, req: LayoutRequest) -> Layouts:
+    """Every candidate layout for `system` (all its GPUs) that `req` allows."""
+    rows = []
+    recomputes = [RECOMPUTE.index(req.recompute)] if req.recompute else [0, 1, 2]
+    zeros = [req.zero] if req.zero is not None else [0, 1, 2, 3]
+    for tp, pp, cp, dp in _outer(job, system.gpus, system.node.gpus, req):
+        sp = req.sequence_parallel if req.sequence_parallel is not None else tp > 1
+        for v, mb in _inner(job, pp, dp, req):
+            for rec, zero in itertools.product(recomputes, zeros):
+                if zero == 3 and pp > 1 and req.zero is None:
+                    continue
+                if zero > 0 and dp == 1 and req.zero is None:
+                    continue
+                rows.append((tp, pp, dp, cp, v, mb, rec, zero, sp))
+    if not rows:
+        return Layouts(*(np.zeros(0, dtype=int) for _ in range(9)))
+    cols = np.asarray(rows, dtype=np.int64).T
+    return Layouts(tp=cols[0], pp=cols[1], dp=cols[2], cp=cols[3], v=cols[4], mb=cols[5], recompute=cols[6],
+                   zero=cols[7], sp=cols[8].astype(bool))
+
+
+@dataclass
+class SearchResult:
+    """The chosen layout (index `best` into `layouts`) and every candidate's estimate."""
+
+    layouts: Layouts
+    estimate: StepEstimate
+    best: int
+    evaluated: int
+    any_fits: bool
+
+
+def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> SearchResult:
+    """Fastest layout that fits in memory; if none fits, the one that needs the least memory."""
+    layouts = enumerate_layouts(job, system, req)
+    if len(layouts) == 0:
+        raise UserError(f"no valid layout of {system.gpus} GPUs for {job.model.id} with global batch "
+                        f"{job.global_batch} and the values given (check that they divide evenly)")
+    tiers = tiers or comm_tiers(system)
+    check_multi_node(tiers, system.nodes)
+    est = estimate_steps(job, system, layouts, tiers)
+    any_fits = bool(np.any(est.fits))
+    if any_fits:
+        best = int(np.argmin(np.where(est.fits, est.step_time_s, np.inf)))
+    else:
+        best = int(np.argmin(est.memory_gib_per_gpu))
+    return SearchResult(layouts=layouts, estimate=est, best=best, evaluated=len(layouts), any_fits=any_fits)

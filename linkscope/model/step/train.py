@@ -1,0 +1,309 @@
+"""Training step time and memory for many layouts at once (numpy arrays, one element per layout).
+
+One step processes the whole global batch: m = B / (dp * mb) micro-batches flow through pp stages with the
+(interleaved) 1F1B schedule. Per micro-batch and stage: GEMMs, attention, element-wise kernels and tensor-
+parallel collectives (Megatron-LM issues them on the critical path), recomputation, the last stage's logits.
+Then the pipeline bubble (p-1)/v, pipeline send/recv, data-parallel gradient traffic not hidden behind the
+last backward pass, and the optimizer step. Memory follows Korthikanti et al. 2022.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from linkscope.hardware.system import System
+from linkscope.model.comm.collectives import collective_time
+from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_time_s, memory_time_s, peak_tflops,
+                                     usable_memory_gib)
+from linkscope.model.step.layout import Layouts, group_span
+from linkscope.model.step.memory import memory_gib_per_gpu
+from linkscope.model.comm.tiers import CommTiers, comm_tiers
+from linkscope.model.step.transformer import ModelConfig
+
+BF16_BYTES = 2
+
+
+@dataclass(frozen=True)
+class Job:
+    """What is trained: the model, the global batch (sequences), the sequence length and the number format."""
+
+    model: ModelConfig
+    global_batch: int
+    seq_len: int
+    precision: str = "bf16"
+    attention: str = "flash"
+    """`flash` (fused, causal half computed) or `unfused` (scores materialised, Megatron-LM 2022)."""
+    dp_overlap: bool = True
+    """Overlap the data-parallel gradient reduction with the last backward pass (Megatron --overlap-grad-reduce)."""
+    tp_overlap: bool = False
+    """Overlap tensor-parallel collectives with the GEMMs they feed (Megatron/NeMo --tp-comm-overlap)."""
+
+
+@dataclass
+class StepEstimate:
+    """Arrays, one element per layout. Times in seconds for one step of the global batch."""
+
+    step_time_s: np.ndarray
+    compute_s: np.ndarray
+    recompute_s: np.ndarray
+    tp_comm_exposed_s: np.ndarray
+    cp_comm_exposed_s: np.ndarray
+    pp_comm_exposed_s: np.ndarray
+    dp_comm_exposed_s: np.ndarray
+    bubble_s: np.ndarray
+    optimizer_s: np.ndarray
+    memory_gib_per_gpu: np.ndarray
+    fits: np.ndarray
+    microbatches: np.ndarray
+    tokens_per_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tflops_per_gpu: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    mfu: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+@dataclass
+class _Ctx:
+    job: Job
+    system: System
+    tiers: CommTiers
+    c: ComputeConstants
+    lay: Layouts
+    tokens: np.ndarray
+    """Tokens per micro-batch per GPU (mb * s / cp)."""
+
+    @property
+    def model(self) -> ModelConfig:
+        return self.job.model
+
+    def gemm_top(self, precision: str) -> float:
+        """Large-GEMM share of peak on this GPU generation in `precision`."""
+        return self.c.gemm_max(self.system.node.gpu.arch, precision)
+
+
+def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
+    per_node, nodes = group_span(ranks, stride, ctx.system.node.gpus)
+    return collective_time(op, ctx.tiers, size_bytes, ranks, nodes, labels=False).time_us * 1e-6
+
+
+def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
+    """Forward GEMM time of one layer: QKV, output projection, FFN up (and gate), FFN down."""
+    m, tp, tok = ctx.model, ctx.lay.tp, ctx.tokens
+    peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
+    shapes = [m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
+              *([m.hidden * m.ffn_hidden] * (m.ffn_matrices - 1)), m.ffn_hidden * m.hidden]
+    top = ctx.gemm_top(ctx.job.precision)
+    total = np.zeros(np.shape(tok))
+    for w in shapes:
+        total = total + gemm_time_s(2.0 * tok * w / tp, peak, ctx.c, top)
+    return total
+
+
+def _attention_s(ctx: _Ctx) -> np.ndarray:
+    """Forward attention core (QK^T and scores x V) of one layer."""
+    m, lay = ctx.model, ctx.lay
+    full_flops = 2.0 * ctx.tokens * ctx.job.seq_len * m.hidden * 2 / lay.tp
+    peak = peak_tflops(ctx.system.node.gpu, "bf16")
+    if ctx.job.attention == "flash":
+        # The fused kernel skips the masked half of a causal score matrix.
+        return 0.5 * full_flops / (peak * 1e12 * ctx.c.flash_attention_efficiency)
+    return 2 * gemm_time_s(full_flops / 2, peak, ctx.c, ctx.gemm_top("bf16"))
+
+
+def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
+    """HBM traffic of one layer's norms, dropouts, residual adds, activation and (unfused) softmax."""
+    m, lay = ctx.model, ctx.lay
+    n_h = ctx.tokens * m.hidden / np.where(lay.sp, lay.tp, 1)
+    n_f = ctx.tokens * m.ffn_hidden / lay.tp
+    per_h = (2 * 6 + 2 * 7) if backward else (2 * 4 + 2 * 7)
+    per_f = (10 if m.gated_mlp else 6) if backward else (6 if m.gated_mlp else 4)
+    return per_h * n_h + per_f * n_f + _scores_bytes(ctx, backward)
+
+
+def _scores_bytes(ctx: _Ctx, backward: bool) -> np.ndarray | float:
+    """HBM traffic of unfused attention's score matrix: scale-mask-softmax and dropout (none when fused)."""
+    if ctx.job.attention != "unfused":
+        return 0.0
+    n_a = ctx.tokens * (ctx.model.heads / ctx.lay.tp) * ctx.job.seq_len
+    return (11 if backward else 9) * n_a
+
+
+def _tp_comm_s(ctx: _Ctx, forward: bool) -> np.ndarray:
+    """Tensor-parallel collectives of one layer: 2 all-reduces, or with SP 2 all-gathers + 2 reduce-scatters
+    (backward adds 2 all-gathers Megatron redoes for the weight gradients)."""
+    lay = ctx.lay
+    size = ctx.tokens * ctx.model.hidden * BF16_BYTES
+    stride = np.ones_like(lay.tp)
+    ar = _coll(ctx, "all_reduce", size, lay.tp, stride)
+    ag = _coll(ctx, "all_gather", size, lay.tp, stride)
+    rs = _coll(ctx, "reduce_scatter", size, lay.tp, stride)
+    sp_time = 2 * (ag + rs) if forward else 4 * ag + 2 * rs
+    return np.where(lay.tp > 1, np.where(lay.sp, sp_time, 2 * ar), 0.0)
+
+
+def _cp_comm_exposed_s(ctx: _Ctx, attention_s: np.ndarray, forward: bool) -> np.ndarray:
+    """Context parallelism: K and V circulate among the cp ranks, hidden behind the attention core if fast."""
+    lay, m = ctx.lay, ctx.model
+    size = 2.0 * ctx.tokens * lay.cp * m.kv_dim / lay.tp * BF16_BYTES
+    comm = _coll(ctx, "all_gather", size, lay.cp, lay.tp)
+    if not forward:
+        comm = comm + _coll(ctx, "reduce_scatter", size, lay.cp, lay.tp)
+    return np.where(lay.cp > 1, np.maximum(comm - attention_s, 0.0), 0.0)
+
+
+@dataclass
+class _LayerTimes:
+    fwd_compute: np.ndarray
+    bwd_compute: np.ndarray
+    fwd_tp: np.ndarray
+    bwd_tp: np.ndarray
+    cp: np.ndarray
+    recompute: np.ndarray
+
+
+def _layer_times(ctx: _Ctx) -> _LayerTimes:
+    overhead = ctx.c.layer_overhead_us * 1e-6
+    gemm, attn = _layer_gemms_s(ctx), _attention_s(ctx)
+    fwd_mem = memory_time_s(_elementwise_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
+    bwd_mem = memory_time_s(_elementwise_bytes(ctx, True), ctx.system.node.gpu, ctx.c)
+    fwd_compute = gemm + attn + fwd_mem + overhead
+    bwd_compute = 2 * gemm + 2 * attn + bwd_mem + overhead
+    fwd_tp, bwd_tp = _tp_comm_s(ctx, True), _tp_comm_s(ctx, False)
+    if ctx.job.tp_overlap:
+        # Userbuffers split each TP collective into chunks pipelined with the GEMM next to it.
+        fwd_tp = _overlapped(fwd_tp, gemm, ctx.c.tp_comm_overlap)
+        bwd_tp = _overlapped(bwd_tp, 2 * gemm, ctx.c.tp_comm_overlap)
+    cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, 2 * attn, False)
+    # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
+    softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
+    selective = np.where(ctx.job.attention == "flash", 0.0, attn + softmax)
+    recompute = np.select([ctx.lay.recompute == 2, ctx.lay.recompute == 1], [fwd_compute + fwd_tp, selective], 0.0)
+    return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute)
+
+
+def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward time of the output layer and the loss, which the last stage carries."""
+    m = ctx.model
+    peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
+    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c,
+                      ctx.gemm_top(ctx.job.precision))
+    loss = memory_time_s(ctx.tokens * m.vocab / ctx.lay.tp * 4 * 3, ctx.system.node.gpu, ctx.c)
+    return fwd + loss, 2 * fwd + loss
+
+
+def _pp_comm_s(ctx: _Ctx) -> np.ndarray:
+    """One activation (or gradient) transfer between neighbouring stages, split over the tp ranks."""
+    lay = ctx.lay
+    size = ctx.tokens * ctx.model.hidden * BF16_BYTES / lay.tp
+    stride = lay.tp * lay.cp * lay.dp
+    return np.where(lay.pp > 1, _coll(ctx, "sendrecv", size, np.full_like(lay.pp, 2), stride), 0.0)
+
+
+def _pp_exposed_s(ctx: _Ctx, stage_busy_s: np.ndarray) -> np.ndarray:
+    """Send/recv per micro-batch on the critical path. Plain 1F1B waits for each transfer; the interleaved
+    schedule posts them while the next model chunk computes (Megatron overlap_p2p_comm), so only what
+    outlasts a chunk's compute shows."""
+    lay = ctx.lay
+    transfers = 2 * lay.v * _pp_comm_s(ctx)
+    chunk_s = stage_busy_s / lay.v
+    return np.where(lay.v > 1, np.maximum(transfers - 2 * lay.v * chunk_s, 0.0), transfers)
+
+
+def _stage_params(ctx: _Ctx) -> np.ndarray:
+    """Parameters one GPU holds: its stage's layers (the last stage also the output layer), split by tp."""
+    m, lay = ctx.model, ctx.lay
+    layers = np.ceil(m.layers / lay.pp)
+    return (layers * m.layer_params() + m.embedding_params()) / lay.tp
+
+
+def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """(gradient reduction, parameter all-gather) of one step across the dp ranks."""
+    lay, c = ctx.lay, ctx.c
+    params = _stage_params(ctx)
+    stride = lay.tp * lay.cp
+    grad_bytes = params * c.grad_bytes
+    ar = _coll(ctx, "all_reduce", grad_bytes, lay.dp, stride)
+    rs = _coll(ctx, "reduce_scatter", grad_bytes, lay.dp, stride)
+    ag = _coll(ctx, "all_gather", params * c.weight_bytes, lay.dp, stride)
+    grads = np.where(lay.zero >= 1, rs, ar)
+    return np.where(lay.dp > 1, grads, 0.0), np.where((lay.dp > 1) & (lay.zero >= 1), ag, 0.0)
+
+
+def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray) -> np.ndarray:
+    """ZeRO-3 / FSDP gathers each layer's weights in forward and backward and reduce-scatters its gradients
+    every micro-batch, prefetching so that what outlasts the layer's compute shows, and the overlapped part
+    costs a share (1 - zero3_overlap) of itself: the gathers run on SMs and HBM the layer's kernels share."""
+    lay, c, m = ctx.lay, ctx.c, ctx.model
+    layer_params = m.layer_params() / lay.tp
+    stride = lay.tp * lay.cp
+    ag = _coll(ctx, "all_gather", layer_params * c.weight_bytes, lay.dp, stride)
+    rs = _coll(ctx, "reduce_scatter", layer_params * c.grad_bytes, lay.dp, stride)
+    per_layer = _overlapped(ag, lt.fwd_compute, c.zero3_overlap) + _overlapped(ag + rs, lt.bwd_compute,
+                                                                               c.zero3_overlap)
+    return np.where((lay.zero >= 3) & (lay.dp > 1), per_layer * layers * m_count, 0.0)
+
+
+def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np.ndarray:
+    """Exposed time of `comm_s` run beside `compute_s`: what outlasts the compute, plus the unhidden share."""
+    return np.maximum(comm_s - compute_s, 0.0) + (1.0 - overlap) * np.minimum(comm_s, compute_s)
+
+
+def _optimizer_s(ctx: _Ctx) -> np.ndarray:
+    lay, c = ctx.lay, ctx.c
+    shard = _stage_params(ctx) / np.where(lay.zero >= 1, lay.dp, 1)
+    return memory_time_s(shard * c.optimizer_traffic_bytes, ctx.system.node.gpu, c)
+
+
+def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray,
+                  stage_fwd: np.ndarray, stage_bwd: np.ndarray) -> np.ndarray:
+    grads, gather = _dp_comm_s(ctx)
+    if ctx.job.dp_overlap:
+        # Gradients of the last micro-batch are reduced bucket by bucket while its backward pass runs, but
+        # the last bucket (the first layers' gradients) is only ready when backward ends: it always shows.
+        # The parameter all-gather of the distributed optimizer overlaps the next step's first forward.
+        last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_params(ctx), 1.0))
+        grads = np.maximum(grads - stage_bwd, grads * last_bucket)
+        gather = np.maximum(gather - stage_fwd, gather * last_bucket)
+    classic = np.where(ctx.lay.zero >= 3, 0.0, grads + gather)
+    return classic + _zero3_exposed_s(ctx, lt, layers, m_count)
+
+
+def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers | None = None) -> StepEstimate:
+    """Step time, its breakdown and memory per GPU for every layout (arrays)."""
+    lay = layouts
+    ctx = _Ctx(job=job, system=system, tiers=tiers or comm_tiers(system), c=compute_constants(), lay=lay,
+               tokens=lay.mb * job.seq_len / lay.cp)
+    lt = _layer_times(ctx)
+    layers = np.ceil(job.model.layers / lay.pp)
+    m_count = job.global_batch / (lay.dp * lay.mb)
+    logits_f, logits_b = _logits_s(ctx)
+    compute_mb = layers * (lt.fwd_compute + lt.bwd_compute) + logits_f + logits_b
+    tp_mb = layers * (lt.fwd_tp + lt.bwd_tp + lt.cp)
+    recompute_mb = layers * lt.recompute
+    pp_mb = _pp_exposed_s(ctx, compute_mb + tp_mb + recompute_mb)
+    stage_mb = compute_mb + tp_mb + recompute_mb + pp_mb
+    bubble = (lay.pp - 1) / lay.v * stage_mb
+    stage_fwd = layers * (lt.fwd_compute + lt.fwd_tp) + logits_f
+    stage_bwd = layers * (lt.bwd_compute + lt.bwd_tp + lt.recompute) + logits_b
+    dp = _dp_exposed_s(ctx, lt, layers, m_count, stage_fwd, stage_bwd)
+    optimizer = _optimizer_s(ctx)
+    step = m_count * stage_mb + bubble + dp + optimizer
+    mem = memory_gib_per_gpu(job, system, lay)
+    usable = usable_memory_gib(system.node.gpu, ctx.c)
+    est = StepEstimate(step_time_s=step, compute_s=m_count * compute_mb, recompute_s=m_count * recompute_mb,
+                       tp_comm_exposed_s=m_count * layers * (lt.fwd_tp + lt.bwd_tp),
+                       cp_comm_exposed_s=m_count * layers * lt.cp, pp_comm_exposed_s=m_count * pp_mb,
+                       dp_comm_exposed_s=dp, bubble_s=bubble, optimizer_s=optimizer, memory_gib_per_gpu=mem,
+                       fits=mem <= usable, microbatches=m_count)
+    _add_rates(est, job, system, lay)
+    return est
+
+
+def _add_rates(est: StepEstimate, job: Job, system: System, lay: Layouts) -> None:
+    gpus = lay.tp * lay.pp * lay.dp * lay.cp
+    tokens = job.global_batch * job.seq_len
+    flops = job.model.model_flops_per_token(job.seq_len) * tokens
+    est.tokens_per_s = tokens / est.step_time_s
+    est.tflops_per_gpu = flops / est.step_time_s / gpus / 1e12
+    # MFU against the dense BF16 peak whatever the number format, as Megatron-LM and most papers report it.
+    est.mfu = est.tflops_per_gpu / peak_tflops(system.node.gpu, "bf16")

@@ -1,0 +1,96 @@
+"""The evidence set, the fitting procedure and `validate`'s errors (regression limits, not timing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from linkscope.hardware.errors import DataError
+from linkscope.hardware.loader import HardwareDB, load_db
+from linkscope.model.step.compute import packaged_constants
+from linkscope.model.fidelity.evidence import (
+    CALIBRATION_SOURCE,
+    EVIDENCE_FILE,
+    KINDS,
+    load_evidence,
+)
+from linkscope.model.fidelity.fit import FINE_MIX, FINE_SHARE, PricedSet
+from linkscope.model.fidelity.validate import Validation, range_quantiles, validate
+
+# What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
+LOSO_MEDIAN_LIMIT_PCT = {"training": 7.0, "collectives": 16.6, "inference": 16.0}
+SHARE_STEP = float(FINE_SHARE[1] - FINE_SHARE[0])
+MIX_STEP = float(FINE_MIX[1] - FINE_MIX[0])
+
+
+@pytest.fixture(scope="module")
+def db() -> HardwareDB:
+    return load_db(include_user=False)
+
+
+@pytest.fixture(scope="module")
+def result(db: HardwareDB) -> Validation:
+    return validate(load_evidence(), db)
+
+
+def test_every_entry_names_a_known_source_and_resolves(db: HardwareDB) -> None:
+    evidence = load_evidence()
+    for kind in KINDS:
+        entries = evidence.entries(kind)
+        assert entries, kind
+        assert {e.source for e in entries} <= set(evidence.sources)
+    assert sum(1 for e in evidence.training if e.source == CALIBRATION_SOURCE) == 8
+
+
+def test_a_bad_evidence_file_names_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "evidence.yaml"
+    bad.write_text(EVIDENCE_FILE.read_text(encoding="utf-8").replace("value: 726", "value: -726", 1),
+                   encoding="utf-8")
+    with pytest.raises(DataError, match="training.0.value"):
+        load_evidence(bad)
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(EVIDENCE_FILE.read_text(encoding="utf-8").replace(
+        "- {source: nemo-perf-24.07,", "- {source: nowhere,", 1), encoding="utf-8")
+    with pytest.raises(DataError, match="unknown source 'nowhere'"):
+        load_evidence(unknown)
+
+
+def test_packaged_constants_are_what_the_fitting_procedure_gives(db: HardwareDB) -> None:
+    packaged = packaged_constants()
+    fitted = PricedSet(load_evidence(), db, packaged).fit()
+    assert fitted.gemm_efficiency_max == pytest.approx(packaged.gemm_efficiency_max, abs=SHARE_STEP)
+    for key, share in fitted.gemm_efficiency_by_arch.items():
+        assert share == pytest.approx(packaged.gemm_efficiency_by_arch[key], abs=SHARE_STEP), key
+    for name in ("zero3_overlap", "tp_comm_overlap"):
+        assert getattr(fitted, name) == pytest.approx(getattr(packaged, name), abs=MIX_STEP), name
+    assert fitted.decode_hbm_efficiency == pytest.approx(packaged.decode_hbm_efficiency, abs=MIX_STEP)
+
+
+def test_loso_errors_do_not_regress(result: Validation) -> None:
+    for kind, limit in LOSO_MEDIAN_LIMIT_PCT.items():
+        assert result.kinds[kind].loso_median_pct <= limit, kind
+
+
+def test_the_calibration_set_stays_within_three_percent(result: Validation) -> None:
+    calibration = next(s for s in result.sources if s["source"] == CALIBRATION_SOURCE)
+    assert calibration["in_sample_median_pct"] <= 3.0
+
+
+def test_a_source_left_out_is_predicted_without_its_own_evidence(result: Validation) -> None:
+    # The only inference source: left out, decode falls back to its prior, so LOSO differs from in-sample.
+    nim = [r for r in result.entries if r.source == "nim-benchmarking-1.0" and "time_per_output" in r.label]
+    assert nim and any(abs(r.loso - r.in_sample) > 1e-6 * r.in_sample for r in nim)
+    # Collectives have no fitted constants: their two predictions agree.
+    assert all(r.loso == r.in_sample for r in result.entries if r.kind == "collectives")
+
+
+def test_range_quantiles_bracket_zero_and_match_the_packaged_ranges(result: Validation) -> None:
+    from linkscope.model.fidelity.accuracy import accuracy_ranges
+
+    computed = range_quantiles(result)
+    packaged = accuracy_ranges()
+    for kind in KINDS:
+        assert computed[kind]["p10_log"] <= computed[kind]["p90_log"]
+        assert packaged[kind].p10_log == pytest.approx(computed[kind]["p10_log"], abs=1e-3), kind
+        assert packaged[kind].p90_log == pytest.approx(computed[kind]["p90_log"], abs=1e-3), kind

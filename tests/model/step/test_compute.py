@@ -1,0 +1,47 @@
+"""Kernel times: GEMMs at a size-dependent share of peak, element-wise kernels at a share of HBM."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from linkscope.hardware.loader import load_db
+from linkscope.model.step.compute import (PRECISIONS, compute_constants, gemm_efficiency, gemm_time_s, memory_time_s,
+                                     peak_tflops)
+
+
+def test_constants_carry_their_source() -> None:
+    c = compute_constants()
+    assert c.source and c.as_of
+    assert 0 < c.gemm_efficiency_max <= 1 and 0 < c.hbm_efficiency <= 1
+
+
+def test_small_gemms_reach_less_of_peak_and_none_exceeds_the_ceiling() -> None:
+    c = compute_constants()
+    gflop = np.logspace(-3, 4, 50)
+    eff = gemm_efficiency(gflop, c)
+    assert np.all(np.diff(eff) > 0)
+    assert np.all((eff > 0) & (eff <= c.gemm_efficiency_max))
+
+
+def test_gemm_time_is_flops_over_the_reached_share_of_peak() -> None:
+    c = compute_constants()
+    flops = np.asarray([1e12, 1e15])
+    times = gemm_time_s(flops, 989.0, c)
+    assert times == pytest.approx(flops / (989e12 * gemm_efficiency(flops / 1e9, c)))
+    assert times[1] / times[0] < 1000  # the large GEMM is relatively more efficient
+
+
+def test_memory_time_scales_with_bytes_and_hbm_bandwidth() -> None:
+    db = load_db([])
+    c = compute_constants()
+    h100, h200 = db.gpus["H100-SXM5-80GB"], db.gpus["H200-SXM-141GB"]
+    one = memory_time_s(np.asarray([1e9]), h100, c)
+    assert memory_time_s(np.asarray([2e9]), h100, c) == pytest.approx(2 * one)
+    assert memory_time_s(np.asarray([1e9]), h200, c) < one  # H200's HBM3e is faster
+
+
+def test_fp8_peak_doubles_bf16_where_the_gpu_has_it() -> None:
+    h100 = load_db([]).gpus["H100-SXM5-80GB"]
+    assert PRECISIONS == ("bf16", "fp16", "fp8")
+    assert peak_tflops(h100, "fp8") == pytest.approx(2 * peak_tflops(h100, "bf16"), rel=1e-3)  # datasheet rounding

@@ -1,0 +1,149 @@
+"""Training-step model: memory after Korthikanti, structure of the step, layout search and its flags."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from linkscope.hardware.loader import load_db
+from linkscope.model.calibration.calibration_set import CASES
+from linkscope.model.step.layout import single_layout
+from linkscope.model.step.memory import GIB, activation_bytes_per_token
+from linkscope.model.step.predict import BREAKDOWN_KEYS, predict_train
+from linkscope.model.step.search import LayoutRequest, enumerate_layouts, search
+from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.transformer import load_model, model_presets
+from tests.cli.helpers import run_cli
+
+TRAIN_KEYS = {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_gib_per_gpu", "fits", "breakdown",
+              "parallelism", "bottleneck"}
+
+
+@pytest.fixture(scope="module")
+def db():
+    return load_db(include_user=False)
+
+
+def _job(model: str, batch: int, seq: int | None = None, **kw) -> Job:
+    m = model_presets()[model]
+    return Job(model=m, global_batch=batch, seq_len=seq or m.seq_len, **kw)
+
+
+@pytest.mark.parametrize("model, expected_gib", [("megatron-22b", 9.56), ("megatron-1t", 26.56)])
+def test_activation_memory_matches_korthikanti(model: str, expected_gib: float) -> None:
+    # Korthikanti et al. Fig. 1 as Calculon reproduces it: sequence parallel + selective recompute.
+    case = next(c for c in CASES if c.model == model and c.recompute == "selective")
+    job = _job(model, case.global_batch, 2048, attention="unfused")
+    lay = case.layout()
+    per_token = activation_bytes_per_token(job, lay)[0]
+    layers = job.model.layers / case.pp
+    in_flight = min(case.pp, case.global_batch // case.micro_batch)
+    total = per_token * case.micro_batch * 2048 * layers * in_flight / GIB
+    assert total == pytest.approx(expected_gib, rel=0.03)
+
+
+def test_breakdown_adds_up_to_the_step(db) -> None:
+    job = _job("gpt3-175b", 64, 2048, attention="unfused")
+    est = estimate_steps(job, db.systems["dgx-a100"].with_gpus(64),
+                         single_layout(tp=8, pp=8, dp=1, v=3, mb=1, recompute="selective", sp=True))
+    parts = sum(getattr(est, k)[0] for k in BREAKDOWN_KEYS)
+    assert parts == pytest.approx(est.step_time_s[0], rel=1e-9)
+    assert est.bubble_s[0] > 0 and est.tp_comm_exposed_s[0] > 0 and est.dp_comm_exposed_s[0] == 0
+
+
+def test_full_recompute_costs_more_time_and_less_memory(db) -> None:
+    job = _job("gpt3-175b", 64, 2048)
+    system = db.systems["dgx-a100"].with_gpus(64)
+    full = estimate_steps(job, system, single_layout(tp=8, pp=8, dp=1, recompute="full", sp=True))
+    none = estimate_steps(job, system, single_layout(tp=8, pp=8, dp=1, recompute="none", sp=True))
+    assert full.step_time_s[0] > none.step_time_s[0]
+    assert full.memory_gib_per_gpu[0] < none.memory_gib_per_gpu[0]
+
+
+def test_tensor_parallelism_over_pcie_is_communication_bound(db) -> None:
+    job = _job("llama2-13b", 32)
+    nvlink = predict_train(job, db.systems["hgx-h200"], LayoutRequest(tp=8, pp=1, dp=1))
+    pcie = predict_train(job, db.systems["pcie-l40s"], LayoutRequest(tp=8, pp=1, dp=1))
+    pcie_share = pcie.breakdown["tp_comm_exposed_s"] / pcie.step_time_s
+    nvlink_share = nvlink.breakdown["tp_comm_exposed_s"] / nvlink.step_time_s
+    assert pcie_share > 0.5 and nvlink_share < pcie_share / 2
+    assert "tensor-parallel" in pcie.bottleneck
+
+
+def test_search_resolves_auto_values_to_a_fitting_layout(db) -> None:
+    job = _job("llama2-70b", 256)
+    system = db.systems["dgx-h100"].with_gpus(32)
+    result = search(job, system, LayoutRequest())
+    row = result.layouts.row(result.best)
+    assert result.any_fits and result.estimate.fits[result.best]
+    assert row["tp"] * row["pp"] * row["dp"] * row["cp"] == 32
+    assert result.evaluated > 100
+    fitting = np.where(result.estimate.fits, result.estimate.step_time_s, np.inf)
+    assert result.estimate.step_time_s[result.best] == fitting.min()
+
+
+def test_enumeration_respects_fixed_values(db) -> None:
+    job = _job("llama2-7b", 64)
+    lay = enumerate_layouts(job, db.systems["dgx-a100"].with_gpus(16), LayoutRequest(tp=2, recompute="none"))
+    assert set(lay.tp) == {2} and set(lay.recompute) == {0}
+    assert np.all(lay.tp * lay.pp * lay.dp * lay.cp == 16)
+    assert np.all(job.global_batch % (lay.dp * lay.mb) == 0)
+
+
+def test_unwise_layouts_are_predicted_and_flagged(db) -> None:
+    job = _job("llama2-70b", 64)
+    across = predict_train(job, db.systems["dgx-a100"].with_gpus(16), LayoutRequest(tp=16, pp=1, dp=1))
+    assert any("spans nodes" in f for f in across.flags)
+    too_big = predict_train(job, db.systems["dgx-a100"].with_gpus(8),
+                            LayoutRequest(tp=8, pp=1, dp=1, recompute="none", zero=0))
+    assert not too_big.fits and any("does not fit" in f for f in too_big.flags)
+
+
+def test_predict_train_json_shape() -> None:
+    result = run_cli("predict", "train", "--system", "dgx-a100", "--gpus", "16", "--model", "llama2-13b",
+                     "--tp", "auto", "--pp", "auto", "--global-batch", "64", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) >= TRAIN_KEYS
+    assert set(BREAKDOWN_KEYS) - {"cp_comm_exposed_s"} <= set(data["breakdown"])
+    assert {"tp", "pp", "dp", "cp", "interleave", "micro_batch", "recompute", "zero"} <= set(data["parallelism"])
+    assert data["step_time_s"] > 0 and 0 < data["mfu"] < 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tp", "3"], "does not divide the 40 attention heads"),
+    (["--tp", "8", "--pp", "1", "--dp", "1"], "does not match 16 GPUs"),
+    (["--tp", "8", "--pp", "1", "--dp", "2", "--micro-batch", "3"], "not divisible"),
+    (["--tp", "x"], "expected a positive integer or 'auto'"),
+    (["--zero", "5"], "--zero"),
+    (["--precision", "fp4"], "--precision"),
+    (["--gpus", "12"], "whole nodes"),
+])
+def test_impossible_layouts_exit_2(args: list[str], message: str) -> None:
+    base = ["predict", "train", "--system", "dgx-a100", "--gpus", "16", "--model", "llama2-13b",
+            "--global-batch", "64"]
+    if "--gpus" in args:
+        base = base[:4] + base[6:]
+    result = run_cli(*base, *args)
+    assert result.exit_code == 2, result.stdout
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unknown_model_and_system_exit_2(tmp_path) -> None:
+    result = run_cli("predict", "train", "--system", "dgx-h999", "--model", "llama2-7b", "--global-batch", "8")
+    assert result.exit_code == 2 and "dgx-h100" in result.stderr
+    result = run_cli("predict", "train", "--system", "dgx-h100", "--model", "llama9", "--global-batch", "8")
+    assert result.exit_code == 2 and "unknown model" in result.stderr
+
+
+def test_model_file(tmp_path) -> None:
+    path = tmp_path / "tiny.yaml"
+    path.write_text("layers: 4\nhidden: 1024\nheads: 16\nvocab: 32000\nseq_len: 1024\ngated_mlp: true\n")
+    model = load_model(str(path))
+    assert (model.id, model.kv_heads, model.ffn_hidden) == ("tiny", 16, 4096)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("layers: 4\nhidden: 1000\nheads: 16\nvocab: 32000\nseq_len: 1024\n")
+    result = run_cli("predict", "train", "--system", "dgx-h100", "--model", str(bad), "--global-batch", "8")
+    assert result.exit_code == 2 and "not a multiple of heads" in result.stderr
