@@ -16,6 +16,7 @@ from linkscope.advise.train import TrainOption, TrainRequest
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.system import NodeSpec, ScaleOut, ScaleUp, System
+from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import summarize
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.comm.tiers import comm_tiers
@@ -35,14 +36,14 @@ class Variant:
     time_to_train_s: float | None = None
     cost_usd: float | None = None
     mfu: float | None = None
-    parallelism: dict[str, Any] | None = None
+    parallelism: Layout | None = None
     time_change: float | None = None
     """Relative to the offering as offered: +0.25 = 25% longer (and, at a constant price, 25% dearer)."""
     reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return dict(self.__dict__)
+        return {**self.__dict__, "parallelism": self.parallelism.as_dict() if self.parallelism else None}
 
 
 @dataclass

@@ -20,6 +20,7 @@ from linkscope.advise.placement import DIMS, GroupSpan, Placement, group_spans
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.comm.tiers import CommTiers
+from linkscope.model.step.layout import Layout
 from linkscope.model.step.train import BF16_BYTES, Job
 
 REFERENCE_BYTES = 64 * 2**20
@@ -69,34 +70,34 @@ def reference_items() -> CommItems:
             "pp": [("sendrecv", REFERENCE_BYTES, 1)], "dp": [("all_reduce", REFERENCE_BYTES, 1)]}
 
 
-def step_items(job: Job, layout: dict[str, Any]) -> CommItems:
-    """The collectives of one training step for a layout row (`Layouts.row`), as the step model issues them."""
+def step_items(job: Job, layout: Layout) -> CommItems:
+    """The collectives of one training step for a layout, as the step model issues them."""
     m, c = job.model, compute_constants()
-    tp, pp, dp, cp = (int(layout[k]) for k in ("tp", "pp", "dp", "cp"))
-    tokens = layout["micro_batch"] * job.seq_len / cp
-    microbatches = job.global_batch / (dp * layout["micro_batch"])
+    tp, pp, dp, cp = layout.tp, layout.pp, layout.dp, layout.cp
+    tokens = layout.micro_batch * job.seq_len / cp
+    microbatches = job.global_batch / (dp * layout.micro_batch)
     layers = math.ceil(m.layers / pp)
     per_layer = layers * microbatches
     act = tokens * m.hidden * BF16_BYTES
     # Full recomputation replays the forward pass, its TP collectives included.
-    replay = 1 if layout["recompute"] == "full" else 0
+    replay = 1 if layout.recompute == "full" else 0
     tp_items = [("all_gather", act, (6 + 2 * replay) * per_layer),
                 ("reduce_scatter", act, (4 + 2 * replay) * per_layer)]
-    if not layout["sequence_parallel"]:
+    if not layout.sequence_parallel:
         tp_items = [("all_reduce", act, (4 + 2 * replay) * per_layer)]
     kv = 2.0 * tokens * cp * m.kv_dim / tp * BF16_BYTES
     params = (layers * m.layer_params() + m.embedding_params()) / tp
-    dp_items = [("all_reduce", params * c.grad_bytes, 1)]
-    if layout["zero"] >= 1:
+    dp_items: list[tuple[str, float, float]] = [("all_reduce", params * c.grad_bytes, 1)]
+    if layout.zero >= 1:
         dp_items = [("reduce_scatter", params * c.grad_bytes, 1), ("all_gather", params * c.weight_bytes, 1)]
-    if layout["zero"] >= 3:
+    if layout.zero >= 3:
         # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
         # gradients reduce-scattered, every micro-batch.
         shard = m.layer_params() / tp
         dp_items = [("all_gather", shard * c.weight_bytes, 2 * per_layer),
                     ("reduce_scatter", shard * c.grad_bytes, per_layer)]
     return {"tp": tp_items, "cp": [("all_gather", kv, 2 * per_layer), ("reduce_scatter", kv, per_layer)],
-            "pp": [("sendrecv", act / tp, 2 * layout["interleave"] * microbatches)], "dp": dp_items}
+            "pp": [("sendrecv", act / tp, 2 * layout.interleave * microbatches)], "dp": dp_items}
 
 
 def _dim_cost(span: GroupSpan, items: list[tuple[str, float, float]], tiers: CommTiers) -> DimCost:

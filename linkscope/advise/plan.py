@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
 
 from linkscope.advise.placement import (DEFAULT_ORDER, Parallelism, Placement, naive_order, place, rail_pairs,
                                         validate_parallelism)
 from linkscope.advise.placement_cost import PlacementCost, price_placement, reference_items, step_items
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
+from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import validate_request
 from linkscope.model.step.search import LayoutRequest, search
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
@@ -44,7 +44,7 @@ class PlanRequest:
 class _Anchor:
     """The step model's answer for Megatron's order."""
 
-    layout: dict[str, Any]
+    layout: Layout
     step_time_s: float
     dp_exposed_s: float
     fits: bool
@@ -64,7 +64,7 @@ class PlanResult:
     order_reason: str
     step_time_s: float | None = None
     baseline_step_time_s: float | None = None
-    layout: dict[str, Any] | None = None
+    layout: Layout | None = None
     notes: list[str] = field(default_factory=list)
 
     def rails(self) -> dict[str, tuple[int, int]]:

@@ -23,6 +23,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.model.fidelity.accuracy import time_range
 from linkscope.model.step.compute import PRECISIONS
+from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, summarize
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
@@ -77,7 +78,7 @@ class TrainOption:
     reason: str | None = None
     nodes: int | None = None
     gpus: int | None = None
-    parallelism: dict[str, Any] | None = None
+    parallelism: Layout | None = None
     step_time_s: float | None = None
     tokens_per_s: float | None = None
     time_to_train_s: float | None = None
@@ -96,7 +97,7 @@ class TrainOption:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return dict(self.__dict__)
+        return {**self.__dict__, "parallelism": self.parallelism.as_dict() if self.parallelism else None}
 
 
 @dataclass

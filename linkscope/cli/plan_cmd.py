@@ -52,7 +52,7 @@ def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
         "parallelism": dict(p.par.__dict__), "order": p.order_text, "order_reason": result.order_reason,
         "baseline_order": result.baseline.order_text, "basis": result.basis,
         "step_time_s": result.step_time_s, "baseline_step_time_s": result.baseline_step_time_s,
-        "layout": result.layout, "ranks": p.rank_rows(),
+        "layout": result.layout.as_dict() if result.layout else None, "ranks": p.rank_rows(),
         "groups": {d: dict(s.__dict__) for d, s in group_spans(p).items()},
         "cost": result.cost.as_dict(), "baseline_cost": result.baseline_cost.as_dict(),
         "rails": {k: {"cross_node_pairs": v[0], "same_rail": v[1]} for k, v in result.rails().items()},

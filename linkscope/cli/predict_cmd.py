@@ -215,7 +215,7 @@ def scaling(
     points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
                                                                        pp=auto_int(pp, "--pp")), strong, tiers)
     if as_json:
-        print_json({"system": system, "model": spec.id, "note": note, "points": [p.__dict__ for p in points]})
+        print_json({"system": system, "model": spec.id, "note": note, "points": [p.as_dict() for p in points]})
     else:
         mode = "strong" if strong else "weak"
         title = (f"{spec.id} on {system} ({mode} scaling, global batch {job.global_batch} x seq len {job.seq_len} "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from rich import box
 from rich.table import Table
@@ -14,6 +13,7 @@ from linkscope.advise.launch import LaunchPlan
 from linkscope.advise.placement import DIMS, Placement
 from linkscope.advise.plan import PlanResult
 from linkscope.advise.train import TrainAdvice, TrainOption
+from linkscope.model.step.layout import Layout
 from linkscope.report.predict import link_text, range_text
 
 UNKNOWN = "[dim]unknown[/]"
@@ -59,23 +59,23 @@ def count_text(value: float) -> str:
     return f"{value:.3g}"
 
 
-def layout_text(par: dict[str, Any] | None) -> str:
+def layout_text(par: Layout | None) -> str:
     """`tp8 pp4 dp2`, with cp and interleave when used."""
-    if not par:
+    if par is None:
         return "-"
-    parts = [f"tp{par['tp']}", f"pp{par['pp']}", f"dp{par['dp']}"]
-    if par.get("cp", 1) > 1:
-        parts.append(f"cp{par['cp']}")
-    if par.get("interleave", 1) > 1:
-        parts.append(f"v{par['interleave']}")
+    parts = [f"tp{par.tp}", f"pp{par.pp}", f"dp{par.dp}"]
+    if par.cp > 1:
+        parts.append(f"cp{par.cp}")
+    if par.interleave > 1:
+        parts.append(f"v{par.interleave}")
     return " ".join(parts)
 
 
-def layout_detail(par: dict[str, Any]) -> str:
+def layout_detail(par: Layout) -> str:
     """Every layout choice in words, for the winner's paragraph."""
-    return (f"TP {par['tp']} x PP {par['pp']} x DP {par['dp']}" + (f" x CP {par['cp']}" if par["cp"] > 1 else "")
-            + f", interleave {par['interleave']}, micro-batch {par['micro_batch']}, recompute {par['recompute']}, "
-              f"ZeRO-{par['zero']}" + (", sequence parallel" if par["sequence_parallel"] else ""))
+    return (f"TP {par.tp} x PP {par.pp} x DP {par.dp}" + (f" x CP {par.cp}" if par.cp > 1 else "")
+            + f", interleave {par.interleave}, micro-batch {par.micro_batch}, recompute {par.recompute}, "
+              f"ZeRO-{par.zero}" + (", sequence parallel" if par.sequence_parallel else ""))
 
 
 WIDE_COLUMNS = 120

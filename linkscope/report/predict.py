@@ -60,9 +60,9 @@ def train_table(p: TrainPrediction) -> Table:
     table.add_column("what", style="bold")
     table.add_column("value")
     par = p.parallelism
-    layout = (f"tp {par['tp']}  pp {par['pp']}  dp {par['dp']}  cp {par['cp']}  interleave {par['interleave']}  "
-              f"micro-batch {par['micro_batch']}  recompute {par['recompute']}  zero {par['zero']}"
-              f"{'  +SP' if par['sequence_parallel'] else ''}")
+    layout = (f"tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  interleave {par.interleave}  "
+              f"micro-batch {par.micro_batch}  recompute {par.recompute}  zero {par.zero}"
+              f"{'  +SP' if par.sequence_parallel else ''}")
     rows: list[tuple[str, str]] = [
             ("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),
             ("step time", f"{_seconds(p.step_time_s)} ({range_text(p.step_time_s, p.step_time_s_range)}, p10..p90)"),
@@ -126,7 +126,7 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
         table.add_column(name, justify="left" if name == "layout" else "right", no_wrap=True)
     for p in points:
         par = p.parallelism
-        dims = [f"{d}{par[d]}" for d in ("tp", "pp", "dp", "cp") if par[d] > 1 or d == "dp"]
+        dims = [f"{d}{par.degree(d)}" for d in ("tp", "pp", "dp", "cp") if par.degree(d) > 1 or d == "dp"]
         cells = {"nodes": str(p.nodes), "GPUs": str(p.gpus), "global\nbatch": str(p.global_batch),
                  "step\ntime": _seconds(p.step_time_s), "range": range_text(p.step_time_s, p.step_time_s_range),
                  "tokens/s": f"{p.tokens_per_s:,.0f}", "speedup": f"{p.speedup:.2f}",

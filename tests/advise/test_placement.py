@@ -98,16 +98,14 @@ def test_with_a_model_the_placement_predicts_a_faster_step_than_naive(h100: Syst
 
 
 def test_megatron_order_tp_time_matches_the_step_model(h100: System) -> None:
-    from linkscope.model.step.layout import single_layout
+    from linkscope.model.step.layout import layouts_of
     from linkscope.model.step.train import estimate_steps
 
     job = Job(load_model("llama2-7b"), global_batch=64, seq_len=4096)
     result = make_plan(PlanRequest(h100, 2, Parallelism(tp=8, pp=1, dp=2), job=job, order=parse_order("tp-cp-dp-pp")))
     lay = result.layout
     assert lay is not None
-    est = estimate_steps(job, h100.with_nodes(2), single_layout(
-        lay["tp"], lay["pp"], lay["dp"], lay["cp"], lay["interleave"], lay["micro_batch"], lay["recompute"],
-        lay["zero"], lay["sequence_parallel"]))
+    est = estimate_steps(job, h100.with_nodes(2), layouts_of(lay))
     assert result.cost.dims["tp"].time_s == pytest.approx(float(est.tp_comm_exposed_s[0]), rel=1e-6)
     assert result.step_time_s == pytest.approx(float(est.step_time_s[0]), rel=1e-6)
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from linkscope.advise.placement import Parallelism, place
 from linkscope.advise.placement_cost import REFERENCE_BYTES, price_placement, reference_items, step_items
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.compute import compute_constants
+from linkscope.model.step.layout import Layout
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.model.step.train import BF16_BYTES, Job
 from linkscope.model.step.transformer import load_model
 
-LAYOUT = {"tp": 8, "pp": 2, "dp": 4, "cp": 1, "micro_batch": 2, "interleave": 1, "recompute": "none",
-          "sequence_parallel": True, "zero": 1}
+LAYOUT = Layout(tp=8, pp=2, dp=4, cp=1, micro_batch=2, interleave=1, recompute="none", sequence_parallel=True,
+                zero=1)
 
 
 @pytest.fixture
@@ -35,20 +38,20 @@ def test_tp_issues_six_gathers_and_four_scatters_per_layer_and_micro_batch(job: 
 
 def test_full_recompute_replays_the_forward_collectives(job: Job) -> None:
     plain = _counts(step_items(job, LAYOUT)["tp"])
-    replayed = _counts(step_items(job, {**LAYOUT, "recompute": "full"})["tp"])
+    replayed = _counts(step_items(job, replace(LAYOUT, recompute="full"))["tp"])
     assert replayed["all_gather"] / plain["all_gather"] == pytest.approx(8 / 6)
     assert replayed["reduce_scatter"] / plain["reduce_scatter"] == pytest.approx(6 / 4)
 
 
 def test_without_sequence_parallelism_tp_all_reduces(job: Job) -> None:
-    assert set(_counts(step_items(job, {**LAYOUT, "sequence_parallel": False})["tp"])) == {"all_reduce"}
+    assert set(_counts(step_items(job, replace(LAYOUT, sequence_parallel=False))["tp"])) == {"all_reduce"}
 
 
 def test_zero_stages_change_the_data_parallel_collectives(job: Job) -> None:
     c = compute_constants()
-    zero0 = step_items(job, {**LAYOUT, "zero": 0})["dp"]
+    zero0 = step_items(job, replace(LAYOUT, zero=0))["dp"]
     zero1 = step_items(job, LAYOUT)["dp"]
-    zero3 = step_items(job, {**LAYOUT, "zero": 3})["dp"]
+    zero3 = step_items(job, replace(LAYOUT, zero=3))["dp"]
     assert [op for op, _, _ in zero0] == ["all_reduce"]
     assert [op for op, _, _ in zero1] == ["reduce_scatter", "all_gather"]
     gather, scatter = zero3
@@ -67,7 +70,7 @@ def test_a_group_of_one_rank_costs_nothing_and_tp_across_nodes_costs_more(job: J
     system = load_db([]).systems["dgx-h100"].with_nodes(2)
     tiers = comm_tiers(system)
     par = Parallelism(tp=8, pp=1, dp=2)
-    items = step_items(job, {**LAYOUT, "pp": 1, "dp": 2})
+    items = step_items(job, replace(LAYOUT, pp=1, dp=2))
     inside = price_placement(place(system, par, ("tp", "cp", "dp", "pp")), tiers, items)
     across = price_placement(place(system, par, ("cp", "dp", "pp", "tp")), tiers, items)
     assert inside.dims["pp"].time_s == 0.0 and inside.dims["pp"].limit == "none"

@@ -68,7 +68,7 @@ def test_time_and_cost_follow_from_throughput_and_price(db: HardwareDB) -> None:
     assert row.time_to_train_s == pytest.approx(2e10 / row.tokens_per_s)  # type: ignore[operator]
     assert row.cost_usd == pytest.approx(55.04 * 2 * row.time_to_train_s / 3600)  # type: ignore[operator]
     assert row.parallelism is not None
-    assert row.parallelism["tp"] * row.parallelism["pp"] * row.parallelism["dp"] * row.parallelism["cp"] == 16
+    assert row.parallelism is not None and row.parallelism.world == 16
     assert row.bottleneck and row.bottleneck.split()[0].endswith("-bound")
 
 

@@ -11,13 +11,13 @@ from linkscope.advise.placement import Parallelism
 from linkscope.advise.plan import PlanRequest, make_plan
 from linkscope.advise.train import TrainOption
 from linkscope.hardware.loader import load_db
+from linkscope.model.step.layout import Layout
 from linkscope.model.step.train import Job
 from linkscope.model.step.transformer import load_model
 from linkscope.report.advise import (WIDE_COLUMNS, duration_text, groups_table, layout_text, money_text,
                                      plan_summary, train_table)
 
-PAR = {"tp": 8, "pp": 2, "dp": 4, "cp": 1, "interleave": 3, "micro_batch": 1, "recompute": "none", "zero": 1,
-       "sequence_parallel": True}
+PAR = Layout(tp=8, pp=2, dp=4, cp=1, interleave=3, micro_batch=1, recompute="none", zero=1, sequence_parallel=True)
 
 
 def _render(table: Table, width: int) -> str:

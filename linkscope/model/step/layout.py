@@ -6,11 +6,56 @@ has stride 1 (tp), tp (cp), tp*cp (dp) or tp*cp*dp (pp). Groups that fit in a no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 
 RECOMPUTE = ("none", "selective", "full")
+DIMS = ("tp", "cp", "dp", "pp")
+"""The parallel dimensions, fastest-varying first in Megatron-LM's rank order."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One training layout, the one type every command passes around (as torchtitan's ParallelDims does).
+
+    Validated when made, so a Layout that exists can run: every degree at least 1, a known recomputation,
+    ZeRO stage 0-3. `as_dict()` is its JSON form (the `parallelism` object of `--json`).
+    """
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int = 1
+    interleave: int = 1
+    """Interleaved pipeline chunks per stage (1 = plain 1F1B)."""
+    micro_batch: int = 1
+    recompute: str = "none"
+    zero: int = 0
+    sequence_parallel: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "dp", "cp", "interleave", "micro_batch"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)} (got {self.recompute!r})")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero must be 0, 1, 2 or 3 (got {self.zero})")
+
+    @property
+    def world(self) -> int:
+        """Ranks the layout needs: tp x pp x dp x cp."""
+        return self.tp * self.pp * self.dp * self.cp
+
+    def degree(self, dim: str) -> int:
+        """The size of `dim` (tp, cp, dp or pp)."""
+        return int(getattr(self, dim))
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
 
 
 @dataclass
@@ -39,14 +84,12 @@ class Layouts:
         idx = np.atleast_1d(idx)
         return Layouts(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
-    def row(self, i: int) -> dict[str, object]:
-        """One layout as plain Python values."""
-        return {
-            "tp": int(self.tp[i]), "pp": int(self.pp[i]), "dp": int(self.dp[i]), "cp": int(self.cp[i]),
-            "interleave": int(self.v[i]), "micro_batch": int(self.mb[i]),
-            "recompute": RECOMPUTE[int(self.recompute[i])], "zero": int(self.zero[i]),
-            "sequence_parallel": bool(self.sp[i]),
-        }
+    def row(self, i: int) -> Layout:
+        """Candidate `i` as one Layout."""
+        return Layout(tp=int(self.tp[i]), pp=int(self.pp[i]), dp=int(self.dp[i]), cp=int(self.cp[i]),
+                      interleave=int(self.v[i]), micro_batch=int(self.mb[i]),
+                      recompute=RECOMPUTE[int(self.recompute[i])], zero=int(self.zero[i]),
+                      sequence_parallel=bool(self.sp[i]))
 
 
 def single_layout(tp: int, pp: int, dp: int, cp: int = 1, v: int = 1, mb: int = 1, recompute: str = "none",
@@ -55,6 +98,12 @@ def single_layout(tp: int, pp: int, dp: int, cp: int = 1, v: int = 1, mb: int = 
     arr = lambda x: np.asarray([x])  # noqa: E731
     return Layouts(tp=arr(tp), pp=arr(pp), dp=arr(dp), cp=arr(cp), v=arr(v), mb=arr(mb),
                    recompute=arr(RECOMPUTE.index(recompute)), zero=arr(zero), sp=arr(sp))
+
+
+def layouts_of(layout: Layout) -> Layouts:
+    """A Layout as a Layouts of length one, for the vectorized step model."""
+    return single_layout(layout.tp, layout.pp, layout.dp, layout.cp, layout.interleave, layout.micro_batch,
+                         layout.recompute, layout.zero, layout.sequence_parallel)
 
 
 def group_span(size: np.ndarray, stride: np.ndarray, gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,6 +16,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.fidelity.accuracy import rate_range, time_range
 from linkscope.model.step.compute import usable_memory_gib
+from linkscope.model.step.layout import Layout
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.train import Job, StepEstimate
@@ -43,7 +44,7 @@ class TrainPrediction:
     memory_gib_available: float
     fits: bool
     breakdown: dict[str, float]
-    parallelism: dict[str, Any]
+    parallelism: Layout
     bottleneck: str
     flags: list[str] = field(default_factory=list)
     layouts_evaluated: int = 1
@@ -53,7 +54,7 @@ class TrainPrediction:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return dict(self.__dict__)
+        return {**self.__dict__, "parallelism": self.parallelism.as_dict()}
 
 
 def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
@@ -81,17 +82,17 @@ def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
                         f"{req.pp} x {req.interleave} chunks")
 
 
-def _flags(job: Job, system: System, row: dict[str, Any], est: StepEstimate, i: int) -> list[str]:
+def _flags(job: Job, system: System, row: Layout, est: StepEstimate, i: int) -> list[str]:
     flags = []
     per_node = system.node.gpus
-    if row["tp"] > per_node:
-        flags.append(f"tensor parallelism ({row['tp']}) spans nodes: every layer's collectives cross the network")
+    if row.tp > per_node:
+        flags.append(f"tensor parallelism ({row.tp}) spans nodes: every layer's collectives cross the network")
     if not bool(est.fits[i]):
         flags.append(f"does not fit: {est.memory_gib_per_gpu[i]:.1f} GiB per GPU needed, "
                      f"{system.node.gpu.memory_gib:g} GiB on a {system.node.gpu.id}")
-    if est.microbatches[i] < row["pp"]:
-        flags.append(f"{est.microbatches[i]:g} micro-batches for {row['pp']} pipeline stages: the bubble dominates")
-    if row["tp"] * row["cp"] * row["dp"] < per_node and row["pp"] > 1 and system.nodes > 1:
+    if est.microbatches[i] < row.pp:
+        flags.append(f"{est.microbatches[i]:g} micro-batches for {row.pp} pipeline stages: the bubble dominates")
+    if row.tp * row.cp * row.dp < per_node and row.pp > 1 and system.nodes > 1:
         flags.append("pipeline stages share nodes while data parallel groups span them")
     return flags
 

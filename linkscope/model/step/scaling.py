@@ -14,6 +14,7 @@ from typing import Any
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
+from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import summarize
 from linkscope.model.step.search import LayoutRequest, search
 from linkscope.model.comm.tiers import CommTiers
@@ -31,7 +32,7 @@ class ScalingPoint:
     tokens_per_s: float
     mfu: float
     fits: bool
-    parallelism: dict[str, Any]
+    parallelism: Layout
     speedup: float = 0.0
     """Throughput relative to one node."""
     gpu_speedup: float = 0.0
@@ -40,6 +41,10 @@ class ScalingPoint:
     step_time_s_range: list[float] = field(default_factory=list)
     """p10..p90 of the step time (training predictions' leave-one-source-out errors)."""
     tokens_per_s_range: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {**self.__dict__, "parallelism": self.parallelism.as_dict()}
 
 
 def node_counts(max_nodes: int) -> list[int]:
@@ -70,9 +75,9 @@ def _point(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None
 def _fixed_layout(point: ScalingPoint) -> LayoutRequest:
     """The baseline's replica layout with only the data-parallel size left open."""
     par = point.parallelism
-    return LayoutRequest(tp=par["tp"], pp=par["pp"], dp=None, cp=par["cp"], interleave=par["interleave"],
-                         micro_batch=par["micro_batch"], recompute=par["recompute"], zero=par["zero"],
-                         sequence_parallel=par["sequence_parallel"])
+    return LayoutRequest(tp=par.tp, pp=par.pp, dp=None, cp=par.cp, interleave=par.interleave,
+                         micro_batch=par.micro_batch, recompute=par.recompute, zero=par.zero,
+                         sequence_parallel=par.sequence_parallel)
 
 
 def predict_scaling(job: Job, system: System, max_nodes: int, req: LayoutRequest, strong: bool = False,

@@ -68,7 +68,7 @@ def test_scaling_keeps_the_replica_layout_and_reports_efficiency(db) -> None:
     points, note = predict_scaling(job, db.systems["dgx-a100"], 4, LayoutRequest())
     assert [p.nodes for p in points] == [1, 2, 4] and note == "baseline: 1 node"
     assert points[0].speedup == pytest.approx(1.0)
-    assert len({(p.parallelism["tp"], p.parallelism["pp"]) for p in points}) == 1
+    assert len({(p.parallelism.tp, p.parallelism.pp) for p in points}) == 1
     assert all(0.8 < p.efficiency < 1.05 for p in points)
     assert points[-1].gpu_speedup == pytest.approx(points[-1].speedup * 8)
 

@@ -78,7 +78,7 @@ def test_search_resolves_auto_values_to_a_fitting_layout(db) -> None:
     result = search(job, system, LayoutRequest())
     row = result.layouts.row(result.best)
     assert result.any_fits and result.estimate.fits[result.best]
-    assert row["tp"] * row["pp"] * row["dp"] * row["cp"] == 32
+    assert row.world == 32
     assert result.evaluated > 100
     fitting = np.where(result.estimate.fits, result.estimate.step_time_s, np.inf)
     assert result.estimate.step_time_s[result.best] == fitting.min()
