@@ -1,16 +1,13 @@
 """What a placement costs: the TP, CP, PP and DP collectives of one step priced on the System with the
 (ranks, nodes) each group actually spans, for the chosen placement and a naive one.
 
-With a model, the collectives are those of a real step (Megatron-LM with sequence parallelism: per layer and
-micro-batch 6 all-gathers and 4 reduce-scatters for TP, 2 x interleave send/recvs per micro-batch for PP, one
-gradient reduction per step for DP, or with ZeRO-3 two weight gathers and one gradient reduce-scatter per layer
-and micro-batch) and the step model's time for Megatron's own order anchors the answer.
-Without one, every group is priced on the same 64 MiB collective: which placement moves bytes faster.
+With a model, the collectives are those of a real step (`model/step/step_collectives.py` lists them) and the
+step model's time for Megatron's own order anchors the answer. Without one, every group is priced on the same
+64 MiB collective: which placement moves bytes faster.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,15 +15,9 @@ import numpy as np
 
 from linkscope.advise.placement import DIMS, GroupSpan, Placement, group_spans
 from linkscope.model.comm.collectives import collective_time
-from linkscope.model.step.compute import compute_constants
 from linkscope.model.comm.tiers import CommTiers
-from linkscope.model.step.layout import Layout
-from linkscope.model.step.train import BF16_BYTES, Job
+from linkscope.model.step.step_collectives import CommItems
 
-REFERENCE_BYTES = 64 * 2**20
-
-CommItems = dict[str, list[tuple[str, float, float]]]
-"""Per dim: (op, size in bytes as nccl-tests counts it, times per step)."""
 
 
 @dataclass
@@ -62,42 +53,6 @@ class PlacementCost:
         """JSON-ready dict."""
         return {"order": self.order, "critical_s": self.critical_s, "dp_s": self.dp_s,
                 "groups": {d: dict(c.__dict__) for d, c in self.dims.items()}}
-
-
-def reference_items() -> CommItems:
-    """The same 64 MiB collective for every group: a comparison of placements by bytes moved, no model needed."""
-    return {"tp": [("all_reduce", REFERENCE_BYTES, 1)], "cp": [("all_gather", REFERENCE_BYTES, 1)],
-            "pp": [("sendrecv", REFERENCE_BYTES, 1)], "dp": [("all_reduce", REFERENCE_BYTES, 1)]}
-
-
-def step_items(job: Job, layout: Layout) -> CommItems:
-    """The collectives of one training step for a layout, as the step model issues them."""
-    m, c = job.model, compute_constants()
-    tp, pp, dp, cp = layout.tp, layout.pp, layout.dp, layout.cp
-    tokens = layout.micro_batch * job.seq_len / cp
-    microbatches = job.global_batch / (dp * layout.micro_batch)
-    layers = math.ceil(m.layers / pp)
-    per_layer = layers * microbatches
-    act = tokens * m.hidden * BF16_BYTES
-    # Full recomputation replays the forward pass, its TP collectives included.
-    replay = 1 if layout.recompute == "full" else 0
-    tp_items = [("all_gather", act, (6 + 2 * replay) * per_layer),
-                ("reduce_scatter", act, (4 + 2 * replay) * per_layer)]
-    if not layout.sequence_parallel:
-        tp_items = [("all_reduce", act, (4 + 2 * replay) * per_layer)]
-    kv = 2.0 * tokens * cp * m.kv_dim / tp * BF16_BYTES
-    params = (layers * m.layer_params() + m.embedding_params()) / tp
-    dp_items: list[tuple[str, float, float]] = [("all_reduce", params * c.grad_bytes, 1)]
-    if layout.zero >= 1:
-        dp_items = [("reduce_scatter", params * c.grad_bytes, 1), ("all_gather", params * c.weight_bytes, 1)]
-    if layout.zero >= 3:
-        # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
-        # gradients reduce-scattered, every micro-batch.
-        shard = m.layer_params() / tp
-        dp_items = [("all_gather", shard * c.weight_bytes, 2 * per_layer),
-                    ("reduce_scatter", shard * c.grad_bytes, per_layer)]
-    return {"tp": tp_items, "cp": [("all_gather", kv, 2 * per_layer), ("reduce_scatter", kv, per_layer)],
-            "pp": [("sendrecv", act / tp, 2 * layout.interleave * microbatches)], "dp": dp_items}
 
 
 def _dim_cost(span: GroupSpan, items: list[tuple[str, float, float]], tiers: CommTiers) -> DimCost:

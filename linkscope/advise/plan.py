@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from linkscope.advise.placement import (DEFAULT_ORDER, Parallelism, Placement, naive_order, place, rail_pairs,
                                         validate_parallelism)
-from linkscope.advise.placement_cost import PlacementCost, price_placement, reference_items, step_items
+from linkscope.advise.placement_cost import PlacementCost, price_placement
+from linkscope.model.step.step_collectives import reference_items, step_items
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.step.layout import Layout

@@ -1,0 +1,63 @@
+"""The collectives of one training step, per parallel group."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from linkscope.model.step.compute import compute_constants
+from linkscope.model.step.layout import Layout
+from linkscope.model.step.step_collectives import REFERENCE_BYTES, reference_items, step_items
+from linkscope.model.step.train import BF16_BYTES, Job
+from linkscope.model.step.transformer import load_model
+
+LAYOUT = Layout(tp=8, pp=2, dp=4, cp=1, micro_batch=2, interleave=1, recompute="none", sequence_parallel=True,
+                zero=1)
+
+
+@pytest.fixture
+def job() -> Job:
+    return Job(model=load_model("llama2-70b"), global_batch=64, seq_len=4096)
+
+
+def _counts(items: list[tuple[str, float, float]]) -> dict[str, float]:
+    return {op: count for op, _, count in items}
+
+
+def test_tp_issues_six_gathers_and_four_scatters_per_layer_and_micro_batch(job: Job) -> None:
+    per_layer = (80 / 2) * 64 / (4 * 2)  # layers per stage x micro-batches per step
+    items = step_items(job, LAYOUT)
+    assert _counts(items["tp"]) == {"all_gather": 6 * per_layer, "reduce_scatter": 4 * per_layer}
+    (_, size, _), _ = items["tp"]
+    assert size == 2 * 4096 * job.model.hidden * BF16_BYTES
+
+
+def test_full_recompute_replays_the_forward_collectives(job: Job) -> None:
+    plain = _counts(step_items(job, LAYOUT)["tp"])
+    replayed = _counts(step_items(job, replace(LAYOUT, recompute="full"))["tp"])
+    assert replayed["all_gather"] / plain["all_gather"] == pytest.approx(8 / 6)
+    assert replayed["reduce_scatter"] / plain["reduce_scatter"] == pytest.approx(6 / 4)
+
+
+def test_without_sequence_parallelism_tp_all_reduces(job: Job) -> None:
+    assert set(_counts(step_items(job, replace(LAYOUT, sequence_parallel=False))["tp"])) == {"all_reduce"}
+
+
+def test_zero_stages_change_the_data_parallel_collectives(job: Job) -> None:
+    c = compute_constants()
+    zero0 = step_items(job, replace(LAYOUT, zero=0))["dp"]
+    zero1 = step_items(job, LAYOUT)["dp"]
+    zero3 = step_items(job, replace(LAYOUT, zero=3))["dp"]
+    assert [op for op, _, _ in zero0] == ["all_reduce"]
+    assert [op for op, _, _ in zero1] == ["reduce_scatter", "all_gather"]
+    gather, scatter = zero3
+    per_layer = (80 / 2) * 64 / (4 * 2)
+    assert (gather[0], gather[2]) == ("all_gather", 2 * per_layer) and (scatter[0], scatter[2]) == (
+        "reduce_scatter", per_layer)
+    assert gather[1] == pytest.approx(job.model.layer_params() / 8 * c.weight_bytes)
+
+
+def test_reference_items_move_the_same_bytes_in_every_group() -> None:
+    items = reference_items()
+    assert {size for group in items.values() for _, size, _ in group} == {REFERENCE_BYTES}
