@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 from linkscope.advise.bookable import multi_node_block
 from linkscope.advise.measured import measured_system
@@ -22,12 +21,11 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.model.fidelity.accuracy import rate_range
 from linkscope.model.step.compute import PRECISIONS
-from linkscope.model.step.infer import InferEstimate, InferJob, best_batch_for_budget, estimate_inference, tp_options
+from linkscope.model.step.infer import (CANDIDATE_BATCHES, InferEstimate, InferJob, best_batch_for_budget,
+                                        estimate_inference, tp_options)
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
-BATCHES = np.arange(1, 1025)
-"""Batch sizes tried; the memory and the per-user budget cut them down."""
 MAX_PIPELINE_NODES = 8
 
 
@@ -114,7 +112,7 @@ def _try(offering: Offering, request: InferRequest, tp: int, pp: int) -> _Try | 
     if block is not None:
         return block
     job = InferJob(request.model, tp, pp, request.input_tokens, request.output_tokens, request.precision)
-    est = estimate_inference(job, offering.system.with_nodes(nodes), BATCHES)
+    est = estimate_inference(job, offering.system.with_nodes(nodes), CANDIDATE_BATCHES)
     return _Try(tp, pp, est, best_batch_for_budget(est, request.tokens_per_s_per_user))
 
 

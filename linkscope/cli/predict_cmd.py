@@ -19,13 +19,13 @@ from linkscope.hardware.loader import load_db
 from linkscope.hardware.system import System
 from linkscope.model.comm.predict import predict_from_profile, predict_sizes
 from linkscope.model.step.compute import PRECISIONS
-from linkscope.model.step.infer import (MAX_INFER_BATCH, InferJob, InferPick, best_batch_for_budget, estimate_inference,
-                                   pick_tp, summary)
+from linkscope.model.step.infer import (CANDIDATE_BATCHES, InferJob, InferPick, best_batch_for_budget,
+                                        estimate_inference, pick_tp, summary)
 from linkscope.model.step.predict import predict_train
 from linkscope.model.calibration.profiles import load_profile
 from linkscope.model.step.scaling import predict_scaling
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.calibration.systems import resolve_with_profiles, split_profile
+from linkscope.model.calibration.systems import resolve_with_profiles, sized_system, split_profile
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.train import Job
 from linkscope.model.step.transformer import ModelConfig, load_model
@@ -68,22 +68,10 @@ def collective(
         console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
 
 
-def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> tuple[System, CommTiers | None]:
-    system, tiers, profile = resolve_with_profiles(spec, load_db(extra))
-    if gpus is not None and nodes is not None:
-        raise UserError("give --gpus or --nodes, not both")
+def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> tuple[System, CommTiers]:
     check_option(gpus, "--gpus")
     check_option(nodes, "--nodes")
-    if nodes is not None:
-        system = system.with_nodes(nodes)
-    elif gpus is not None:
-        try:
-            system = system.with_gpus(gpus)
-        except ValueError as exc:
-            raise UserError(f"--gpus: {exc}") from None
-    if system.max_nodes is not None and system.nodes > system.max_nodes:
-        raise UserError(f"{spec} can be booked as at most {system.max_nodes} node(s), not {system.nodes}")
-    return system, tiers
+    return sized_system(spec, load_db(extra), gpus, nodes)
 
 
 def _job(spec: ModelConfig, global_batch: int | None, seq_len: int | None, precision: str, **options: Any) -> Job:
@@ -168,14 +156,14 @@ def infer(
     tp_size, pp_size = auto_int(tp, "--tp"), auto_int(pp, "--pp")
     if pp_size is None:
         raise UserError("--pp auto: inference pipelines are not searched; give a size (1 keeps the model in one node)")
-    resolved, _ = _sized_system(system, None, None, extra or [])
+    resolved, tiers = _sized_system(system, None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
                    output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS))
-    batches = np.arange(1, MAX_INFER_BATCH + 1) if latency_budget is not None else np.asarray([batch])
+    batches = CANDIDATE_BATCHES if latency_budget is not None else np.asarray([batch])
     if tp_size is None:
-        pick = pick_tp(job, resolved, batches, latency_budget)
+        pick = pick_tp(job, resolved, batches, latency_budget, tiers)
     else:
-        est = estimate_inference(job, resolved, batches)
+        est = estimate_inference(job, resolved, batches, tiers)
         pick = InferPick(job, est, best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0)
     job, est, index = pick.job, pick.est, pick.index
     if index is None:

@@ -31,7 +31,8 @@ from linkscope.model.step.transformer import ModelConfig
 BYTES_PER_WEIGHT = {"bf16": 2, "fp16": 2, "fp8": 1}
 KV_BYTES = 2
 MAX_INFER_BATCH = 4096
-"""Largest batch `predict infer --latency-budget` tries."""
+CANDIDATE_BATCHES = np.arange(1, MAX_INFER_BATCH + 1)
+"""Batch sizes tried against a latency budget (`predict infer`, `advise infer`); memory and the budget cut them."""
 
 
 @dataclass(frozen=True)
@@ -110,13 +111,15 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     return np.maximum(memory, compute) + comm, comm
 
 
-def estimate_inference(job: InferJob, system: System, batches: np.ndarray) -> InferEstimate:
-    """Prefill, decode and throughput for each batch size."""
+def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
+                       tiers: CommTiers | None = None) -> InferEstimate:
+    """Prefill, decode and throughput for each batch size; `tiers` as resolved for the System (calibrated ones
+    for a profile), modelled when not given."""
     if job.tp * job.pp > system.gpus:
         raise UserError(f"tp x pp = {job.tp * job.pp} exceeds the {system.gpus} GPUs of {system.id}")
     if job.model.heads % job.tp:
         raise UserError(f"--tp {job.tp} does not divide the {job.model.heads} attention heads of {job.model.id}")
-    tiers = comm_tiers(system)
+    tiers = tiers or comm_tiers(system)
     check_multi_node(tiers, -(-job.tp * job.pp // system.node.gpus))
     batch = np.asarray(batches, dtype=float)
     prefill, prefill_comm = _prefill(job, system, tiers)
@@ -181,13 +184,14 @@ def _pick_index(est: InferEstimate, budget: float | None) -> int | None:
     return best_batch_for_budget(est, budget) if budget is not None else 0
 
 
-def pick_tp(job: InferJob, system: System, batches: np.ndarray, budget: float | None) -> InferPick:
+def pick_tp(job: InferJob, system: System, batches: np.ndarray, budget: float | None,
+            tiers: CommTiers | None = None) -> InferPick:
     """`--tp auto`: of the TP sizes inside a node, the one with the most tokens/s per GPU that fits (and meets
     the per-user budget when one is given); if none does, the widest, which needs the least memory per GPU."""
     picks = []
     for tp in tp_options(job.model, system.node.gpus):
         sized = replace(job, tp=tp)
-        est = estimate_inference(sized, system, batches)
+        est = estimate_inference(sized, system, batches, tiers)
         picks.append(InferPick(sized, est, _pick_index(est, budget)))
     if not picks:
         raise UserError(f"--tp auto: no TP size inside {system.node.gpus} GPUs divides {job.model.id}'s "

@@ -109,3 +109,16 @@ def test_calibrate_a_stored_run_end_to_end(tmp_path, monkeypatch) -> None:
     assert json.loads(predicted.stdout)["time_us"] == pytest.approx(float(np.median(measured.times_us)), rel=0.15)
     missing = run_cli("calibrate", "ffffffff", "--db", db)
     assert missing.exit_code == 2
+
+
+def test_every_prediction_on_a_profile_uses_its_measured_tiers(tmp_path, monkeypatch) -> None:
+    """`predict infer` on profile:NAME prices its TP all-reduces on the measured NVLink, like `predict train`."""
+    monkeypatch.setenv("LINKSCOPE_PROFILE_DIR", str(tmp_path))
+    db = load_db(include_user=False)
+    slow = fit_op("all_reduce", 8, 1, SIZES, _alpha_beta(30.0, 15.0, 1.75))  # a tenth of DGX A100's NVLink
+    save_profile(new_profile("slowlab", "abcd1234", 8, 1, "nccl", {"all_reduce": slow}, db.systems["dgx-a100"],
+                             None, "lab run"))
+    args = ["-m", "llama2-13b", "--tp", "8", "--json"]
+    measured = json.loads(run_cli("predict", "infer", "-s", "profile:slowlab", *args).stdout)
+    modelled = json.loads(run_cli("predict", "infer", "-s", "dgx-a100", *args).stdout)
+    assert measured["tp_allreduce_share_decode"] > modelled["tp_allreduce_share_decode"]
