@@ -39,6 +39,8 @@ class PlanRequest:
     micro_batch: int | None = None
     zero: int | None = None
     """ZeRO stage 0-3; None: the step model's search picks it (bytes-only plans have no gradients to shard)."""
+    tiers: CommTiers | None = None
+    """The System's link tiers as resolved (measured ones for profile:NAME); modelled when not given."""
 
 
 @dataclass
@@ -131,11 +133,12 @@ def _with_model(req: PlanRequest, job: Job, system: System, tiers: CommTiers) ->
     return result
 
 
-def searched_parallelism(system: System, nodes: int, job: Job, given: LayoutRequest) -> Parallelism:
+def searched_parallelism(system: System, nodes: int, job: Job, given: LayoutRequest,
+                         tiers: CommTiers | None = None) -> Parallelism:
     """`--tp/--pp/--dp/--cp auto`: the degrees of the step model's best layout on `nodes` nodes, the given
     ones kept."""
     sized = system.with_nodes(nodes)
-    tiers = comm_tiers(sized)
+    tiers = tiers or comm_tiers(sized)
     validate_request(job, sized, given)
     result = search(job, sized, given, tiers)
     lay, i = result.layouts, result.best
@@ -146,7 +149,7 @@ def make_plan(req: PlanRequest) -> PlanResult:
     """Place the ranks, price both placements, and predict step times when a model is given."""
     _validate(req)
     system = req.system.with_nodes(req.nodes)
-    tiers = comm_tiers(system)
+    tiers = req.tiers or comm_tiers(system)
     check_multi_node(tiers, req.nodes)
     if req.job is None:
         return _without_model(req, system, tiers)
