@@ -44,13 +44,16 @@ class InferRequest:
 def validate_infer_request(request: InferRequest) -> None:
     """Reject values that make no sense, naming the flag."""
     if not request.tokens_per_s_per_user > 0:
-        raise UserError(f"--latency-budget must be positive tokens/s per user (got {request.tokens_per_s_per_user})")
-    if request.input_tokens < 1 or request.output_tokens < 1:
-        raise UserError("--input-tokens and --output-tokens must be at least 1")
+        raise UserError(f"must be positive tokens/s per user (got {request.tokens_per_s_per_user})",
+                        field="latency_budget")
+    for name, tokens in (("input_tokens", request.input_tokens), ("output_tokens", request.output_tokens)):
+        if tokens < 1:
+            raise UserError(f"must be at least 1 (got {tokens})", field=name)
     if request.qps is not None and not request.qps > 0:
-        raise UserError(f"--qps must be positive (got {request.qps})")
+        raise UserError(f"must be positive (got {request.qps})", field="qps")
     if request.precision not in PRECISIONS:
-        raise UserError(f"--precision: unknown format '{request.precision}' (choose from {', '.join(PRECISIONS)})")
+        raise UserError(f"unknown format '{request.precision}' (choose from {', '.join(PRECISIONS)})",
+                        field="precision")
 
 
 @dataclass

@@ -34,7 +34,7 @@ def host_names(hosts: str | None, nodes: int) -> list[str]:
         return [f"node{i}" for i in range(nodes)]
     names = [h.strip() for h in hosts.split(",") if h.strip()]
     if len(names) != nodes:
-        raise UserError(f"--hosts: {len(names)} names for {nodes} nodes")
+        raise UserError(f"{len(names)} names for {nodes} nodes", field="hosts")
     return names
 
 

@@ -29,7 +29,7 @@ def parse_objective(text: str) -> Objective:
     try:
         return Objective(text.strip().lower())
     except ValueError:
-        raise UserError(f"--objective: unknown objective '{text}' (choose cost or time)") from None
+        raise UserError(f"unknown objective '{text}' (choose cost or time)", field="objective") from None
 
 
 @dataclass(frozen=True)

@@ -54,9 +54,9 @@ def validate_parallelism(system: System, nodes: int, par: Parallelism) -> None:
     """Every degree at least 1 and tp x pp x dp x cp equal to the GPUs of `nodes` nodes."""
     for dim in DIMS:
         if par.size(dim) < 1:
-            raise UserError(f"--{dim} must be at least 1 (got {par.size(dim)})")
+            raise UserError(f"must be at least 1 (got {par.size(dim)})", field=dim)
     if nodes < 1:
-        raise UserError(f"--nodes must be at least 1 (got {nodes})")
+        raise UserError(f"must be at least 1 (got {nodes})", field="nodes")
     gpus = nodes * system.node.gpus
     if par.world != gpus:
         raise UserError(f"tp x pp x dp x cp = {par.tp} x {par.pp} x {par.dp} x {par.cp} = {par.world} does not "

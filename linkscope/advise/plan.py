@@ -100,9 +100,9 @@ def tp_first_orders() -> list[tuple[str, ...]]:
 def _validate(req: PlanRequest) -> None:
     validate_parallelism(req.system, req.nodes, req.par)
     if req.zero is not None and req.zero not in (0, 1, 2, 3):
-        raise UserError(f"--zero: must be 0, 1, 2 or 3 (got {req.zero})")
+        raise UserError(f"must be 0, 1, 2 or 3 (got {req.zero})", field="zero")
     if req.micro_batch is not None and req.micro_batch < 1:
-        raise UserError(f"--micro-batch must be at least 1 (got {req.micro_batch})")
+        raise UserError(f"must be at least 1 (got {req.micro_batch})", field="micro_batch")
 
 
 def _without_model(req: PlanRequest, system: System, tiers: CommTiers) -> PlanResult:

@@ -54,13 +54,14 @@ class TrainRequest:
 def validate_train_request(request: TrainRequest) -> None:
     """Reject values no offering could ever satisfy, naming the flag."""
     if request.precision not in PRECISIONS:
-        raise UserError(f"--precision: unknown format '{request.precision}' (choose from {', '.join(PRECISIONS)})")
+        raise UserError(f"unknown format '{request.precision}' (choose from {', '.join(PRECISIONS)})",
+                        field="precision")
     if request.seq_len < 1:
-        raise UserError(f"--seq-len must be at least 1 (got {request.seq_len})")
+        raise UserError(f"must be at least 1 (got {request.seq_len})", field="seq_len")
     if request.global_batch < 1:
-        raise UserError(f"--global-batch must be at least 1 (got {request.global_batch})")
+        raise UserError(f"must be at least 1 (got {request.global_batch})", field="global_batch")
     if request.gpus.gpus is not None and request.gpus.gpus < 1:
-        raise UserError(f"--gpus must be at least 1 (got {request.gpus.gpus})")
+        raise UserError(f"must be at least 1 (got {request.gpus.gpus})", field="gpus")
 
 
 @dataclass

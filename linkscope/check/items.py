@@ -23,7 +23,7 @@ class Thresholds:
             if not 0.0 <= value <= 100.0:
                 raise UserError(f"{flag} must be between 0 and 100, got {value:g}")
         if self.warn_pct > self.pass_pct:
-            raise UserError(f"--warn-pct {self.warn_pct:g} is above --pass-pct {self.pass_pct:g}")
+            raise UserError(f"{self.warn_pct:g} is above the PASS threshold ({self.pass_pct:g})", field="warn_pct")
         return self
 
     def status(self, pct: float) -> Status:

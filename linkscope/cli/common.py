@@ -20,6 +20,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_USER_ERROR = 2
 
+FLAG_NAMES: dict[str, str] = {"warmup": "-w/--warmup", "iters": "-n/--iters", "root": "-r/--root",
+                              "run_id": "RUN_ID", "hosts": "--hosts"}
+"""Where a lower layer's field name is not the flag's long name with dashes."""
+
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     """Print one line on stderr and exit."""
@@ -35,7 +39,7 @@ def user_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except UserError as exc:
-            fail(str(exc))
+            fail(exc.for_flags(FLAG_NAMES))
 
     return wrapper  # type: ignore[return-value]
 

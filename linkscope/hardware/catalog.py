@@ -71,14 +71,14 @@ def _predicates(f: OfferingFilter, db: HardwareDB) -> list[Callable[[Offering], 
 def validate_filter(f: OfferingFilter, db: HardwareDB) -> None:
     """Reject filter values that can never match, naming the flag, instead of silently returning nothing."""
     if f.fabric is not None and f.fabric not in FABRICS:
-        raise UserError(f"--fabric: unknown fabric '{f.fabric}' (choose from {', '.join(FABRICS)})")
+        raise UserError(f"unknown fabric '{f.fabric}' (choose from {', '.join(FABRICS)})", field="fabric")
     if f.gpu and db.gpu(f.gpu) is None and not any(f.gpu.lower() in g.lower() for g in db.gpus):
-        raise UserError(f"--gpu: unknown GPU '{f.gpu}' (known: {', '.join(db.gpu_names())})")
+        raise UserError(f"unknown GPU '{f.gpu}' (known: {', '.join(db.gpu_names())})", field="gpu")
     if f.provider:
         known = {o.provider.lower() for o in db.offerings.values()}
         unknown = sorted({p.strip().lower() for p in f.provider.split(",")} - known)
         if unknown:
-            raise UserError(f"--provider: unknown provider '{unknown[0]}' (known: {', '.join(sorted(known))})")
+            raise UserError(f"unknown provider '{unknown[0]}' (known: {', '.join(sorted(known))})", field="provider")
     for flag, value in (("--min-gpus", f.min_gpus), ("--min-scale-out-gbit", f.min_scale_out_gbit),
                         ("--max-price-per-gpu-hour", f.max_price_per_gpu_hour)):
         if value is not None and value < 0:
@@ -113,7 +113,7 @@ SORT_KEYS: dict[str, tuple[Callable[[Offering], float | str | None], bool]] = {
 def sort_offerings(offerings: list[Offering], key: str) -> list[Offering]:
     """Sort by one of SORT_KEYS (prices ascending, bandwidths and sizes descending), unknowns last."""
     if key not in SORT_KEYS:
-        raise UserError(f"--sort: unknown key '{key}' (choose from {', '.join(SORT_KEYS)})")
+        raise UserError(f"unknown key '{key}' (choose from {', '.join(SORT_KEYS)})", field="sort")
     get, descending = SORT_KEYS[key]
     known = [o for o in offerings if get(o) is not None]
     unknown = [o for o in offerings if get(o) is None]

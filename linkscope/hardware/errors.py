@@ -11,7 +11,27 @@ from pathlib import Path
 
 
 class UserError(Exception):
-    """Bad input from the user (a file, a flag, a name): reported as one line, exit code 2."""
+    """Bad input from the user (a file, a flag, a name): reported as one line, exit code 2.
+
+    Layers below the command line say which input was wrong with `field`, in their own vocabulary
+    (`global_batch`, `tp`, `system`); the command line names its flag for it (`--global-batch`), so no layer
+    below it spells a flag.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+    def for_flags(self, flags: dict[str, str] | None = None) -> str:
+        """The message with `field` named as the command line spells it (`--global-batch` by default)."""
+        if not self.field:
+            return self.message
+        flag = (flags or {}).get(self.field, "--" + self.field.replace("_", "-"))
+        return f"{flag}: {self.message}"
 
 
 class DataError(UserError):
@@ -23,7 +43,7 @@ class DataError(UserError):
     def __init__(self, file: str, problem: str, entry: str | None = None, field: str | None = None) -> None:
         self.file = file
         self.entry = entry
-        self.field = field
+        self.data_field = field
         self.problem = problem
         where = [file]
         if entry:

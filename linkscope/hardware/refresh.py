@@ -119,13 +119,13 @@ def read_catalog(source: str, cloud: str | None = None) -> list[CatalogRow]:
             with urllib.request.urlopen(source, timeout=60) as response:  # noqa: S310 - user-given http(s) URL
                 text = response.read().decode("utf-8")
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise UserError(f"--from: cannot download {source} ({exc})") from None
+            raise UserError(f"cannot download {source} ({exc})", field="from") from None
         return parse_csv(text, cloud or _cloud_of(source), source)
     path = Path(source).expanduser()
     if path.is_dir():
         files = sorted(path.rglob("vms.csv"))
         if not files:
-            raise UserError(f"--from: no */vms.csv under {path}")
+            raise UserError(f"no */vms.csv under {path}", field="from")
         # With several schema versions (catalogs/v6, v7), the newest one wins for each cloud.
         newest: dict[str, Path] = {}
         for f in files:
@@ -135,7 +135,7 @@ def read_catalog(source: str, cloud: str | None = None) -> list[CatalogRow]:
         return [row for c, f in sorted(newest.items()) for row in parse_csv(_read(f), c, str(f))]
     if path.is_file():
         return parse_csv(_read(path), cloud or _cloud_of(str(path.resolve())), str(path))
-    raise UserError(f"--from: {source} is neither a directory, a CSV file nor an http(s) URL")
+    raise UserError(f"{source} is neither a directory, a CSV file nor an http(s) URL", field="from")
 
 
 def _key(o: Offering) -> str:

@@ -21,7 +21,7 @@ def resolve_system(spec: str, db: HardwareDB) -> System:
     """`dgx-h100`, `aws/p5.48xlarge` or `my.yaml` -> System (UserError when nothing matches)."""
     spec = spec.strip()
     if not spec:
-        raise UserError("--system: empty value")
+        raise UserError("empty value", field="system")
     if spec in db.systems:
         return db.systems[spec]
     if spec in db.offerings:
@@ -29,9 +29,9 @@ def resolve_system(spec: str, db: HardwareDB) -> System:
     if _looks_like_file(spec):
         path = Path(spec)
         if not path.is_file():
-            raise UserError(f"--system: file '{spec}' not found")
+            raise UserError(f"file '{spec}' not found", field="system")
         return load_system_file(path, db)
-    raise UserError(f"--system: unknown System '{spec}'{_hint(spec, db)}")
+    raise UserError(f"unknown System '{spec}'{_hint(spec, db)}", field="system")
 
 
 def _hint(spec: str, db: HardwareDB) -> str:

@@ -41,7 +41,7 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
     if info.kind == "p2p":
         raise UserError(f"run {info.run_id} is a p2p matrix; calibrate a collective sweep (`linkscope bench`)")
     if offering is not None and offering not in db.offerings:
-        raise UserError(f"--offering: unknown offering '{offering}' (see `linkscope catalog`)")
+        raise UserError(f"unknown offering '{offering}' (see `linkscope catalog`)", field="offering")
     ranks = info.world_size or 2
     fits: dict[str, OpFit] = fit_rows(store.rows(info.run_id), ranks, info.nodes or 1)
     profile = new_profile(name or f"run-{info.run_id}", info.run_id, ranks, info.nodes or 1, info.backend, fits,

@@ -75,7 +75,7 @@ def _fit_from_json(data: dict[str, Any]) -> OpFit:
 def save_profile(profile: Profile) -> Path:
     """Write a profile as JSON; the name must be a plain file name."""
     if not NAME_PATTERN.match(profile.name):
-        raise UserError(f"--name: '{profile.name}' is not a valid profile name (letters, digits, . _ -)")
+        raise UserError(f"'{profile.name}' is not a valid profile name (letters, digits, . _ -)", field="name")
     folder = profile_dir()
     path = folder / f"{profile.name}.json"
     data = {**asdict(profile), "fits": {op: _fit_to_json(f) for op, f in profile.fits.items()}}

@@ -41,7 +41,7 @@ def sized_system(spec: str, db: HardwareDB, gpus: int | None = None,
         try:
             system = system.with_gpus(gpus)
         except ValueError as exc:
-            raise UserError(f"--gpus: {exc}") from None
+            raise UserError(f"{exc}", field="gpus") from None
     if system.max_nodes is not None and system.nodes > system.max_nodes:
         raise UserError(f"{spec} can be booked as at most {system.max_nodes} node(s), not {system.nodes}")
     return system, tiers

@@ -47,9 +47,9 @@ def layout_for(system: System, gpus: int | None) -> tuple[int, int]:
     per_node = system.node.gpus
     gpus = gpus or system.gpus
     if gpus < 1:
-        raise UserError(f"--gpus must be at least 1 (got {gpus})")
+        raise UserError(f"must be at least 1 (got {gpus})", field="gpus")
     if gpus > per_node and gpus % per_node:
-        raise UserError(f"--gpus {gpus} does not fill whole nodes of {per_node} GPUs on {system.id}")
+        raise UserError(f"{gpus} does not fill whole nodes of {per_node} GPUs on {system.id}", field="gpus")
     nodes = max(1, math.ceil(gpus / per_node))
     if system.max_nodes is not None and nodes > system.max_nodes:
         raise UserError(f"{system.id} can be booked as at most {system.max_nodes} node(s); {gpus} GPUs need {nodes}")

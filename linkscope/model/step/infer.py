@@ -118,7 +118,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
     if job.tp * job.pp > system.gpus:
         raise UserError(f"tp x pp = {job.tp * job.pp} exceeds the {system.gpus} GPUs of {system.id}")
     if job.model.heads % job.tp:
-        raise UserError(f"--tp {job.tp} does not divide the {job.model.heads} attention heads of {job.model.id}")
+        raise UserError(f"{job.tp} does not divide the {job.model.heads} attention heads of {job.model.id}", field="tp")
     tiers = tiers or comm_tiers(system)
     check_multi_node(tiers, -(-job.tp * job.pp // system.node.gpus))
     batch = np.asarray(batches, dtype=float)

@@ -62,24 +62,24 @@ def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
     m, gpus = job.model, system.gpus
     if req.tp is not None:
         if req.tp < 1 or m.heads % req.tp:
-            raise UserError(f"--tp {req.tp} does not divide the {m.heads} attention heads of {m.id}")
+            raise UserError(f"{req.tp} does not divide the {m.heads} attention heads of {m.id}", field="tp")
         if m.kv_heads % req.tp and req.tp % m.kv_heads:
-            raise UserError(f"--tp {req.tp} does not divide the {m.kv_heads} KV heads of {m.id}")
+            raise UserError(f"{req.tp} does not divide the {m.kv_heads} KV heads of {m.id}", field="tp")
     if req.pp is not None and (req.pp < 1 or req.pp > m.layers):
-        raise UserError(f"--pp {req.pp} must be between 1 and the {m.layers} layers of {m.id}")
+        raise UserError(f"{req.pp} must be between 1 and the {m.layers} layers of {m.id}", field="pp")
     fixed = [v for v in (req.tp, req.pp, req.dp, req.cp) if v is not None]
     product = int(np.prod(fixed)) if fixed else 1
     if gpus % product or (len(fixed) == 4 and product != gpus):
         raise UserError(f"tp x pp x dp x cp = {product} does not match {gpus} GPUs")
     if req.micro_batch is not None and req.micro_batch < 1:
-        raise UserError(f"--micro-batch must be at least 1 (got {req.micro_batch})")
+        raise UserError(f"must be at least 1 (got {req.micro_batch})", field="micro_batch")
     if req.dp is not None and job.global_batch % (req.dp * (req.micro_batch or 1)):
-        raise UserError(f"--global-batch {job.global_batch} is not divisible by dp x micro-batch = "
-                        f"{req.dp * (req.micro_batch or 1)}")
+        raise UserError(f"{job.global_batch} is not divisible by dp x micro-batch = "
+                        f"{req.dp * (req.micro_batch or 1)}", field="global_batch")
     if req.interleave is not None and req.pp is not None and req.interleave > 1 and \
             (m.layers % (req.pp * req.interleave)):
-        raise UserError(f"--interleave {req.interleave}: {m.layers} layers do not split into "
-                        f"{req.pp} x {req.interleave} chunks")
+        raise UserError(f"{req.interleave}: {m.layers} layers do not split into "
+                        f"{req.pp} x {req.interleave} chunks", field="interleave")
 
 
 def _flags(job: Job, system: System, row: Layout, est: StepEstimate, i: int) -> list[str]:

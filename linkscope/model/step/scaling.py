@@ -50,7 +50,7 @@ class ScalingPoint:
 def node_counts(max_nodes: int) -> list[int]:
     """1, 2, 4, ... up to max_nodes, with max_nodes itself last."""
     if max_nodes < 1:
-        raise UserError(f"--nodes must be at least 1 (got {max_nodes})")
+        raise UserError(f"must be at least 1 (got {max_nodes})", field="nodes")
     counts, n = [], 1
     while n < max_nodes:
         counts.append(n)

@@ -155,12 +155,12 @@ def load_model(spec: str) -> ModelConfig:
         return _load_model_file(path)
     close = difflib.get_close_matches(spec, list(presets), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else f" (presets: {', '.join(sorted(presets))})"
-    raise UserError(f"--model: unknown model '{spec}'{hint}")
+    raise UserError(f"unknown model '{spec}'{hint}", field="model")
 
 
 def _load_model_file(path: Path) -> ModelConfig:
     if not path.is_file():
-        raise UserError(f"--model: file '{path}' not found")
+        raise UserError(f"file '{path}' not found", field="model")
     text = read_data_text(path)
     if path.suffix != ".json":
         raw = parse_yaml_text(text, str(path))
