@@ -82,6 +82,11 @@ def _probed_system() -> dict[str, Any] | None:
     return None if probed.system is None else system_dict(probed.system)
 
 
+def probed_system() -> dict[str, Any] | None:
+    """This machine's System as stored with runs (`system_dict` form), or None where the probe cannot say."""
+    return _probed_system()
+
+
 def build_run_info(kind: str, cfg: BenchConfig | P2PConfig, backend: str, nproc: int) -> RunInfo:
     """A new run's metadata; the layout (hosts, groups, nodes) is filled in once the ranks report."""
     return RunInfo(

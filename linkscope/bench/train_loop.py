@@ -136,7 +136,7 @@ def _gather(ctx: RankContext, mine: dict[str, float]) -> list[dict[str, float]]:
 
 def _trace(ctx: RankContext, trainer: Trainer, sink: Sink) -> None:
     """Run `profile_steps` more steps under torch.profiler and write this rank's Kineto JSON."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU]
     if ctx.device.type == "cuda":
@@ -145,9 +145,10 @@ def _trace(ctx: RankContext, trainer: Trainer, sink: Sink) -> None:
     ctx.barrier()
     start = time.perf_counter()
     with profile(activities=activities) as prof:
-        for _ in range(trainer.cfg.profile_steps):
-            ctx.timer.loop_seconds(trainer.step, 1, None)
-            prof.step()
+        for i in range(trainer.cfg.profile_steps):
+            # The step marks HTA (and trace_comm) use to count iterations.
+            with record_function(f"ProfilerStep#{i}"):
+                ctx.timer.loop_seconds(trainer.step, 1, None)
     wall_s = time.perf_counter() - start
     prof.export_chrome_trace(str(path))
     ctx.progress.advance()

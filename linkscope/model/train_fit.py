@@ -1,0 +1,153 @@
+"""A training step model fitted to measured steps, for machines the datasheet model cannot describe (CPU ranks).
+
+Per rank and step the time is a non-negative sum of what the step does, each term with one fitted rate:
+
+    step_time_s = flops / F  +  layer_passes * c_layer  +  params * c_param  +  bus_bytes / B  +  c_step
+
+`flops` are the hardware FLOPs (the model FLOP convention of `ModelConfig.model_flops_per_token`, plus the
+forward redone by full recomputation), `layer_passes` the layers run per step (fixed per-operator cost),
+`params` what this rank's optimizer updates, `bus_bytes` what the data-parallel or tensor-parallel collectives
+move in nccl-tests' bus-bandwidth convention (collectives.md §1.4). Terms whose feature does not vary
+independently across the measured points are left out (their cost is carried by the others), so a fit from a
+single configuration is a single effective FLOP rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from linkscope.hardware.errors import UserError
+from linkscope.model.transformer import ModelConfig
+
+FEATURES = ("flops", "layer_passes", "params", "bus_bytes", "step")
+BREAKDOWN = {"flops": "compute_s", "layer_passes": "compute_s", "params": "optimizer_s",
+             "bus_bytes": "dp_comm_exposed_s", "step": "compute_s"}
+RECOMPUTE_FLOPS = 4.0 / 3.0
+"""Full recomputation runs the forward twice: 4 units of work where the convention counts 3."""
+
+
+@dataclass(frozen=True)
+class TrainShape:
+    """What a measured (or predicted) training point is: model, per-rank batch, layout, bytes per element."""
+
+    model: ModelConfig
+    micro_batch: int
+    ranks: int
+    tp: int = 1
+    zero: int = 0
+    recompute: str = "none"
+    element_bytes: int = 4
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel ranks."""
+        return max(self.ranks // self.tp, 1)
+
+
+def features(s: TrainShape) -> dict[str, float]:
+    """The step's work on one rank, per FEATURES."""
+    m = s.model
+    tokens = s.micro_batch * m.seq_len
+    flops = m.model_flops_per_token(m.seq_len) * tokens / s.tp
+    if s.recompute == "full":
+        flops *= RECOMPUTE_FLOPS
+    params = m.total_params() / s.tp / (s.dp if s.zero >= 1 else 1)
+    return {"flops": flops, "layer_passes": float(m.layers), "params": params,
+            "bus_bytes": bus_bytes(s), "step": 1.0}
+
+
+def bus_bytes(s: TrainShape) -> float:
+    """Bytes the step's collectives move per rank, times nccl-tests' bus factor."""
+    m = s.model
+    grads = m.total_params() / s.tp * s.element_bytes
+    if s.tp > 1:
+        activations = s.micro_batch * m.seq_len * m.hidden * s.element_bytes
+        # Megatron's two all-reduces per layer forward and two in backward.
+        return 4 * m.layers * activations * 2 * (s.tp - 1) / s.tp
+    if s.dp <= 1:
+        return 0.0
+    if s.zero >= 3:
+        return 3 * grads * (s.dp - 1) / s.dp  # all-gather forward and backward, reduce-scatter of gradients
+    if s.zero >= 1:
+        return 2 * grads * (s.dp - 1) / s.dp  # reduce-scatter of gradients, all-gather of updated parameters
+    return grads * 2 * (s.dp - 1) / s.dp
+
+
+@dataclass(frozen=True)
+class TrainFit:
+    """Fitted seconds per unit of each feature (0 for terms left out), and the fit's own error."""
+
+    coefficients: dict[str, float]
+    points: int
+    median_error: float
+    max_error: float
+
+    def predict_s(self, s: TrainShape) -> float:
+        """Predicted step time."""
+        return sum(self.breakdown(s).values())
+
+    def breakdown(self, s: TrainShape) -> dict[str, float]:
+        """Predicted step time by part (`predict train`'s breakdown names)."""
+        out: dict[str, float] = {}
+        for name, value in features(s).items():
+            key = BREAKDOWN[name]
+            out[key] = out.get(key, 0.0) + self.coefficients.get(name, 0.0) * value
+        return out
+
+    @property
+    def effective_tflops(self) -> float | None:
+        """The fitted FLOP rate F, in TFLOPS."""
+        c = self.coefficients.get("flops", 0.0)
+        return 1.0 / c / 1e12 if c > 0 else None
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready."""
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict[str, object]) -> TrainFit:
+        """Back from `as_dict`."""
+        return TrainFit(coefficients=dict(data["coefficients"]), points=int(data["points"]),  # type: ignore[arg-type]
+                        median_error=float(data["median_error"]), max_error=float(data["max_error"]))  # type: ignore[arg-type]
+
+
+def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with non-negative coefficients (drop the most negative term and refit until none is)."""
+    active = list(range(a.shape[1]))
+    while active:
+        x, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+        if (x >= 0).all():
+            out = np.zeros(a.shape[1])
+            out[active] = x
+            return out
+        active.pop(int(np.argmin(x)))
+    return np.zeros(a.shape[1])
+
+
+def _chosen(rows: np.ndarray) -> list[int]:
+    """Features in FEATURES order, each kept only if it adds a dimension the points can pin down."""
+    keep: list[int] = []
+    for j in range(rows.shape[1]):
+        trial = keep + [j]
+        if len(trial) <= rows.shape[0] and np.linalg.matrix_rank(rows[:, trial], tol=1e-9) == len(trial):
+            keep = trial
+    return keep
+
+
+def fit_train(shapes: list[TrainShape], step_times_s: list[float]) -> TrainFit:
+    """Fit the rates to measured points by least squares on relative error."""
+    if not shapes:
+        raise UserError("no measured training steps to calibrate from")
+    x = np.asarray([[features(s)[f] for f in FEATURES] for s in shapes], dtype=float)
+    t = np.asarray(step_times_s, dtype=float)
+    rows = x / t[:, None]
+    scale = rows.max(axis=0)
+    scale[scale == 0] = 1.0
+    keep = [j for j in _chosen(rows / scale) if x[:, j].any()]
+    beta = np.zeros(len(FEATURES))
+    beta[keep] = _nnls(rows[:, keep] / scale[keep], np.ones(len(t))) / scale[keep]
+    errors = np.abs(x @ beta - t) / t
+    return TrainFit(coefficients={f: float(beta[j]) for j, f in enumerate(FEATURES)}, points=len(t),
+                    median_error=float(np.median(errors)), max_error=float(np.max(errors)))
