@@ -38,6 +38,9 @@ class TrainConfig:
     """Steps traced with torch.profiler after the timed ones (0 = no trace)."""
     trace_dir: str = ""
     """Set by the launcher once the run id is known: each rank writes `rank<N>.json` here."""
+    cpu_threads: int = 0
+    """Threads per CPU rank (0 = the launcher's share of the cores); one value for every point of a run, so
+    points with different rank counts do the same per-rank work the same way."""
     lr: float = 1e-3
     seed: int = 0
     run: RunOptions = field(default_factory=RunOptions)
@@ -101,6 +104,14 @@ def check_layout(cfg: TrainConfig, world: int) -> None:
             raise UserError(f"--tp {cfg.tp} does not divide the MLP width {m.ffn_hidden} of {m.id}")
     if cfg.grad_compression == "powersgd" and world < 2:
         raise UserError("--grad-compression powersgd needs at least 2 ranks")
+
+
+def check_backend(cfg: TrainConfig, backend: str) -> None:
+    """What the backend cannot do, refused before any rank starts."""
+    if cfg.grad_compression == "bf16" and backend != "nccl":
+        raise UserError("--grad-compression bf16 needs the nccl backend (PyTorch's bf16 hook is NCCL-only); "
+                        "use fp16 on CPU ranks")
+    resolved_precision(cfg, backend)
 
 
 def resolved_precision(cfg: TrainConfig, backend: str) -> str:

@@ -50,6 +50,9 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, ctx: RankContext) -> None:
         self.cfg = cfg
         self.ctx = ctx
+        if cfg.cpu_threads and ctx.device.type == "cpu":
+            torch.set_num_threads(cfg.cpu_threads)
+        self.base_rss_gib = current_rss_gib()
         self.precision = resolved_precision(cfg, ctx.backend)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         model = Decoder(cfg.model, cfg.recompute).to(ctx.device)
@@ -87,11 +90,22 @@ class Trainer:
         self.last_loss = float(loss.detach())
 
 
-def peak_memory_gib(device: torch.device) -> float:
-    """Peak memory of this rank: allocated on the GPU, resident set of the process on CPU ranks (GiB)."""
+def current_rss_gib() -> float:
+    """Resident set of this process now (GiB), 0 where /proc cannot say."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * resource.getpagesize() / GIB
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def peak_memory_gib(device: torch.device, base_rss_gib: float) -> float:
+    """Peak memory the training took on this rank: allocated on the GPU; on CPU ranks the peak resident set
+    above what the process held before the model was built (torch's own libraries are not the model's)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / GIB
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB
+    return max(peak - base_rss_gib, 0.0)
 
 
 def run_train(ctx: RankContext, cfg: TrainConfig, sink: Sink) -> None:
@@ -107,7 +121,7 @@ def run_train(ctx: RankContext, cfg: TrainConfig, sink: Sink) -> None:
             if i >= cfg.warmup:
                 timed.append(seconds)
             _report_step(ctx, sink, trainer, repeat, i - cfg.warmup, seconds)
-    per_rank = _gather(ctx, {"mean_step_s": sum(timed) / len(timed), "peak_memory_gib": peak_memory_gib(ctx.device)})
+    per_rank = _gather(ctx, {"mean_step_s": sum(timed) / len(timed), "peak_memory_gib": peak_memory_gib(ctx.device, trainer.base_rss_gib)})
     if ctx.rank == 0:
         sink.train_ranks(per_rank)
     if cfg.profile_steps and cfg.trace_dir:

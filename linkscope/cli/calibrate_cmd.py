@@ -64,11 +64,30 @@ def calibrate(
     profile = report.profile
     if as_json:
         print_json({"profile": profile.name, "path": report.path, "run_id": profile.run_id,
-                    "fits": {op: {"median_error": m, "max_error": x} for op, (m, x) in report.fit_errors().items()}})
+                    "fits": {op: {"median_error": m, "max_error": x} for op, (m, x) in report.fit_errors().items()},
+                    "train": profile.train})
+        return
+    if profile.train is not None:
+        _print_train_fit(profile.name, profile.run_id, profile.train, report.path)
         return
     console.print(_fit_table(profile.fits, f"profile {profile.name} from run {profile.run_id} ({profile.backend}, "
                                            f"{profile.ranks} ranks, {profile.nodes} node(s))"))
     console.print(f"saved {report.path}; use it as --system profile:{profile.name}")
+
+
+def _print_train_fit(name: str, run_id: str, train: dict, path: str) -> None:  # type: ignore[type-arg]
+    from linkscope.model.train_fit import TrainFit
+
+    fit = TrainFit.from_dict(train)
+    tflops = fit.effective_tflops
+    terms = ", ".join(f"{k} {v:.3g}" for k, v in fit.coefficients.items() if v)
+    console.print(f"profile {name} from training run {run_id}: step model fitted to {fit.points} point(s); "
+                  f"effective {tflops:.4g} TFLOPS" if tflops else f"profile {name} from training run {run_id}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"seconds per unit: {terms}; fit error median {fit.median_error:.1%}, max {fit.max_error:.1%}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"saved {path}; use it as --system profile:{name} with `bench train` and `predict train`",
+                  highlight=False, soft_wrap=True)
 
 
 @user_errors

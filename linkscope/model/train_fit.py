@@ -151,3 +151,23 @@ def fit_train(shapes: list[TrainShape], step_times_s: list[float]) -> TrainFit:
     errors = np.abs(x @ beta - t) / t
     return TrainFit(coefficients={f: float(beta[j]) for j, f in enumerate(FEATURES)}, points=len(t),
                     median_error=float(np.median(errors)), max_error=float(np.max(errors)))
+
+
+def shape_from_settings(settings: dict[str, object]) -> TrainShape:
+    """The TrainShape of a stored `bench train` point (its `settings`)."""
+    model = ModelConfig(**settings["model"])  # type: ignore[arg-type]
+    return TrainShape(model=model, micro_batch=int(settings["micro_batch"]), ranks=int(settings["ranks"]),  # type: ignore[arg-type]
+                      tp=int(settings["tp"]), zero=int(settings["zero"]), recompute=str(settings["recompute"]),  # type: ignore[arg-type]
+                      element_bytes=4 if settings.get("precision") == "fp32" else 2)
+
+
+def measured_points(points: list[dict[str, object]]) -> tuple[list[TrainShape], list[float]]:
+    """(shapes, median step times) of the stored points that have timed steps."""
+    shapes, times = [], []
+    for point in points:
+        timed = [s["step_time_s"] for s in point.get("steps", []) if s["step"] >= 0]  # type: ignore[union-attr, index]
+        if timed:
+            shapes.append(shape_from_settings(point["settings"]))  # type: ignore[arg-type]
+            # The median: one step slowed by a busy host should not bend the fit.
+            times.append(float(np.median(timed)))
+    return shapes, times

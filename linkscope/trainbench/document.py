@@ -61,7 +61,7 @@ def point_document(result: TrainRunResult, point: TrainPoint, prediction: Predic
         "tokens_per_s": measured.get("tokens_per_s"), "tflops_per_rank": measured.get("tflops_per_rank"),
         "mfu": measured.get("mfu"),
         "peak_memory_gib": max(peaks) if peaks else None, "peak_memory_gib_per_rank": peaks,
-        "peak_memory_kind": "allocated" if result.backend == "nccl" else "process RSS",
+        "peak_memory_kind": "allocated" if result.backend == "nccl" else "RSS above start",
         "comm_s": trace.comm_s if trace else {}, "exposed_comm_s": trace.exposed_comm_s if trace else {},
         "trace": _trace_part(point, trace),
         "loss": _losses(point),

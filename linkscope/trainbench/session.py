@@ -3,12 +3,13 @@ memory check before any rank starts, the measurement, the trace analysis, and on
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from linkscope.bench.comm import default_nproc, resolve_backend
-from linkscope.bench.train_config import SWEEP_KEYS, TrainConfig, check_layout, resolved_precision
+from linkscope.bench.train_config import SWEEP_KEYS, TrainConfig, check_backend, check_layout, resolved_precision
 from linkscope.bench.train_runner import Emit, TrainPlan, TrainRunResult, run_points
 from linkscope.bench.trace_comm import analyze
 from linkscope.hardware.errors import UserError
@@ -98,7 +99,7 @@ def _settings(plan: TrainPlan, ranks: int, precision: str) -> dict[str, Any]:
             "grad_compression": cfg.grad_compression}
 
 
-def _prepare(req: TrainRequest, plans: list[TrainPlan]) -> tuple[list[TrainPlan], list[Prediction | None], str]:
+def prepare_plans(req: TrainRequest, plans: list[TrainPlan]) -> tuple[list[TrainPlan], list[Prediction | None], str]:
     """Rank counts, predictions and the memory check, all before any rank starts."""
     from linkscope.bench.runinfo import probed_system
 
@@ -108,6 +109,7 @@ def _prepare(req: TrainRequest, plans: list[TrainPlan]) -> tuple[list[TrainPlan]
     for plan in plans:
         ranks = plan.ranks or plan.config.run.nproc or default_nproc(backend)
         check_layout(plan.config, ranks)
+        check_backend(plan.config, backend)
         precision = resolved_precision(plan.config, backend)
         prediction, note = predict_point(plan.config, ranks, precision, req.system, probed)
         check_fits(plan.config, ranks, precision, backend, prediction)
@@ -116,9 +118,18 @@ def _prepare(req: TrainRequest, plans: list[TrainPlan]) -> tuple[list[TrainPlan]
     return out, predictions, note
 
 
+def same_threads(plans: list[TrainPlan]) -> list[TrainPlan]:
+    """On CPU ranks every point gets the thread count of the largest one (unless OMP_NUM_THREADS decides)."""
+    if resolve_backend(plans[0].config.run.backend) == "nccl" or "OMP_NUM_THREADS" in os.environ:
+        return plans
+    threads = max(1, (os.cpu_count() or 1) // max(p.ranks or 1 for p in plans))
+    return [replace(p, config=replace(p.config, cpu_threads=p.config.cpu_threads or threads)) for p in plans]
+
+
 def run_request(req: TrainRequest, emit: Emit | None = None) -> TrainOutcome:
     """Predict, check, measure, analyse; store the documents with the run."""
-    plans, predictions, note = _prepare(req, build_plans(req))
+    plans, predictions, note = prepare_plans(req, build_plans(req))
+    plans = same_threads(plans)
     result = run_points(plans, emit)
     outcome = TrainOutcome(result, note=note)
     if not result.run_id:  # a torchrun rank other than 0
