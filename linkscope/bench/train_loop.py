@@ -130,6 +130,9 @@ def run_train(ctx: RankContext, cfg: TrainConfig, sink: Sink) -> None:
 
 def _timed_step(ctx: RankContext, trainer: Trainer, repeat: int, i: int) -> float:
     faults.before_size(ctx.rank, FAULT_OP, repeat * (trainer.cfg.warmup + trainer.cfg.iters) + i)
+    # Entering and leaving the step both count, so a rank that never enters it falls behind the ones waiting
+    # inside it for its collectives, and the watchdog can name it.
+    ctx.progress.advance()
     seconds = ctx.timer.loop_seconds(trainer.step, 1, None)
     ctx.progress.advance()
     return seconds
@@ -172,13 +175,13 @@ def _trace(ctx: RankContext, trainer: Trainer, sink: Sink) -> None:
 
 
 def where_label(cfg: TrainConfig) -> Callable[[int], str]:
-    """Progress counter -> words: 0 starting, 1 joined, then one per step, the last for the trace."""
+    """Progress counter -> words: 0 starting, 1 joined, then two per step (in, done), then the trace."""
     per_repeat = cfg.warmup + cfg.iters
 
     def where(value: int) -> str:
         if value <= 0:
             return "while starting"
-        done = value - 1
+        done = (value - 1) // 2
         if done >= per_repeat * cfg.repeat:
             return "while tracing"
         repeat, i = divmod(done, per_repeat)

@@ -16,11 +16,12 @@ from linkscope.hardware.loader import load_db
 from linkscope.model.collective_predict import predict_from_profile, predict_sizes
 from linkscope.model.infer import InferJob, best_batch_for_budget, estimate_inference, summary
 from linkscope.model.predict_train import predict_train
-from linkscope.model.profiles import load_profile
+from linkscope.model.profiles import Profile, load_profile
 from linkscope.model.scaling import predict_scaling
 from linkscope.model.search import LayoutRequest
 from linkscope.model.systems import resolve_with_profiles, split_profile
 from linkscope.model.train import Job
+from linkscope.model.train_fit import TrainFit, predict_on_fit
 from linkscope.model.transformer import load_model
 from linkscope.report.predict import collective_table, infer_table, scaling_table, train_table
 
@@ -135,8 +136,21 @@ def train(
         raise UserError(f"--zero: must be 0, 1, 2 or 3 (got {zero})")
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
-    resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     spec = load_model(model)
+    fitted = _train_fit(system)
+    if fitted is not None:
+        job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
+                  precision="bf16", dp_overlap=dp_overlap)
+        tp_n = auto_int(tp, "--tp") or 1
+        ranks = gpus or fitted[1].ranks
+        prediction = predict_on_fit(fitted[0], fitted[1].name, job, tp_n, auto_int(dp, "--dp") or max(ranks // tp_n, 1),
+                                    zero or 0, "none" if recompute in ("auto", "none") else recompute)
+        if as_json:
+            print_json(prediction.as_dict())
+        else:
+            console.print(train_table(prediction))
+        return
+    resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     job = Job(model=spec, global_batch=global_batch, seq_len=seq_len if seq_len is not None else spec.seq_len,
               precision=_choice(precision, "--precision", PRECISIONS),
               attention=_choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap)
@@ -151,6 +165,15 @@ def train(
         print_json(prediction.as_dict())
     else:
         console.print(train_table(prediction))
+
+
+def _train_fit(spec: str) -> tuple[TrainFit, Profile] | None:
+    """The training calibration of `profile:NAME`, when the profile has one."""
+    name = split_profile(spec)
+    if name is None:
+        return None
+    profile = load_profile(name)
+    return (TrainFit.from_dict(profile.train), profile) if profile.train is not None else None
 
 
 @predict_app.command("infer")

@@ -161,6 +161,21 @@ def shape_from_settings(settings: dict[str, object]) -> TrainShape:
                       element_bytes=4 if settings.get("precision") == "fp32" else 2)
 
 
+def fastest_by_label(points: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Of points measured several times under one label (interleaved, so a burst of load on a shared host hits
+    one of them), the one with the lowest median step time."""
+    best: dict[str, tuple[float, dict[str, object]]] = {}
+    for point in points:
+        timed = [s["step_time_s"] for s in point.get("steps", []) if s["step"] >= 0]  # type: ignore[union-attr, index]
+        if not timed:
+            continue
+        median = float(np.median(timed))
+        label = str(point.get("label", ""))
+        if label not in best or median < best[label][0]:
+            best[label] = (median, point)
+    return [p for _, p in best.values()]
+
+
 def measured_points(points: list[dict[str, object]]) -> tuple[list[TrainShape], list[float]]:
     """(shapes, median step times) of the stored points that have timed steps."""
     shapes, times = [], []
@@ -171,3 +186,33 @@ def measured_points(points: list[dict[str, object]]) -> tuple[list[TrainShape], 
             # The median: one step slowed by a busy host should not bend the fit.
             times.append(float(np.median(timed)))
     return shapes, times
+
+
+def predict_on_fit(fit: TrainFit, name: str, job: "Job", tp: int, dp: int, zero: int,  # noqa: F821
+                   recompute: str) -> "TrainPrediction":  # noqa: F821
+    """`predict train --system profile:NAME` for a training calibration: one fixed layout, no search."""
+    from linkscope.model.layout import single_layout
+    from linkscope.model.memory import memory_gib_per_gpu
+    from linkscope.model.predict_train import BREAKDOWN_KEYS, TrainPrediction, bottleneck_sentence
+
+    ranks = tp * dp
+    if job.global_batch % dp:
+        raise UserError(f"--global-batch {job.global_batch} is not divisible by dp = {dp}")
+    shape = TrainShape(model=job.model, micro_batch=job.global_batch // dp, ranks=ranks, tp=tp, zero=zero,
+                       recompute=recompute, element_bytes=4)
+    step = fit.predict_s(shape)
+    parts = fit.breakdown(shape)
+    breakdown = {k: parts.get(k, 0.0) for k in BREAKDOWN_KEYS}
+    tokens = job.global_batch * job.seq_len
+    lay = single_layout(tp=tp, pp=1, dp=dp, mb=job.global_batch // dp, recompute=recompute, zero=zero)
+    memory = float(np.asarray(memory_gib_per_gpu(job, None, lay))[0])  # type: ignore[arg-type]
+    tflops = job.model.model_flops_per_token(job.seq_len) * tokens / step / ranks / 1e12
+    return TrainPrediction(
+        system=f"profile:{name}", model=job.model.id, gpus=ranks, nodes=1, global_batch=job.global_batch,
+        seq_len=job.seq_len, precision="fp32", step_time_s=step, tokens_per_s=tokens / step, tflops_per_gpu=tflops,
+        mfu=0.0, memory_gib_per_gpu=memory, memory_gib_available=0.0, fits=True, breakdown=breakdown,
+        parallelism={"tp": tp, "pp": 1, "dp": dp, "cp": 1, "interleave": 1, "micro_batch": job.global_batch // dp,
+                     "recompute": recompute, "zero": zero, "sequence_parallel": False},
+        bottleneck=bottleneck_sentence(breakdown, step),
+        flags=[f"fitted on {fit.points} measured point(s) of CPU ranks (median fit error {fit.median_error:.1%}); "
+               "MFU is not defined without a datasheet peak"])

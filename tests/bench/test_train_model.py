@@ -118,6 +118,7 @@ def test_progress_counters_read_as_steps() -> None:
     where = where_label(TrainConfig(model=_small(), warmup=2, iters=3, repeat=2))
     assert where(0) == "while starting"
     assert where(1) == "in warm-up step 1 of repeat 1"
-    assert where(4) == "in step 2 of 3 of repeat 1"
-    assert where(6) == "in warm-up step 1 of repeat 2"
-    assert where(11) == "while tracing"
+    assert where(2) == "in warm-up step 1 of repeat 1"  # inside it
+    assert where(8) == "in step 2 of 3 of repeat 1"
+    assert where(12) == "in warm-up step 1 of repeat 2"
+    assert where(21) == "while tracing"
