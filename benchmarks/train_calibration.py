@@ -74,7 +74,9 @@ def main() -> None:
         points = measure(str(Path(tmp) / "r.db"))
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(json.dumps({"points": points}, indent=1) + "\n", encoding="utf-8")
+        data = {"calibrate": [_label(c) for c in CALIBRATE], "hold_out": [_label(c) for c in HOLD_OUT],
+                "points": points}
+        args.write.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     errors = hold_out_errors(points)
     for p, e in zip([p for p in fastest_by_label(points) if p["label"] in {_label(c) for c in HOLD_OUT}], errors):
         print(f"{p['label']:16s} error {e:+.1%}")

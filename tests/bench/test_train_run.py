@@ -54,6 +54,13 @@ def test_json_document_of_a_traced_ddp_run(tmp_path: Path) -> None:
     assert info.kind == "train" and info.status == "complete"
     steps = info.extra["train"]["points"][0]["steps"]
     assert [s["step"] for s in steps] == [-1, 0, 1, 2]
+    shown = _cli(["runs", "show", doc["run_id"], "--db", str(db)])
+    assert shown.exit_code == 0 and "step time (s)" in shown.output and "all_reduce" in shown.output
+    exported = _cli(["export", doc["run_id"], "--csv", "--db", str(db)])
+    header, line = exported.stdout.strip().splitlines()
+    assert header.startswith("label,status,model,ranks") and ",complete,llama2-7b-1l-64h,2,ddp," in line
+    as_json = json.loads(_cli(["export", doc["run_id"], "--json", "--db", str(db)]).stdout)
+    assert as_json["linkscope"]["extra"]["train_summary"]["points"][0]["run_id"] == doc["run_id"]
 
 
 def test_calibrating_a_run_predicts_the_next_one(tmp_path: Path) -> None:
