@@ -66,6 +66,24 @@ def length(intervals: list[Interval]) -> float:
     return sum(b - a for a, b in intervals)
 
 
+def subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
+    """The parts of disjoint sorted intervals `a` outside disjoint sorted intervals `b`."""
+    out: list[Interval] = []
+    j = 0
+    for start, end in a:
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k, cursor = j, start
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cursor:
+                out.append((cursor, b[k][0]))
+            cursor = max(cursor, b[k][1])
+            k += 1
+        if cursor < end:
+            out.append((cursor, end))
+    return out
+
+
 def intersection(a: list[Interval], b: list[Interval]) -> float:
     """Length of the intersection of two disjoint, sorted interval lists."""
     i = j = 0
@@ -116,6 +134,7 @@ class _Collector:
         self.step_starts: list[float] = []
         self.gloo: list[tuple[float, float, str, Any]] = []
         self.cpu_ops: list[tuple[float, float, Any]] = []
+        self.cpu_waits: list[tuple[float, float, Any]] = []
 
     def visit(self, ev: dict[str, Any]) -> None:
         if ev.get("ph") != "X":
@@ -136,8 +155,9 @@ class _Collector:
             self.step_starts.append(ts)
         elif GLOO_RANGE.match(name):
             self.gloo.append((ts, ts + dur, name, ev.get("tid")))
-        elif ev.get("cat") == "cpu_op" and not CPU_WAIT_OP.search(name):
-            self.cpu_ops.append((ts, ts + dur, ev.get("tid")))
+        elif ev.get("cat") == "cpu_op":
+            target = self.cpu_waits if CPU_WAIT_OP.search(name) else self.cpu_ops
+            target.append((ts, ts + dur, ev.get("tid")))
 
 
 def _hta_rounded(ts: float, dur: float) -> tuple[float, float]:
@@ -182,7 +202,11 @@ def _cpu_rank(col: _Collector, rank: int | None, steps: int, path: str) -> RankC
     comm_threads = {tid for *_, tid in col.gloo}
     for start, end, name, _ in col.gloo:
         out.comm.setdefault(collective_kind(name), []).append((start, end))
-    out.compute = [(a, b) for a, b, tid in col.cpu_ops if tid not in comm_threads]
+    busy = merge((a, b) for a, b, tid in col.cpu_ops if tid not in comm_threads)
+    # A synchronous collective waits inside the operator that issued it (a tensor-parallel linear layer, say);
+    # that wait is not compute.
+    waits = merge((a, b) for a, b, tid in col.cpu_waits if tid not in comm_threads)
+    out.compute = subtract(busy, waits)
     return out
 
 

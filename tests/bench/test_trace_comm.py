@@ -32,6 +32,8 @@ def test_interval_algebra() -> None:
     assert merge([(5, 6), (0, 2), (1, 3), (3, 4)]) == [(0, 4), (5, 6)]
     assert intersection([(0, 4), (5, 6)], [(1, 2), (3, 5.5)]) == pytest.approx(1 + 1 + 0.5)
     assert intersection([], [(0, 1)]) == 0
+    assert trace_comm.subtract([(0, 10), (12, 14)], [(2, 3), (4, 5), (9, 13)]) == [(0, 2), (3, 4), (5, 9), (13, 14)]
+    assert trace_comm.subtract([(0, 1)], []) == [(0, 1)]
 
 
 def test_collective_kind_prefers_the_collective_name() -> None:

@@ -129,3 +129,20 @@ def test_a_model_that_cannot_fit_stops_before_allocating(tmp_path: Path) -> None
     result = _cli(["bench", "train", "--model", "llama2-70b", "--db", str(tmp_path / "r.db")])
     assert result.exit_code == 2
     assert "llama2-70b does not fit: predicted" in result.output and "GiB" in result.output
+
+
+def test_fsdp_and_tensor_parallel_layouts_train_on_cpu_ranks(tmp_path: Path) -> None:
+    from linkscope.bench.train_runner import TrainPlan, run_points
+    from linkscope.bench.trace_comm import analyze
+
+    m = scaled_model(load_model("llama2-7b"), layers=1, hidden=64, heads=2, vocab=128, seq_len=32)
+    plans = [TrainPlan(name, TrainConfig(model=m, iters=2, warmup=1, profile_steps=2, **kw,  # type: ignore[arg-type]
+                                         run=RunOptions(nproc=2, db_path=str(tmp_path / "r.db"), quiet=True)
+                                         ).validated())
+             for name, kw in (("fsdp", {"zero": 3}), ("tp", {"tp": 2}))]
+    result = run_points(plans, emit=lambda line: None)
+    assert result.exit_code == 0, result.error
+    fsdp, tp = (analyze([Path(p) for p in point.trace_paths]) for point in result.points)
+    assert {"all_gather", "reduce_scatter"} & fsdp.comm_s.keys()  # parameters gathered, gradients scattered
+    assert tp.comm_s["all_reduce"] > 0  # the row-parallel layers' outputs
+    assert all(len([s for s in p.steps if s["step"] >= 0]) == 2 for p in result.points)
