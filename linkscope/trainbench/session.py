@@ -135,7 +135,9 @@ def run_request(req: TrainRequest, emit: Emit | None = None) -> TrainOutcome:
     if not result.run_id:  # a torchrun rank other than 0
         return outcome
     for point, prediction in zip(result.points, predictions):
-        trace = analyze([Path(p) for p in point.trace_paths]) if point.trace_paths else None
+        # Under multi-node torchrun the other nodes' traces stay on their hosts; analyse what is here.
+        local = [Path(p) for p in point.trace_paths if Path(p).is_file()]
+        trace = analyze(local) if local else None
         outcome.documents.append(point_document(result, point, prediction, trace))
     if req.sweep and outcome.documents:
         outcome.sweep = sweep_verdict(parse_sweep(req.sweep)[0], outcome.documents)
