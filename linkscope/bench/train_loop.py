@@ -122,7 +122,8 @@ def run_train(ctx: RankContext, cfg: TrainConfig, sink: Sink) -> None:
             if i >= cfg.warmup:
                 timed.append(seconds)
             _report_step(ctx, sink, trainer, repeat, i - cfg.warmup, seconds)
-    per_rank = _gather(ctx, {"mean_step_s": sum(timed) / len(timed), "peak_memory_gib": peak_memory_gib(ctx.device, trainer.base_rss_gib)})
+    peak_gib = peak_memory_gib(ctx.device, trainer.base_rss_gib)
+    per_rank = _gather(ctx, {"mean_step_s": sum(timed) / len(timed), "peak_memory_gib": peak_gib})
     if ctx.rank == 0:
         sink.train_ranks(per_rank)
     if cfg.profile_steps and cfg.trace_dir:

@@ -15,6 +15,7 @@ single configuration is a single effective FLOP rate.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -102,15 +103,15 @@ class TrainFit:
         c = self.coefficients.get("flops", 0.0)
         return 1.0 / c / 1e12 if c > 0 else None
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
 
     @staticmethod
-    def from_dict(data: dict[str, object]) -> TrainFit:
+    def from_dict(data: dict[str, Any]) -> TrainFit:
         """Back from `as_dict`."""
-        return TrainFit(coefficients=dict(data["coefficients"]), points=int(data["points"]),  # type: ignore[arg-type]
-                        median_error=float(data["median_error"]), max_error=float(data["max_error"]))  # type: ignore[arg-type]
+        return TrainFit(coefficients=dict(data["coefficients"]), points=int(data["points"]),
+                        median_error=float(data["median_error"]), max_error=float(data["max_error"]))
 
 
 def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -153,20 +154,24 @@ def fit_train(shapes: list[TrainShape], step_times_s: list[float]) -> TrainFit:
                     median_error=float(np.median(errors)), max_error=float(np.max(errors)))
 
 
-def shape_from_settings(settings: dict[str, object]) -> TrainShape:
+def shape_from_settings(settings: dict[str, Any]) -> TrainShape:
     """The TrainShape of a stored `bench train` point (its `settings`)."""
-    model = ModelConfig(**settings["model"])  # type: ignore[arg-type]
-    return TrainShape(model=model, micro_batch=int(settings["micro_batch"]), ranks=int(settings["ranks"]),  # type: ignore[arg-type]
-                      tp=int(settings["tp"]), zero=int(settings["zero"]), recompute=str(settings["recompute"]),  # type: ignore[arg-type]
+    return TrainShape(model=ModelConfig(**settings["model"]), micro_batch=int(settings["micro_batch"]),
+                      ranks=int(settings["ranks"]), tp=int(settings["tp"]), zero=int(settings["zero"]),
+                      recompute=str(settings["recompute"]),
                       element_bytes=4 if settings.get("precision") == "fp32" else 2)
 
 
-def fastest_by_label(points: list[dict[str, object]]) -> list[dict[str, object]]:
+def _timed(point: dict[str, Any]) -> list[float]:
+    return [s["step_time_s"] for s in point.get("steps", []) if s["step"] >= 0]
+
+
+def fastest_by_label(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Of points measured several times under one label (interleaved, so a burst of load on a shared host hits
     one of them), the one with the lowest median step time."""
-    best: dict[str, tuple[float, dict[str, object]]] = {}
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
     for point in points:
-        timed = [s["step_time_s"] for s in point.get("steps", []) if s["step"] >= 0]  # type: ignore[union-attr, index]
+        timed = _timed(point)
         if not timed:
             continue
         median = float(np.median(timed))
@@ -176,13 +181,13 @@ def fastest_by_label(points: list[dict[str, object]]) -> list[dict[str, object]]
     return [p for _, p in best.values()]
 
 
-def measured_points(points: list[dict[str, object]]) -> tuple[list[TrainShape], list[float]]:
+def measured_points(points: list[dict[str, Any]]) -> tuple[list[TrainShape], list[float]]:
     """(shapes, median step times) of the stored points that have timed steps."""
     shapes, times = [], []
     for point in points:
-        timed = [s["step_time_s"] for s in point.get("steps", []) if s["step"] >= 0]  # type: ignore[union-attr, index]
+        timed = _timed(point)
         if timed:
-            shapes.append(shape_from_settings(point["settings"]))  # type: ignore[arg-type]
+            shapes.append(shape_from_settings(point["settings"]))
             # The median: one step slowed by a busy host should not bend the fit.
             times.append(float(np.median(timed)))
     return shapes, times
@@ -191,8 +196,6 @@ def measured_points(points: list[dict[str, object]]) -> tuple[list[TrainShape], 
 def predict_on_fit(fit: TrainFit, name: str, job: "Job", tp: int, dp: int, zero: int,  # noqa: F821
                    recompute: str) -> "TrainPrediction":  # noqa: F821
     """`predict train --system profile:NAME` for a training calibration: one fixed layout, no search."""
-    from linkscope.model.layout import single_layout
-    from linkscope.model.memory import memory_gib_per_gpu
     from linkscope.model.predict_train import BREAKDOWN_KEYS, TrainPrediction, bottleneck_sentence
 
     ranks = tp * dp
@@ -204,8 +207,7 @@ def predict_on_fit(fit: TrainFit, name: str, job: "Job", tp: int, dp: int, zero:
     parts = fit.breakdown(shape)
     breakdown = {k: parts.get(k, 0.0) for k in BREAKDOWN_KEYS}
     tokens = job.global_batch * job.seq_len
-    lay = single_layout(tp=tp, pp=1, dp=dp, mb=job.global_batch // dp, recompute=recompute, zero=zero)
-    memory = float(np.asarray(memory_gib_per_gpu(job, None, lay))[0])  # type: ignore[arg-type]
+    memory = memory_gib_of_layout(job, tp, dp, recompute, zero)
     tflops = job.model.model_flops_per_token(job.seq_len) * tokens / step / ranks / 1e12
     return TrainPrediction(
         system=f"profile:{name}", model=job.model.id, gpus=ranks, nodes=1, global_batch=job.global_batch,
@@ -216,3 +218,13 @@ def predict_on_fit(fit: TrainFit, name: str, job: "Job", tp: int, dp: int, zero:
         bottleneck=bottleneck_sentence(breakdown, step),
         flags=[f"fitted on {fit.points} measured point(s) of CPU ranks (median fit error {fit.median_error:.1%}); "
                "MFU is not defined without a datasheet peak"])
+
+
+def memory_gib_of_layout(job: "Job", tp: int, dp: int, recompute: str, zero: int) -> float:  # noqa: F821
+    """Training memory per rank of one fixed layout (pp = 1) by the model's accounting (Korthikanti et al.)."""
+    from linkscope.model.layout import single_layout
+    from linkscope.model.memory import memory_gib_per_gpu
+
+    lay = single_layout(tp=tp, pp=1, dp=dp, mb=job.global_batch // dp, recompute=recompute, zero=zero)
+    # The System is not consulted by the memory accounting, only the job and the layout.
+    return float(np.asarray(memory_gib_per_gpu(job, None, lay))[0])  # type: ignore[arg-type]

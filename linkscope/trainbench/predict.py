@@ -11,21 +11,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from linkscope.bench.train_config import TrainConfig
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import system_from_dict
 from linkscope.hardware.system import System
-from linkscope.model.layout import single_layout
-from linkscope.model.memory import memory_gib_per_gpu
 from linkscope.model.predict_train import predict_train
 from linkscope.model.profiles import load_profile
 from linkscope.model.search import LayoutRequest
 from linkscope.model.systems import resolve_with_profiles, split_profile
 from linkscope.model.train import Job
-from linkscope.model.train_fit import TrainFit, TrainShape
+from linkscope.model.train_fit import TrainFit, TrainShape, memory_gib_of_layout
 
 GIB = float(1 << 30)
 NO_CPU_MODEL = ("no prediction: CPU ranks are measured and calibrated, never modelled; calibrate this run "
@@ -113,10 +109,8 @@ def resolve_tiers(system: System) -> Any:
 
 def host_memory_gib_per_rank(cfg: TrainConfig, ranks: int, precision: str) -> float:
     """Training memory of one rank by Korthikanti's accounting (weights, gradients, optimizer, activations)."""
-    job = _job(cfg, ranks, precision)
-    lay = single_layout(tp=cfg.tp, pp=1, dp=max(ranks // cfg.tp, 1), mb=cfg.micro_batch,
-                        recompute=cfg.recompute, zero=cfg.zero)
-    return float(np.asarray(memory_gib_per_gpu(job, None, lay))[0])  # type: ignore[arg-type]
+    return memory_gib_of_layout(_job(cfg, ranks, precision), cfg.tp, max(ranks // cfg.tp, 1), cfg.recompute,
+                                cfg.zero)
 
 
 def available_host_gib() -> float | None:

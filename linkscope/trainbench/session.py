@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from linkscope.bench.comm import default_nproc, resolve_backend
+from linkscope.bench.layout import torchrun_env
 from linkscope.bench.train_config import SWEEP_KEYS, TrainConfig, check_backend, check_layout, resolved_precision
 from linkscope.bench.train_runner import Emit, TrainPlan, TrainRunResult, run_points
 from linkscope.bench.trace_comm import analyze
@@ -104,10 +105,11 @@ def prepare_plans(req: TrainRequest, plans: list[TrainPlan]) -> tuple[list[Train
     from linkscope.bench.runinfo import probed_system
 
     backend = resolve_backend(plans[0].config.run.backend)
+    env = torchrun_env()
     probed = probed_system() if backend == "nccl" and not req.system else None
     out, predictions, note = [], [], ""
     for plan in plans:
-        ranks = plan.ranks or plan.config.run.nproc or default_nproc(backend)
+        ranks = env.world if env is not None else plan.ranks or plan.config.run.nproc or default_nproc(backend)
         check_layout(plan.config, ranks)
         check_backend(plan.config, backend)
         precision = resolved_precision(plan.config, backend)
