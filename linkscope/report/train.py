@@ -74,8 +74,11 @@ def sweep_lines(verdict: dict[str, Any]) -> list[str]:
                      f"{_num(r['loss_drop'], '.3f'):>11}  {'yes' if r['trains'] else 'NO'}")
     if verdict["winner"] is None:
         lines.append("# no setting trains like the baseline")
+    elif verdict["winner"] == verdict["baseline"]:
+        lines.append(f"# the baseline {verdict['baseline']} is the fastest; no other setting beats it")
     else:
-        lines.append(f"# winner: {verdict['winner']}, {verdict['speedup']:.3f}x the baseline's speed")
+        noise = "" if verdict.get("significant") else " (within the step-time noise: not a clear win)"
+        lines.append(f"# winner: {verdict['winner']}, {verdict['speedup']:.3f}x the baseline's speed{noise}")
     for name in verdict["not_training"]:
         lines.append(f"# {name}: the loss does not decrease like the baseline's; not counted as a win")
     return lines

@@ -43,8 +43,22 @@ def sweep_verdict(key: str, docs: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in rows if r["trains"] and r["step_time_s"]]
     winner = min(ok, key=lambda r: r["step_time_s"]) if ok else None
     broken = [r["setting"] for r in rows if not r["trains"]]
+    best = next((d for d in docs if winner and d["label"] == winner["setting"]), None)
     return {"key": key, "baseline": base["label"], "rows": rows, "winner": winner["setting"] if winner else None,
-            "speedup": winner["speedup"] if winner else None, "not_training": broken}
+            "speedup": winner["speedup"] if winner else None, "not_training": broken,
+            "significant": bool(best is not None and best is not base and base.get("step_time_s")
+                                and beyond_noise(best, base))}
+
+
+def _standard_error_s(doc: dict[str, Any]) -> float:
+    steps = (doc.get("steps") or {}).get("steps") or 1
+    return float(doc.get("step_time_s_stdev") or 0.0) / steps ** 0.5
+
+
+def beyond_noise(doc: dict[str, Any], base: dict[str, Any]) -> bool:
+    """Whether two mean step times differ by more than twice the standard error of their difference."""
+    diff = abs(doc["step_time_s"] - base["step_time_s"])
+    return diff > 2.0 * (_standard_error_s(doc) ** 2 + _standard_error_s(base) ** 2) ** 0.5
 
 
 def scaling_rows(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -88,6 +88,16 @@ def test_sweep_names_a_winner_only_among_settings_that_train(tmp_path: Path) -> 
     assert [r["setting"] for r in verdict["rows"]] == ["grad-compression=none", "grad-compression=fp16"]
     assert verdict["winner"] in {r["setting"] for r in verdict["rows"] if r["trains"]}
     assert len(outcome.documents) == 2 and outcome.result.status == "complete"
+    assert isinstance(verdict["significant"], bool)
+
+
+def test_a_win_within_the_noise_is_not_significant() -> None:
+    from linkscope.trainbench.verdicts import beyond_noise
+
+    base = {"step_time_s": 1.00, "step_time_s_stdev": 0.10, "steps": {"steps": 4}}
+    close = {"step_time_s": 0.95, "step_time_s_stdev": 0.10, "steps": {"steps": 4}}
+    far = {"step_time_s": 0.70, "step_time_s_stdev": 0.10, "steps": {"steps": 4}}
+    assert not beyond_noise(close, base) and beyond_noise(far, base)
 
 
 def test_a_rank_that_exits_ends_the_run_with_the_steps_so_far(tmp_path: Path,
