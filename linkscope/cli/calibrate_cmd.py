@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -75,7 +75,7 @@ def calibrate(
     console.print(f"saved {report.path}; use it as --system profile:{profile.name}")
 
 
-def _print_train_fit(name: str, run_id: str, train: dict, path: str) -> None:  # type: ignore[type-arg]
+def _print_train_fit(name: str, run_id: str, train: dict[str, Any], path: str) -> None:
     from linkscope.model.train_fit import TrainFit
 
     fit = TrainFit.from_dict(train)
@@ -96,13 +96,14 @@ def profiles(as_json: bool = typer.Option(False, "--json")) -> None:
     loaded = [load_profile(name) for name in list_profiles()]
     if as_json:
         print_json([{"name": p.name, "run_id": p.run_id, "backend": p.backend, "ranks": p.ranks, "nodes": p.nodes,
-                     "ops": sorted(p.fits), "offering": p.offering, "created_at": p.created_at} for p in loaded])
+                     "ops": sorted(p.fits), "train": p.train is not None, "offering": p.offering, "created_at": p.created_at} for p in loaded])
         return
     table = Table(title=f"{len(loaded)} profiles", header_style="bold")
     for column in ("name", "run", "backend", "ranks", "nodes", "ops", "offering", "created"):
         table.add_column(column)
     for p in loaded:
-        table.add_row(p.name, p.run_id, p.backend, str(p.ranks), str(p.nodes), ", ".join(sorted(p.fits)),
+        table.add_row(p.name, p.run_id, p.backend, str(p.ranks), str(p.nodes),
+                      ", ".join(sorted(p.fits) + (["training step"] if p.train is not None else [])),
                       p.offering or "", p.created_at)
     console.print(table)
 
