@@ -161,6 +161,7 @@ def _trace(ctx: RankContext, trainer: Trainer, sink: Sink) -> None:
     if ctx.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     path = Path(trainer.cfg.trace_dir) / TRACE_FILE.format(rank=ctx.rank)
+    path.parent.mkdir(parents=True, exist_ok=True)  # on other hosts rank 0's folder does not exist yet
     ctx.barrier()
     start = time.perf_counter()
     with profile(activities=activities) as prof:
