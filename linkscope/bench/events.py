@@ -48,6 +48,28 @@ class Sink(Protocol):
         """The whole job is over on every rank."""
 
 
+class TrainSink(Protocol):
+    """Receives rank 0's reports of a training run, in order."""
+
+    def started(self, infos: list[RankInfo]) -> None:
+        """Every rank has joined; here is who runs where."""
+
+    def train_started(self, meta: dict[str, Any]) -> None:
+        """The model is built on every rank."""
+
+    def train_step(self, repeat: int, step: int, step_time_s: float, loss: float) -> None:
+        """One step done on every rank; `step` < 0 for warm-up steps."""
+
+    def train_ranks(self, per_rank: list[dict[str, float]]) -> None:
+        """Each rank's mean step time and peak memory."""
+
+    def train_traced(self, paths: list[str], step_wall_s: float) -> None:
+        """The traced steps are written, one Kineto JSON per rank."""
+
+    def finished(self) -> None:
+        """The whole job is over on every rank."""
+
+
 class NullSink:
     """For ranks other than 0: reports go nowhere."""
 

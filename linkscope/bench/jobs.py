@@ -1,4 +1,4 @@
-"""What every rank runs once it has joined the process group: a collective sweep or the p2p matrix."""
+"""What every rank runs once it has joined the process group: a collective sweep, the p2p matrix or training steps."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from linkscope.bench.comm import RankContext
 from linkscope.bench.config import BenchConfig, P2PConfig
-from linkscope.bench.events import Sink
+from linkscope.bench.events import Sink, TrainSink
+from linkscope.bench.train_config import TrainConfig
 from linkscope.hardware.errors import UserError
 
 
@@ -15,11 +16,11 @@ class Job:
     """A picklable description of the work, sent to every spawned rank."""
 
     kind: str
-    """`bench` or `p2p`."""
-    config: BenchConfig | P2PConfig
+    """`bench`, `p2p` or `train`."""
+    config: BenchConfig | P2PConfig | TrainConfig
 
 
-def run_job(job: Job, ctx: RankContext, sink: Sink) -> None:
+def run_job(job: Job, ctx: RankContext, sink: Sink | TrainSink) -> None:
     """Report the rank layout, run the job, and wait for every rank to finish it."""
     try:
         _run(job, ctx, sink)
@@ -30,7 +31,7 @@ def run_job(job: Job, ctx: RankContext, sink: Sink) -> None:
         raise
 
 
-def _run(job: Job, ctx: RankContext, sink: Sink) -> None:
+def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink) -> None:
     infos = ctx.gather_infos()
     if ctx.rank == 0:
         sink.started(infos)
@@ -38,6 +39,10 @@ def _run(job: Job, ctx: RankContext, sink: Sink) -> None:
         from linkscope.bench.sweep import run_sweep
 
         run_sweep(ctx, job.config, sink)  # type: ignore[arg-type]
+    elif job.kind == "train":
+        from linkscope.bench.train_loop import run_train
+
+        run_train(ctx, job.config, sink)  # type: ignore[arg-type]
     else:
         from linkscope.bench.p2p import run_pairs
 

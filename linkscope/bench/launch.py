@@ -88,12 +88,27 @@ def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, prog
                         getattr(cfg, "cudagraph", 0))
         run_job(job, ctx, QueueSink(q) if rank == 0 else NullSink())
         ctx.close()
+        if job.kind == "train":
+            _exit_cleanly(q)
     except UserError as exc:
         q.put(("rank_error", rank, str(exc), True))
         sys.exit(2)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent, named
         q.put(("rank_error", rank, f"{type(exc).__name__}: {exc}".strip(), False))
         sys.exit(1)
+
+
+def _exit_cleanly(q: Any) -> None:
+    """Leave without the interpreter's teardown once every report is flushed.
+
+    After profiling with gloo, C++ destructors at exit sometimes meet a thread still joinable and abort the
+    process ("terminate called without an active exception") after the work has succeeded; the parent would
+    read that as a dead rank."""
+    q.close()
+    q.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class _Watch:

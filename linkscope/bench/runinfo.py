@@ -13,6 +13,7 @@ import torch
 
 from linkscope import __version__
 from linkscope.bench.config import BenchConfig, P2PConfig
+from linkscope.bench.train_config import TrainConfig
 from linkscope.results.records import RunInfo
 
 
@@ -59,7 +60,7 @@ def nccl_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
 
 
-def config_dict(kind: str, cfg: BenchConfig | P2PConfig, nproc: int) -> dict[str, Any]:
+def config_dict(kind: str, cfg: BenchConfig | P2PConfig | TrainConfig, nproc: int) -> dict[str, Any]:
     """The run's options, with nccl-tests' names added where nccl-tests has the same option."""
     data = asdict(cfg)
     data["run"]["nproc"] = nproc
@@ -82,7 +83,12 @@ def _probed_system() -> dict[str, Any] | None:
     return None if probed.system is None else system_dict(probed.system)
 
 
-def build_run_info(kind: str, cfg: BenchConfig | P2PConfig, backend: str, nproc: int) -> RunInfo:
+def probed_system() -> dict[str, Any] | None:
+    """This machine's System as stored with runs (`system_dict` form), or None where the probe cannot say."""
+    return _probed_system()
+
+
+def build_run_info(kind: str, cfg: BenchConfig | P2PConfig | TrainConfig, backend: str, nproc: int) -> RunInfo:
     """A new run's metadata; the layout (hosts, groups, nodes) is filled in once the ranks report."""
     return RunInfo(
         kind=kind,  # type: ignore[arg-type]

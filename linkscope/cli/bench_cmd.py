@@ -6,9 +6,11 @@ Parsing and printing only. torch is imported inside the commands (through linksc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
+from typer import _click as click
 import typer
+from typer.core import TyperCommand
 from rich.markup import escape
 from rich.table import Table
 
@@ -172,8 +174,35 @@ def p2p(
     _report_end(result)
 
 
+TRAIN_ARGS = "linkscope.bench.train_args"
+
+
+class _BenchCommand(TyperCommand):
+    """`bench OPS...` measures collectives; `bench train ...` hands the rest of the line to the training command
+    (a word that is never an op, so every existing `bench` command line keeps its meaning)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] == "train":
+            ctx.meta[TRAIN_ARGS] = args[1:]
+            return []
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        rest = ctx.meta.pop(TRAIN_ARGS, None)
+        if rest is None:
+            return super().invoke(ctx)
+        from linkscope.cli.train_cmd import TRAIN_HELP, train
+
+        sub_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+        sub_app.command("train", help=TRAIN_HELP)(train)
+        command = typer.main.get_command(sub_app)
+        with command.make_context("train", rest, parent=ctx) as sub_ctx:
+            return command.invoke(sub_ctx)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `bench` and `p2p` to the command line."""
-    app.command("bench", help=BENCH_HELP,
+    """Add `bench` (and `bench train`) and `p2p` to the command line."""
+    app.command("bench", cls=_BenchCommand, help=BENCH_HELP + "\n\n`linkscope bench train --help`: measure a real "
+                "training loop beside its prediction.",
                 short_help="Measure collectives with nccl-tests' semantics; store them.")(bench)
     app.command("p2p", help=P2P_HELP, short_help="Bandwidth and latency matrices between every pair of ranks.")(p2p)

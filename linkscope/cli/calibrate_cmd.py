@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -11,6 +11,7 @@ from rich.table import Table
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
+from linkscope.model.calibration.calibrate import OpFit
 from linkscope.model.calibration.calibrate_run import calibrate_run
 from linkscope.model.calibration.profiles import list_profiles, load_profile
 from linkscope.results.store import ResultStore, require_existing
@@ -21,16 +22,16 @@ def _busbw(value: float) -> str:
     return "-" if value > 1e6 else f"{value:.2f}"
 
 
-def _fit_table(report_fits: dict[str, object], title: str) -> Table:
+def _fit_table(report_fits: dict[str, OpFit], title: str) -> Table:
     table = Table(title=title, header_style="bold")
     for name in ("op", "ranks", "sizes", "ranges", "latency (us)", "busbw (GB/s)", "fit error median", "max"):
         table.add_column(name, justify="left" if name == "op" else "right")
     for op, fit in report_fits.items():
-        segs = fit.segments  # type: ignore[attr-defined]
-        table.add_row(op, str(fit.ranks), str(fit.points), str(len(segs)),  # type: ignore[attr-defined]
+        segs = fit.segments
+        table.add_row(op, str(fit.ranks), str(fit.points), str(len(segs)),
                       " / ".join(f"{s.alpha_us:.1f}" for s in segs),
                       " / ".join(_busbw(s.busbw_gb_per_s) for s in segs),
-                      f"{fit.median_error:.1%}", f"{fit.max_error:.1%}")  # type: ignore[attr-defined]
+                      f"{fit.median_error:.1%}", f"{fit.max_error:.1%}")
     return table
 
 
@@ -64,11 +65,30 @@ def calibrate(
     profile = report.profile
     if as_json:
         print_json({"profile": profile.name, "path": report.path, "run_id": profile.run_id,
-                    "fits": {op: {"median_error": m, "max_error": x} for op, (m, x) in report.fit_errors().items()}})
+                    "fits": {op: {"median_error": m, "max_error": x} for op, (m, x) in report.fit_errors().items()},
+                    "train": profile.train})
+        return
+    if profile.train is not None:
+        _print_train_fit(profile.name, profile.run_id, profile.train, report.path)
         return
     console.print(_fit_table(profile.fits, f"profile {profile.name} from run {profile.run_id} ({profile.backend}, "
                                            f"{profile.ranks} ranks, {profile.nodes} node(s))"))
     console.print(f"saved {report.path}; use it as --system profile:{profile.name}")
+
+
+def _print_train_fit(name: str, run_id: str, train: dict[str, Any], path: str) -> None:
+    from linkscope.model.calibration.train_fit import TrainFit
+
+    fit = TrainFit.from_dict(train)
+    tflops = fit.effective_tflops
+    terms = ", ".join(f"{k} {v:.3g}" for k, v in fit.coefficients.items() if v)
+    console.print(f"profile {name} from training run {run_id}: step model fitted to {fit.points} point(s); "
+                  f"effective {tflops:.4g} TFLOPS" if tflops else f"profile {name} from training run {run_id}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"seconds per unit: {terms}; fit error median {fit.median_error:.1%}, max {fit.max_error:.1%}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"saved {path}; use it as --system profile:{name} with `bench train` and `predict train`",
+                  highlight=False, soft_wrap=True)
 
 
 @user_errors
@@ -77,13 +97,15 @@ def profiles(as_json: bool = typer.Option(False, "--json")) -> None:
     loaded = [load_profile(name) for name in list_profiles()]
     if as_json:
         print_json([{"name": p.name, "run_id": p.run_id, "backend": p.backend, "ranks": p.ranks, "nodes": p.nodes,
-                     "ops": sorted(p.fits), "offering": p.offering, "created_at": p.created_at} for p in loaded])
+                     "ops": sorted(p.fits), "train": p.train is not None, "offering": p.offering,
+                     "created_at": p.created_at} for p in loaded])
         return
     table = Table(title=f"{len(loaded)} profiles", header_style="bold")
     for column in ("name", "run", "backend", "ranks", "nodes", "ops", "offering", "created"):
         table.add_column(column)
     for p in loaded:
-        table.add_row(p.name, p.run_id, p.backend, str(p.ranks), str(p.nodes), ", ".join(sorted(p.fits)),
+        table.add_row(p.name, p.run_id, p.backend, str(p.ranks), str(p.nodes),
+                      ", ".join(sorted(p.fits) + (["training step"] if p.train is not None else [])),
                       p.offering or "", p.created_at)
     console.print(table)
 

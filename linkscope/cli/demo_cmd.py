@@ -40,6 +40,31 @@ def _latest_run(label: str, db: Path | None, kind: str | None = None) -> str:
     return runs[0].run_id
 
 
+TRAIN_MODEL = ["--model", "llama2-7b", "--layers", "2", "--hidden", "128", "--heads", "4", "--vocab", "512",
+               "--seq-len", "64", "-n", "5", "-w", "2"]
+"""A Llama-2 shape scaled down until a step takes milliseconds on CPU ranks."""
+
+
+def _train_demo(app: typer.Typer, nproc: int, db_args: list[str], db: Path | None) -> None:
+    """Measure a small training loop at 1 and `nproc` ranks, calibrate this machine from it, and predict a
+    deeper model measured next beside its prediction."""
+    label = f"demo-train-{time.strftime('%Y%m%d-%H%M%S')}"
+    counts = "1," + str(nproc) if nproc > 1 else "1,2"
+    code = _run(app, ["bench", "train", *TRAIN_MODEL, "--scaling", counts, "--profile-steps", "2", "--quiet",
+                      "--label", label, *db_args])
+    if code != 0:
+        fail(f"the training measurement ended with exit code {code}", code)
+    run_id = _latest_run(label, db, kind="train")
+    profile = f"local-train-{run_id}"
+    deeper = list(TRAIN_MODEL)
+    deeper[deeper.index("--layers") + 1] = "3"  # a model the calibration has not seen
+    for args in (["calibrate", run_id, "--name", profile, *db_args],
+                 ["bench", "train", *deeper, "--nproc", str(nproc), "--profile-steps", "0", "--quiet",
+                  "--system", f"profile:{profile}", *db_args]):
+        if _run(app, args) != 0:
+            fail(f"`linkscope {' '.join(args)}` failed")
+
+
 def demo(
     db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: the user data directory)."),
     nproc: int = typer.Option(2, help="Local ranks for the sweep."),
@@ -70,6 +95,7 @@ def demo(
     for args in steps:
         if _run(app, args) != 0:
             fail(f"`linkscope {' '.join(args)}` failed")
+    _train_demo(app, nproc, db_args, db)
     # A FAIL is the check's verdict on this machine, not a broken demo: report it and carry on.
     check_code = _run(app, ["check", "--quick", "--nproc", str(nproc), *db_args])
     if check_code not in (0, 1):

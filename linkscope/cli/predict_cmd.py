@@ -22,7 +22,8 @@ from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (CANDIDATE_BATCHES, InferJob, InferPick, best_batch_for_budget,
                                         estimate_inference, pick_tp, summary)
 from linkscope.model.step.predict import predict_train
-from linkscope.model.calibration.profiles import load_profile
+from linkscope.model.calibration.profiles import Profile, load_profile
+from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
 from linkscope.model.step.scaling import predict_scaling
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.calibration.systems import resolve_with_profiles, sized_system, split_profile
@@ -116,8 +117,20 @@ def train(
     check_zero(zero)
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
-    resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     spec = load_model(model)
+    fitted = _train_fit(system)
+    if fitted is not None:
+        job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=dp_overlap)
+        tp_n = auto_int(tp, "--tp") or 1
+        ranks = gpus or fitted[1].ranks
+        prediction = predict_on_fit(fitted[0], fitted[1].name, job, tp_n, auto_int(dp, "--dp") or max(ranks // tp_n, 1),
+                                    zero or 0, "none" if recompute in ("auto", "none") else recompute)
+        if as_json:
+            print_json(prediction.as_dict())
+        else:
+            console.print(train_table(prediction))
+        return
+    resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
     job = _job(spec, global_batch, seq_len, precision,
                attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
                tp_overlap=tp_overlap)
@@ -132,6 +145,15 @@ def train(
         print_json(prediction.as_dict())
     else:
         console.print(train_table(prediction))
+
+
+def _train_fit(spec: str) -> tuple[TrainFit, Profile] | None:
+    """The training calibration of `profile:NAME`, when the profile has one."""
+    name = split_profile(spec)
+    if name is None:
+        return None
+    profile = load_profile(name)
+    return (TrainFit.from_dict(profile.train), profile) if profile.train is not None else None
 
 
 @predict_app.command("infer")

@@ -14,8 +14,9 @@ from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import check_formats
 from linkscope.hardware.errors import UserError
 from linkscope.report.runs import metadata_table, pairs_table, runs_table
-from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json
+from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json, train_run_to_csv
 from linkscope.results.nccltests import import_nccl_tests_file
+from linkscope.results.records import RunInfo
 from linkscope.results.store import ResultStore, require_existing
 
 DbOption = typer.Option(None, "--db", help="Results database file (default: $LINKSCOPE_DB, else the user data dir).")
@@ -29,7 +30,7 @@ import_app = typer.Typer(help="Import results measured by other benchmarks (nccl
 def runs(
     ctx: typer.Context,
     db: Optional[Path] = DbOption,
-    kind: Optional[str] = typer.Option(None, help="Only runs of this kind: bench, p2p or import."),
+    kind: Optional[str] = typer.Option(None, help="Only runs of this kind: bench, p2p, train, check or import."),
     label: Optional[str] = typer.Option(None, help="Only runs with this label."),
     limit: Optional[int] = typer.Option(None, min=1, help="At most this many runs, newest first."),
     as_json: bool = typer.Option(False, "--json", help="JSON instead of a table."),
@@ -71,8 +72,26 @@ def show(
         typer.echo(format_nccl_tests_table(rows), nl=False)
     if pairs:
         console.print(pairs_table(pairs))
-    if not rows and not pairs:
+    if info.kind == "train":
+        _print_train(info)
+    elif not rows and not pairs:
         console.print("This run has no rows.")
+
+
+def _print_train(info: RunInfo) -> None:
+    from linkscope.report.train import point_lines, scaling_lines, sweep_lines
+
+    summary = info.extra.get("train_summary") or {}
+    lines = [line for doc in summary.get("points") or [] for line in point_lines(doc)]
+    if summary.get("sweep"):
+        lines += sweep_lines(summary["sweep"])
+    if summary.get("scaling"):
+        lines += scaling_lines(summary["scaling"])
+    if not lines:
+        steps = sum(len(p.get("steps", [])) for p in (info.extra.get("train") or {}).get("points", []))
+        lines = [f"# {steps} training step(s) stored, no summary (the run ended early)"]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @user_errors
@@ -92,7 +111,8 @@ def export(
     if as_json and output is None:
         print_json(run_to_json(info, rows, pairs))
         return
-    text = json.dumps(run_to_json(info, rows, pairs), indent=2) + "\n" if as_json else run_to_csv(rows)
+    csv_text = train_run_to_csv(info) if info.kind == "train" else run_to_csv(rows)
+    text = json.dumps(run_to_json(info, rows, pairs), indent=2) + "\n" if as_json else csv_text
     if output is None:
         typer.echo(text, nl=False)
         return

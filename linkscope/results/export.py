@@ -142,3 +142,18 @@ def run_to_csv(rows: Sequence[CollectiveRow]) -> str:
 
 def _blank(value: float | int | None) -> Any:
     return "" if value is None else value
+
+
+TRAIN_CSV_FIELDS = ("label", "status", "model", "ranks", "layout", "step_time_s", "step_time_s_stdev", "tokens_per_s",
+                    "tflops_per_rank", "mfu", "peak_memory_gib", "predicted_step_time_s", "error_pct")
+
+
+def train_run_to_csv(info: RunInfo) -> str:
+    """A `bench train` run as CSV, one line per measured point."""
+    points = (info.extra.get("train_summary") or {}).get("points") or []
+    lines = [",".join(TRAIN_CSV_FIELDS)]
+    for doc in points:
+        values = {**doc, "layout": doc["parallelism"]["layout"],
+                  "predicted_step_time_s": (doc.get("predicted") or {}).get("step_time_s")}
+        lines.append(",".join("" if values.get(k) is None else str(values[k]) for k in TRAIN_CSV_FIELDS))
+    return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 RunStatus = Literal["running", "complete", "incomplete", "failed"]
-RunKind = Literal["bench", "p2p", "import", "check"]
+RunKind = Literal["bench", "p2p", "import", "check", "train"]
 Placement = Literal["out_of_place", "in_place"]
 
 

@@ -10,6 +10,8 @@ from linkscope.hardware.serialize import system_from_dict
 from linkscope.hardware.system import System
 from linkscope.model.calibration.calibrate import OpFit, fit_rows
 from linkscope.model.calibration.profiles import Profile, new_profile, save_profile
+from linkscope.model.calibration.train_fit import fit_train, measured_points
+from linkscope.results.records import RunInfo
 from linkscope.results.store import ResultStore
 
 
@@ -42,8 +44,22 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
         raise UserError(f"run {info.run_id} is a p2p matrix; calibrate a collective sweep (`linkscope bench`)")
     if offering is not None and offering not in db.offerings:
         raise UserError(f"unknown offering '{offering}' (see `linkscope catalog`)", field="offering")
+    if info.kind == "train":
+        return _calibrate_train(info, name, offering, db)
     ranks = info.world_size or 2
     fits: dict[str, OpFit] = fit_rows(store.rows(info.run_id), ranks, info.nodes or 1)
     profile = new_profile(name or f"run-{info.run_id}", info.run_id, ranks, info.nodes or 1, info.backend, fits,
                           _system(info.system, db), offering, info.label)
+    return CalibrationReport(profile=profile, path=str(save_profile(profile)))
+
+
+def _calibrate_train(info: RunInfo, name: str | None, offering: str | None, db: HardwareDB) -> CalibrationReport:
+    """Fit the training step model to every measured point of a `bench train` run."""
+    points = (info.extra.get("train") or {}).get("points") or []
+    shapes, times = measured_points(points)
+    if not shapes:
+        raise UserError(f"run {info.run_id} has no timed training steps to calibrate from")
+    fit = fit_train(shapes, times)
+    profile = new_profile(name or f"run-{info.run_id}", info.run_id, info.world_size or 1, info.nodes or 1,
+                          info.backend, {}, _system(info.system, db), offering, info.label, train=fit.as_dict())
     return CalibrationReport(profile=profile, path=str(save_profile(profile)))

@@ -1,0 +1,123 @@
+"""What a `bench train` run is asked to do, validated once at the edge (a picklable dataclass sent to every rank)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from linkscope.bench.config import RunOptions
+from linkscope.hardware.errors import UserError
+from linkscope.model.step.transformer import ModelConfig
+
+COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
+RECOMPUTES = ("none", "full")
+PRECISIONS = ("fp32", "bf16", "fp16")
+SWEEP_KEYS = ("bucket-mb", "grad-compression")
+
+
+@dataclass
+class TrainConfig:
+    """One training measurement: the model, the per-rank batch, the layout and how long to time it."""
+
+    model: ModelConfig
+    micro_batch: int = 2
+    """Sequences per rank per step."""
+    iters: int = 10
+    warmup: int = 3
+    repeat: int = 1
+    fsdp: bool = False
+    zero: int = 0
+    """0 = DDP; 1, 2, 3 = FSDP2 (`fully_shard`); 1 and 2 keep the parameters after forward, 3 frees them."""
+    tp: int = 1
+    bucket_mb: float = 25.0
+    overlap: bool = True
+    grad_compression: str = "none"
+    recompute: str = "none"
+    precision: str = "auto"
+    """`auto` = fp32 on CPU ranks, bf16 on GPUs."""
+    profile_steps: int = 3
+    """Steps traced with torch.profiler after the timed ones (0 = no trace)."""
+    trace_dir: str = ""
+    """Set by the launcher once the run id is known: each rank writes `rank<N>.json` here."""
+    cpu_threads: int = 0
+    """Threads per CPU rank (0 = the launcher's share of the cores); one value for every point of a run, so
+    points with different rank counts do the same per-rank work the same way."""
+    lr: float = 1e-3
+    seed: int = 0
+    run: RunOptions = field(default_factory=RunOptions)
+
+    @property
+    def layout(self) -> str:
+        """`ddp`, `fsdp` or `tp` (what wraps the model)."""
+        if self.tp > 1:
+            return "tp"
+        return "fsdp" if self.fsdp or self.zero > 0 else "ddp"
+
+    def validated(self) -> TrainConfig:
+        """A checked copy; raises UserError naming the first bad value."""
+        _check_counts(self)
+        _check_choice(self.grad_compression, "--grad-compression", COMPRESSIONS)
+        _check_choice(self.recompute, "--recompute", RECOMPUTES)
+        if self.precision != "auto":
+            _check_choice(self.precision, "--precision", PRECISIONS)
+        zero = 3 if self.fsdp and self.zero == 0 else self.zero
+        if zero and self.grad_compression != "none":
+            raise UserError("--grad-compression works with DDP's communication hooks; it cannot be combined with "
+                            "--fsdp/--zero")
+        if self.tp > 1 and zero:
+            raise UserError("--tp cannot be combined with --fsdp/--zero in this release")
+        return replace(self, zero=zero, fsdp=zero > 0, run=self.run.validated())
+
+
+def _check_choice(value: str, flag: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UserError(f"{flag}: '{value}' is not one of {', '.join(choices)}")
+
+
+def _check_counts(cfg: TrainConfig) -> None:
+    rules = [
+        (cfg.micro_batch >= 1, f"--micro-batch must be at least 1, got {cfg.micro_batch}"),
+        (cfg.iters >= 1, f"-n/--iters must be at least 1, got {cfg.iters}"),
+        (cfg.warmup >= 0, f"-w/--warmup must be 0 or more, got {cfg.warmup}"),
+        (cfg.repeat >= 1, f"--repeat must be at least 1, got {cfg.repeat}"),
+        (cfg.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {cfg.zero}"),
+        (cfg.tp >= 1, f"--tp must be at least 1, got {cfg.tp}"),
+        (cfg.bucket_mb > 0, f"--bucket-mb must be positive, got {cfg.bucket_mb:g}"),
+        (cfg.profile_steps >= 0, f"--profile-steps must be 0 or more, got {cfg.profile_steps}"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise UserError(message)
+
+
+def check_layout(cfg: TrainConfig, world: int) -> None:
+    """What only the rank count rules out, before any rank starts (exit 2, one line)."""
+    m = cfg.model
+    if cfg.tp > 1:
+        if world < 2:
+            raise UserError(f"--tp {cfg.tp} needs at least 2 ranks, but the run has {world}")
+        if world % cfg.tp:
+            raise UserError(f"--tp {cfg.tp} does not divide the {world} ranks")
+        if m.heads % cfg.tp or m.kv_heads % cfg.tp:
+            raise UserError(f"--tp {cfg.tp} does not divide the {m.heads} attention heads ({m.kv_heads} KV heads) "
+                            f"of {m.id}")
+        if m.ffn_hidden % cfg.tp:
+            raise UserError(f"--tp {cfg.tp} does not divide the MLP width {m.ffn_hidden} of {m.id}")
+    if cfg.grad_compression == "powersgd" and world < 2:
+        raise UserError("--grad-compression powersgd needs at least 2 ranks")
+
+
+def check_backend(cfg: TrainConfig, backend: str) -> None:
+    """What the backend cannot do, refused before any rank starts."""
+    if cfg.grad_compression == "bf16" and backend != "nccl":
+        raise UserError("--grad-compression bf16 needs the nccl backend (PyTorch's bf16 hook is NCCL-only); "
+                        "use fp16 on CPU ranks")
+    resolved_precision(cfg, backend)
+
+
+def resolved_precision(cfg: TrainConfig, backend: str) -> str:
+    """The number format the loop runs in: fp32 on CPU ranks, the asked one (bf16 by default) on GPUs."""
+    if backend != "nccl":
+        if cfg.precision not in ("auto", "fp32"):
+            raise UserError(f"--precision {cfg.precision} needs GPUs; CPU ranks train in fp32")
+        return "fp32"
+    return "bf16" if cfg.precision == "auto" else cfg.precision

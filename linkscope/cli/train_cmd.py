@@ -1,0 +1,109 @@
+"""`linkscope bench train`: a real training loop, measured beside its prediction. Parsing and printing only."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import typer
+from rich.markup import escape
+
+from linkscope.cli.common import console, err_console, print_json, user_errors
+
+if TYPE_CHECKING:
+    from linkscope.trainbench.session import TrainOutcome
+
+TRAIN_HELP = "\n\n".join((
+    "Train a Llama-style decoder on synthetic tokens on every local rank (or under torchrun) and print step time, "
+    "tokens/s, TFLOPS per rank, MFU and peak memory beside the prediction for the same layout, with the error.",
+    "--model takes what `predict train` takes (a preset or a YAML/JSON file); --layers/--hidden/--vocab/--seq-len "
+    "scale it down for a small machine. A few steps after the timed ones are traced with torch.profiler: the "
+    "trace files are kept, and the time of each collective kind and the part not overlapped by compute "
+    "(HolisticTraceAnalysis's definition) are printed per rank.",
+    "Exit codes: 0 ok; 2 bad option, invalid layout, or a model that cannot fit (stopped before allocating); "
+    "3 a rank died, hung past --timeout, or the run was interrupted; the steps measured so far are then stored "
+    "with status incomplete.",
+))
+
+
+@user_errors
+def train(
+    model: str = typer.Option(..., "--model", "-m", help="Preset (llama2-7b, ...) or YAML/JSON model file."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Use this many layers instead of the model's."),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="Use this width (heads keep their width)."),
+    heads: Optional[int] = typer.Option(None, "--heads", help="Attention heads (with --hidden)."),
+    vocab: Optional[int] = typer.Option(None, "--vocab", help="Use this vocabulary size."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per sequence."),
+    micro_batch: int = typer.Option(2, "--micro-batch", help="Sequences per rank per step."),
+    iters: int = typer.Option(10, "-n", "--iters", help="Timed steps per repeat."),
+    warmup: int = typer.Option(3, "-w", "--warmup", help="Untimed steps before timing."),
+    repeat: int = typer.Option(1, "--repeat", help="Whole runs of warmup + iters."),
+    dp: Optional[int] = typer.Option(None, "--dp", help="Data-parallel ranks (DDP); the same as --nproc here."),
+    fsdp: bool = typer.Option(False, "--fsdp", help="FSDP2 (fully_shard), ZeRO-3 unless --zero says otherwise."),
+    zero: int = typer.Option(0, "--zero", help="1, 2 or 3: FSDP2 sharding stage (0 = DDP)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks (torch.distributed.tensor.parallel)."),
+    bucket_mb: float = typer.Option(25.0, "--bucket-mb", help="DDP gradient bucket size (MB)."),
+    no_overlap: bool = typer.Option(False, "--no-overlap", help="Reduce gradients after backward, not during."),
+    grad_compression: str = typer.Option("none", "--grad-compression", help="none, fp16, bf16 or powersgd."),
+    recompute: str = typer.Option("none", "--recompute", help="none or full (activation checkpointing)."),
+    precision: str = typer.Option("auto", "--precision", help="auto (fp32 on CPU, bf16 on GPUs), bf16 or fp16."),
+    profile_steps: int = typer.Option(3, "--profile-steps", help="Steps traced after the timed ones (0 = none)."),
+    system: Optional[str] = typer.Option(None, "--system", "-s", help="Predict on this System or profile:NAME "
+                                                                      "(default: the probed one on GPUs)."),
+    sweep: Optional[str] = typer.Option(None, "--sweep", help="Compare settings: bucket-mb=1,25,100 or "
+                                                              "grad-compression=none,fp16,powersgd."),
+    scaling: Optional[str] = typer.Option(None, "--scaling", help="Rank counts, e.g. 1,2,4: same per-rank work."),
+    backend: str = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, "
+                                                              "all GPUs)."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
+    label: str = typer.Option("", "--label", help="A name for the run in the store."),
+    db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of the text."),
+    quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
+) -> None:
+    from linkscope.bench.config import RunOptions
+    from linkscope.bench.train_config import TrainConfig
+    from linkscope.hardware.errors import UserError
+    from linkscope.model.step.scaled import scaled_model
+    from linkscope.model.step.transformer import load_model
+    from linkscope.trainbench.session import TrainRequest, run_request
+
+    if dp is not None and nproc is not None and dp != nproc:
+        raise UserError(f"--dp {dp} and --nproc {nproc} disagree; give one")
+    spec = scaled_model(load_model(model), layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
+    run = RunOptions(backend=backend, nproc=nproc or (dp * tp if dp else None), timeout_s=timeout, label=label,
+                     db_path=db, quiet=quiet or as_json)
+    cfg = TrainConfig(model=spec, micro_batch=micro_batch, iters=iters, warmup=warmup, repeat=repeat, fsdp=fsdp,
+                      zero=zero, tp=tp, bucket_mb=bucket_mb, overlap=not no_overlap,
+                      grad_compression=grad_compression, recompute=recompute, precision=precision,
+                      profile_steps=profile_steps, run=run)
+    outcome = run_request(TrainRequest(cfg, system, sweep, scaling))
+    _print(outcome, as_json)
+
+
+def _print(outcome: TrainOutcome, as_json: bool) -> None:
+    from linkscope.report.train import point_lines, scaling_lines, sweep_lines
+
+    result = outcome.result
+    if not result.run_id:  # a torchrun rank other than 0: rank 0 reports
+        raise typer.Exit(result.exit_code)
+    if as_json:
+        print_json(outcome.as_dict())
+    else:
+        lines: list[str] = []
+        for doc in outcome.documents:
+            lines += [f"# {doc['label']}"] * bool(doc["label"]) + point_lines(doc)
+        if outcome.sweep:
+            lines += sweep_lines(outcome.sweep)
+        if outcome.scaling:
+            lines += scaling_lines(outcome.scaling)
+        if outcome.note:
+            lines.append(f"# {outcome.note}")
+        for line in lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if result.error:
+        err_console.print(f"[bold red]error:[/] {escape(result.error)}", highlight=False, soft_wrap=True)
+    if not as_json:
+        console.print(f"# stored as run {result.run_id} in {result.db_path} (status {result.status})",
+                      highlight=False, soft_wrap=True, markup=False)
+    raise typer.Exit(result.exit_code)

@@ -1,0 +1,41 @@
+"""Shrinking a model spec to fit a small machine: fewer layers, a narrower width, a smaller vocabulary or context.
+
+The head width is kept where it fits (a narrower model has fewer heads, not thinner ones), the ratio of query to
+KV heads is kept where it divides, and the MLP keeps its ratio to the width (rounded to a multiple of 8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from linkscope.hardware.errors import UserError
+from linkscope.model.step.transformer import ModelConfig
+
+
+def _check(value: int | None, flag: str) -> None:
+    if value is not None and value < 1:
+        raise UserError(f"{flag} must be at least 1 (got {value})")
+
+
+def scaled_model(m: ModelConfig, layers: int | None = None, hidden: int | None = None, heads: int | None = None,
+                 vocab: int | None = None, seq_len: int | None = None) -> ModelConfig:
+    """`m` with the given dimensions replaced; None keeps the model's own."""
+    for value, flag in ((layers, "--layers"), (hidden, "--hidden"), (heads, "--heads"), (vocab, "--vocab"),
+                        (seq_len, "--seq-len")):
+        _check(value, flag)
+    out = replace(m, layers=layers or m.layers, vocab=vocab or m.vocab, seq_len=seq_len or m.seq_len)
+    if hidden is not None or heads is not None:
+        out = _narrowed(m, out, hidden or m.hidden, heads)
+    if out != m:
+        out = replace(out, id=f"{m.id}-{out.layers}l-{out.hidden}h")
+    return out
+
+
+def _narrowed(m: ModelConfig, out: ModelConfig, width: int, heads: int | None) -> ModelConfig:
+    n_heads = heads or max(1, width // m.head_dim)
+    if width % n_heads:
+        raise UserError(f"--hidden {width} is not a multiple of the {n_heads} attention heads; pass --heads")
+    ratio = max(1, m.heads // m.kv_heads)
+    kv_heads = n_heads // ratio if n_heads % ratio == 0 and n_heads >= ratio else n_heads
+    ffn = max(8, round(m.ffn_hidden * width / m.hidden / 8) * 8)
+    return replace(out, hidden=width, heads=n_heads, kv_heads=kv_heads, ffn_hidden=ffn)

@@ -1,0 +1,1 @@
+"""`bench train` end to end: predict the layout, refuse what cannot fit, measure, analyse traces, compare."""

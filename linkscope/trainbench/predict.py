@@ -1,0 +1,141 @@
+"""The prediction beside a training measurement: the datasheet model on a GPU System, or a calibrated fit.
+
+Which one: `--system profile:NAME` with a training calibration uses its fitted step model; any other
+`--system` (or the probed System on GPU ranks) uses `predict train`'s model for the exact layout measured.
+CPU ranks without a training profile get no prediction (a CPU host is measured and calibrated, never modelled).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from linkscope.bench.train_config import TrainConfig
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.loader import load_db
+from linkscope.hardware.serialize import system_from_dict
+from linkscope.hardware.system import System
+from linkscope.model.step.predict import predict_train
+from linkscope.model.calibration.profiles import load_profile
+from linkscope.model.step.search import LayoutRequest
+from linkscope.model.calibration.systems import resolve_with_profiles, split_profile
+from linkscope.model.step.train import Job
+from linkscope.model.calibration.train_fit import TrainFit, TrainShape, memory_gib_of_layout
+
+GIB = float(1 << 30)
+NO_CPU_MODEL = ("no prediction: CPU ranks are measured and calibrated, never modelled; calibrate this run "
+                "(`linkscope calibrate RUN_ID`) and pass --system profile:NAME")
+
+
+@dataclass
+class Prediction:
+    """What the model says about one measured point."""
+
+    source: str
+    step_time_s: float
+    breakdown: dict[str, float]
+    memory_gib_per_gpu: float | None
+    memory_gib_available: float | None = None
+    fits: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return dict(self.__dict__)
+
+
+def shape_of(cfg: TrainConfig, ranks: int, precision: str) -> TrainShape:
+    """The layout of a measured point, as the fitted step model sees it."""
+    return TrainShape(model=cfg.model, micro_batch=cfg.micro_batch, ranks=ranks, tp=cfg.tp, zero=cfg.zero,
+                      recompute=cfg.recompute, element_bytes=4 if precision == "fp32" else 2)
+
+
+def _job(cfg: TrainConfig, ranks: int, precision: str) -> Job:
+    dp = max(ranks // cfg.tp, 1)
+    return Job(model=cfg.model, global_batch=cfg.micro_batch * dp, seq_len=cfg.model.seq_len,
+               precision="bf16" if precision == "fp32" else precision, dp_overlap=cfg.overlap)
+
+
+def _request(cfg: TrainConfig, ranks: int) -> LayoutRequest:
+    return LayoutRequest(tp=cfg.tp, pp=1, dp=max(ranks // cfg.tp, 1), cp=1, interleave=1,
+                         micro_batch=cfg.micro_batch, recompute=cfg.recompute, zero=cfg.zero,
+                         sequence_parallel=False)
+
+
+def _on_system(cfg: TrainConfig, ranks: int, precision: str, system: System, tiers: Any) -> Prediction:
+    try:
+        sized = system.with_gpus(ranks)
+    except ValueError as exc:
+        raise UserError(f"--system: {exc}") from None
+    p = predict_train(_job(cfg, ranks, precision), sized, _request(cfg, ranks), tiers)
+    notes = [] if precision != "fp32" else ["predicted in bf16 (the model has no fp32 GEMM peak)"]
+    return Prediction(source=f"system {system.id}", step_time_s=p.step_time_s, breakdown=p.breakdown,
+                      memory_gib_per_gpu=p.memory_gib_per_gpu, memory_gib_available=p.memory_gib_available,
+                      fits=p.fits, notes=notes + p.flags)
+
+
+def _on_fit(cfg: TrainConfig, ranks: int, precision: str, name: str, fit: TrainFit) -> Prediction:
+    shape = shape_of(cfg, ranks, precision)
+    return Prediction(source=f"profile {name}", step_time_s=fit.predict_s(shape), breakdown=fit.breakdown(shape),
+                      memory_gib_per_gpu=host_memory_gib_per_rank(cfg, ranks, precision),
+                      memory_gib_available=available_host_gib())
+
+
+def predict_point(cfg: TrainConfig, ranks: int, precision: str, system_spec: str | None,
+                  probed: dict[str, Any] | None) -> tuple[Prediction | None, str]:
+    """The prediction for one point, or None with the reason."""
+    db = load_db()
+    if system_spec:
+        name = split_profile(system_spec)
+        if name is not None:
+            profile = load_profile(name)
+            if profile.train is not None:
+                return _on_fit(cfg, ranks, precision, name, TrainFit.from_dict(profile.train)), ""
+        system, tiers, _ = resolve_with_profiles(system_spec, db)
+        return _on_system(cfg, ranks, precision, system, tiers), ""
+    if probed and probed.get("gpu") not in (None, "CPU"):
+        system = system_from_dict(probed, db.gpu)
+        return _on_system(cfg, ranks, precision, system, resolve_tiers(system)), ""
+    return None, NO_CPU_MODEL
+
+
+def resolve_tiers(system: System) -> Any:
+    """The datasheet communication tiers of a System."""
+    from linkscope.model.comm.tiers import comm_tiers
+
+    return comm_tiers(system)
+
+
+def host_memory_gib_per_rank(cfg: TrainConfig, ranks: int, precision: str) -> float:
+    """Training memory of one rank by Korthikanti's accounting (weights, gradients, optimizer, activations)."""
+    return memory_gib_of_layout(_job(cfg, ranks, precision), cfg.tp, max(ranks // cfg.tp, 1), cfg.recompute,
+                                cfg.zero)
+
+
+def available_host_gib() -> float | None:
+    """Memory the host can still give (MemAvailable), GiB; None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 / GIB
+    except OSError:
+        pass
+    pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else None
+    return pages * os.sysconf("SC_PAGE_SIZE") / GIB if pages else None
+
+
+def check_fits(cfg: TrainConfig, ranks: int, precision: str, backend: str, prediction: Prediction | None) -> None:
+    """Stop before allocating anything when the model cannot fit (UserError with the prediction)."""
+    if backend == "nccl" and prediction is not None and not prediction.fits:
+        raise UserError(f"{cfg.model.id} does not fit: predicted {prediction.memory_gib_per_gpu:.1f} GiB per GPU, "
+                        f"{prediction.memory_gib_available:.1f} GiB usable; scale it down with --layers/--hidden, "
+                        "use --fsdp/--zero or --recompute full")
+    if backend == "nccl":
+        return
+    need = host_memory_gib_per_rank(cfg, ranks, precision) * ranks
+    have = available_host_gib()
+    if have is not None and need > have:
+        raise UserError(f"{cfg.model.id} does not fit: predicted {need:.1f} GiB for {ranks} CPU ranks, "
+                        f"{have:.1f} GiB available on this host; scale it down with --layers/--hidden/--vocab")
