@@ -13,7 +13,10 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/linkscope demo
 
+# The linter and the type checker run first: a finding fails the tests like a failing test does.
 test: $(STAMP)
+	$(PY) -m ruff check linkscope tests benchmarks
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 clean:
