@@ -17,12 +17,12 @@ import tempfile
 from pathlib import Path
 
 from linkscope.bench.config import RunOptions
-from linkscope.bench.train_config import TrainConfig
+from linkscope.bench.train.config import TrainConfig
 from linkscope.model.step.scaled import scaled_model
 from linkscope.model.calibration.train_fit import fastest_by_label, fit_train, measured_points
 from linkscope.model.step.transformer import load_model
 from linkscope.trainbench.session import TrainRequest, prepare_plans, same_threads
-from linkscope.bench.train_runner import TrainPlan, run_points
+from linkscope.bench.train.runner import TrainPlan, run_points
 
 # (layers, hidden, ranks, zero): the first group calibrates, the second is held back.
 CALIBRATE = [(2, 128, 1, 0), (4, 128, 1, 0), (2, 256, 1, 0), (2, 128, 2, 0), (4, 256, 2, 0), (2, 256, 2, 3),

@@ -21,7 +21,7 @@ BLOCKS, STEPS = 6, 10
 
 
 def _bare_step(model, opt, batch):  # type: ignore[no-untyped-def]
-    from linkscope.bench.train_model import loss_of
+    from linkscope.bench.train.model import loss_of
 
     loss = loss_of(model(batch[:, :-1]), batch[:, 1:])
     loss.backward()
@@ -36,9 +36,9 @@ def _rank(rank: int, init: str, args: argparse.Namespace, q: mp.Queue) -> None: 
     from linkscope.bench.comm import init_rank
     from linkscope.bench.config import RunOptions
     from linkscope.bench.layout import RankEnv
-    from linkscope.bench.train_config import TrainConfig
-    from linkscope.bench.train_loop import Trainer, synthetic_batches
-    from linkscope.bench.train_model import Decoder
+    from linkscope.bench.train.config import TrainConfig
+    from linkscope.bench.train.loop import Trainer, synthetic_batches
+    from linkscope.bench.train.model import Decoder
     from linkscope.model.step.scaled import scaled_model
     from linkscope.model.step.transformer import load_model
 

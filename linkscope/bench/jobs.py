@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from linkscope.bench.comm import RankContext
 from linkscope.bench.config import BenchConfig, P2PConfig
 from linkscope.bench.events import Sink, TrainSink
-from linkscope.bench.train_config import TrainConfig
+from linkscope.bench.train.config import TrainConfig
 from linkscope.hardware.errors import UserError
 
 
@@ -40,7 +40,7 @@ def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink) -> None:
 
         run_sweep(ctx, job.config, sink)  # type: ignore[arg-type]
     elif job.kind == "train":
-        from linkscope.bench.train_loop import run_train
+        from linkscope.bench.train.loop import run_train
 
         run_train(ctx, job.config, sink)  # type: ignore[arg-type]
     else:

@@ -13,7 +13,7 @@ import torch
 
 from linkscope import __version__
 from linkscope.bench.config import BenchConfig, P2PConfig
-from linkscope.bench.train_config import TrainConfig
+from linkscope.bench.train.config import TrainConfig
 from linkscope.results.records import RunInfo
 
 

@@ -62,7 +62,7 @@ def train(
     quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
 ) -> None:
     from linkscope.bench.config import RunOptions
-    from linkscope.bench.train_config import TrainConfig
+    from linkscope.bench.train.config import TrainConfig
     from linkscope.hardware.errors import UserError
     from linkscope.model.step.scaled import scaled_model
     from linkscope.model.step.transformer import load_model

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from linkscope.bench.train_recorder import TrainPoint
-from linkscope.bench.train_runner import TrainRunResult
-from linkscope.bench.train_stats import rates, stats_dict, step_stats
-from linkscope.bench.trace_comm import TraceReport
+from linkscope.bench.train.recorder import TrainPoint
+from linkscope.bench.train.runner import TrainRunResult
+from linkscope.bench.train.stats import rates, stats_dict, step_stats
+from linkscope.bench.train.trace_comm import TraceReport
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.compute import peak_tflops
 from linkscope.model.step.transformer import ModelConfig

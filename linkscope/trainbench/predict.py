@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from linkscope.bench.train_config import TrainConfig
+from linkscope.bench.train.config import TrainConfig
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import system_from_dict

@@ -10,9 +10,9 @@ from typing import Any
 
 from linkscope.bench.comm import default_nproc, resolve_backend
 from linkscope.bench.layout import torchrun_env
-from linkscope.bench.train_config import SWEEP_KEYS, TrainConfig, check_backend, check_layout, resolved_precision
-from linkscope.bench.train_runner import Emit, TrainPlan, TrainRunResult, run_points
-from linkscope.bench.trace_comm import analyze
+from linkscope.bench.train.config import SWEEP_KEYS, TrainConfig, check_backend, check_layout, resolved_precision
+from linkscope.bench.train.runner import Emit, TrainPlan, TrainRunResult, run_points
+from linkscope.bench.train.trace_comm import analyze
 from linkscope.hardware.errors import UserError
 from linkscope.trainbench.document import point_document
 from linkscope.trainbench.predict import Prediction, check_fits, predict_point

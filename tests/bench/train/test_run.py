@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from linkscope.bench.config import RunOptions
 from linkscope.bench.faults import ENV_VAR
 from linkscope.bench.recorder import EXIT_FAULT
-from linkscope.bench.train_config import TrainConfig
+from linkscope.bench.train.config import TrainConfig
 from linkscope.cli.main import app
 from linkscope.model.step.scaled import scaled_model
 from linkscope.model.step.transformer import load_model
@@ -142,8 +142,8 @@ def test_a_model_that_cannot_fit_stops_before_allocating(tmp_path: Path) -> None
 
 
 def test_fsdp_and_tensor_parallel_layouts_train_on_cpu_ranks(tmp_path: Path) -> None:
-    from linkscope.bench.train_runner import TrainPlan, run_points
-    from linkscope.bench.trace_comm import analyze
+    from linkscope.bench.train.runner import TrainPlan, run_points
+    from linkscope.bench.train.trace_comm import analyze
 
     m = scaled_model(load_model("llama2-7b"), layers=1, hidden=64, heads=2, vocab=128, seq_len=32)
     plans = [TrainPlan(name, TrainConfig(model=m, iters=2, warmup=1, profile_steps=2, **kw,  # type: ignore[arg-type]

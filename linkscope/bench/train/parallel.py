@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from linkscope.bench.train_config import TrainConfig
-from linkscope.bench.train_model import Decoder
+from linkscope.bench.train.config import TrainConfig
+from linkscope.bench.train.model import Decoder
 
 MIB = 1 << 20
 

@@ -20,9 +20,9 @@ import torch.distributed as dist
 from linkscope.bench import faults
 from linkscope.bench.comm import RankContext
 from linkscope.bench.events import TrainSink
-from linkscope.bench.train_config import TrainConfig, resolved_precision
-from linkscope.bench.train_model import Decoder, loss_of, parameter_count
-from linkscope.bench.train_parallel import Wrapped, wrap_model
+from linkscope.bench.train.config import TrainConfig, resolved_precision
+from linkscope.bench.train.model import Decoder, loss_of, parameter_count
+from linkscope.bench.train.parallel import Wrapped, wrap_model
 
 GIB = float(1 << 30)
 DATA_BATCHES = 4

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from linkscope.bench.train_config import TrainConfig, check_backend, check_layout, resolved_precision
-from linkscope.bench.train_loop import synthetic_batches, where_label
-from linkscope.bench.train_model import Decoder, loss_of, parameter_count
+from linkscope.bench.train.config import TrainConfig, check_backend, check_layout, resolved_precision
+from linkscope.bench.train.loop import synthetic_batches, where_label
+from linkscope.bench.train.model import Decoder, loss_of, parameter_count
 from linkscope.hardware.errors import UserError
 from linkscope.model.step.scaled import scaled_model
 from linkscope.model.step.transformer import load_model

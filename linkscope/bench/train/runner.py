@@ -1,6 +1,6 @@
 """Running training points end to end: ranks (linkscope's launcher or torchrun), live output, the store.
 
-    from linkscope.bench.train_runner import TrainPlan, run_points
+    from linkscope.bench.train.runner import TrainPlan, run_points
     result = run_points([TrainPlan("", cfg, 2)], emit=print)
 
 Each point is one launch of the ranks; all points of a call are one stored run of kind `train`. A rank that
@@ -23,9 +23,9 @@ from linkscope.bench.launch import launch_local, stall_message
 from linkscope.bench.layout import RankEnv, torchrun_env
 from linkscope.bench.recorder import final_status
 from linkscope.bench.runinfo import build_run_info
-from linkscope.bench.train_config import TrainConfig, check_layout
-from linkscope.bench.train_loop import where_label
-from linkscope.bench.train_recorder import TrainPoint, TrainRecorder
+from linkscope.bench.train.config import TrainConfig, check_layout
+from linkscope.bench.train.loop import where_label
+from linkscope.bench.train.recorder import TrainPoint, TrainRecorder
 from linkscope.hardware.errors import UserError
 from linkscope.results.store import ResultStore
 

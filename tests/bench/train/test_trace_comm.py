@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from linkscope.bench import trace_comm
-from linkscope.bench.trace_comm import analyze, collective_kind, intersection, merge, read_rank
+from linkscope.bench.train import trace_comm
+from linkscope.bench.train.trace_comm import analyze, collective_kind, intersection, merge, read_rank
 from linkscope.results import kineto
 from linkscope.results.kineto import iter_events, read_header
 
-TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
+TRACES = Path(__file__).parents[2] / "fixtures" / "traces"
 GPU = sorted((TRACES / "hta_gpu").glob("*.json.gz"))
 GLOO = sorted((TRACES / "gloo").glob("*.json.gz"))
 HTA_OVERLAP_PCT = {0: 11.81, 1: 20.05}
