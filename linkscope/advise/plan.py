@@ -88,7 +88,10 @@ def _anchor(req: PlanRequest, job: Job, system: System, tiers: CommTiers) -> _An
 def _predicted_step_s(anchor: _Anchor, megatron: PlacementCost, cost: PlacementCost) -> float:
     # The DP time the step model hides behind the backward pass hides the same way under any placement.
     hidden = max(megatron.dp_s - anchor.dp_exposed_s, 0.0)
-    exposed = lambda c: max(c.dp_s - hidden, 0.0)  # noqa: E731
+
+    def exposed(c: PlacementCost) -> float:
+        return max(c.dp_s - hidden, 0.0)
+
     return anchor.step_time_s + cost.critical_s - megatron.critical_s + exposed(cost) - exposed(megatron)
 
 

@@ -93,7 +93,7 @@ def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, prog
     except UserError as exc:
         q.put(("rank_error", rank, str(exc), True))
         sys.exit(2)
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent, named
+    except BaseException as exc:  # every failure must reach the parent, named
         q.put(("rank_error", rank, f"{type(exc).__name__}: {exc}".strip(), False))
         sys.exit(1)
 

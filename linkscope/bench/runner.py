@@ -208,7 +208,7 @@ def _guarded_job(job: Job, ctx: RankContext, recorder: Recorder) -> tuple[str, s
         run_job(job, ctx, recorder)
     except UserError as exc:
         return "user_error", str(exc)
-    except Exception as exc:  # noqa: BLE001 - the run is recorded as incomplete, with the cause
+    except Exception as exc:  # the run is recorded as incomplete, with the cause
         values = read_progress(ctx.world)
         behind = behind_message(values, _where(job)) if values else ""
         cause = f"rank 0 saw {type(exc).__name__}: {exc}".strip()

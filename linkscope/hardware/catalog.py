@@ -39,24 +39,23 @@ def _matches_gpu(o: Offering, wanted: str, db: HardwareDB) -> bool:
 
 
 def _predicates(f: OfferingFilter, db: HardwareDB) -> list[Callable[[Offering], bool]]:
-    node = lambda o: o.system.node  # noqa: E731
     checks: list[Callable[[Offering], bool]] = []
     if f.gpu:
         checks.append(lambda o: _matches_gpu(o, f.gpu or "", db))
     if f.min_gpus:
-        checks.append(lambda o: node(o).gpus >= (f.min_gpus or 0))
+        checks.append(lambda o: o.system.node.gpus >= (f.min_gpus or 0))
     if f.nvlink:
-        checks.append(lambda o: node(o).scale_up.is_nvlink)
+        checks.append(lambda o: o.system.node.scale_up.is_nvlink)
     if f.nvswitch:
-        checks.append(lambda o: node(o).scale_up.kind == "nvswitch")
+        checks.append(lambda o: o.system.node.scale_up.kind == "nvswitch")
     if f.ib:
-        checks.append(lambda o: node(o).scale_out.fabric == "infiniband")
+        checks.append(lambda o: o.system.node.scale_out.fabric == "infiniband")
     if f.rdma:
-        checks.append(lambda o: node(o).scale_out.is_rdma)
+        checks.append(lambda o: o.system.node.scale_out.is_rdma)
     if f.fabric:
-        checks.append(lambda o: node(o).scale_out.fabric == f.fabric)
+        checks.append(lambda o: o.system.node.scale_out.fabric == f.fabric)
     if f.min_scale_out_gbit is not None:
-        checks.append(lambda o: (node(o).scale_out.total_gbit_per_s or 0.0) >= (f.min_scale_out_gbit or 0.0))
+        checks.append(lambda o: (o.system.node.scale_out.total_gbit_per_s or 0.0) >= (f.min_scale_out_gbit or 0.0))
     if f.provider:
         providers = {p.strip().lower() for p in f.provider.split(",")}
         checks.append(lambda o: o.provider.lower() in providers)

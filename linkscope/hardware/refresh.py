@@ -116,7 +116,7 @@ def read_catalog(source: str, cloud: str | None = None) -> list[CatalogRow]:
     """Every priced row under a directory laid out like skypilot-catalog, or of one CSV file or URL."""
     if source.startswith(("http://", "https://")):
         try:
-            with urllib.request.urlopen(source, timeout=60) as response:  # noqa: S310 - user-given http(s) URL
+            with urllib.request.urlopen(source, timeout=60) as response:  # user-given http(s) URL
                 text = response.read().decode("utf-8")
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise UserError(f"cannot download {source} ({exc})", field="from") from None

@@ -34,7 +34,7 @@ def _predicted(info: RunInfo, op: str, sizes: list[int]) -> list[float] | None:
         system = system_from_dict(info.system, load_db().gpu)
         gpus = min(info.world_size or system.gpus, system.gpus)
         return [p.busbw for p in predict_sizes(system, op, [s for s in sizes if s > 0], gpus=gpus)]
-    except Exception:  # noqa: BLE001 - a run whose System the model cannot predict is plotted measured only
+    except Exception:  # a run whose System the model cannot predict is plotted measured only
         return None
 
 

@@ -182,7 +182,7 @@ def _guarded(job: Job, ctx: Any, recorder: TrainRecorder) -> tuple[str, str]:
         run_job(job, ctx, recorder)
     except UserError as exc:
         return "user_error", str(exc)
-    except Exception as exc:  # noqa: BLE001 - the run is stored as incomplete, with the cause
+    except Exception as exc:  # the run is stored as incomplete, with the cause
         return "fault", f"rank 0 saw {type(exc).__name__}: {exc}".strip()
     ctx.close()
     return "complete", ""

@@ -299,7 +299,10 @@ def collective_time(op: str, tiers: CommTiers, size_bytes: object, ranks: object
         return Candidate("", np.where(n <= 1, 0.0, time), np.empty(0), np.empty(0))
     stack = np.stack([c.time_us for c in cands])
     idx = np.argmin(stack, axis=0)
-    pick = lambda attr: np.take_along_axis(np.stack([getattr(c, attr) for c in cands]), idx[None], 0)[0]  # noqa: E731
+
+    def pick(attr: str) -> np.ndarray:
+        return np.take_along_axis(np.stack([getattr(c, attr) for c in cands]), idx[None], 0)[0]
+
     time = np.take_along_axis(stack, idx[None], 0)[0]
     names = np.asarray([c.algorithm for c in cands])[idx]
     return Candidate(algorithm=names, time_us=np.where(np.broadcast_to(n, time.shape) <= 1, 0.0, time),

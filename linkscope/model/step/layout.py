@@ -95,9 +95,9 @@ class Layouts:
 def single_layout(tp: int, pp: int, dp: int, cp: int = 1, v: int = 1, mb: int = 1, recompute: str = "none",
                   zero: int = 0, sp: bool = False) -> Layouts:
     """One layout as a Layouts of length one."""
-    arr = lambda x: np.asarray([x])  # noqa: E731
-    return Layouts(tp=arr(tp), pp=arr(pp), dp=arr(dp), cp=arr(cp), v=arr(v), mb=arr(mb),
-                   recompute=arr(RECOMPUTE.index(recompute)), zero=arr(zero), sp=arr(sp))
+    values = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "v": v, "mb": mb, "recompute": RECOMPUTE.index(recompute),
+              "zero": zero, "sp": sp}
+    return Layouts(**{name: np.asarray([value]) for name, value in values.items()})
 
 
 def layouts_of(layout: Layout) -> Layouts:
