@@ -33,7 +33,7 @@ def resolve_backend(requested: str) -> str:
     if requested == "auto":
         return "nccl" if cuda_available() else "gloo"
     if requested == "nccl" and not cuda_available():
-        raise UserError("--backend nccl needs CUDA GPUs, and none is visible here; use --backend gloo")
+        raise UserError("nccl needs CUDA GPUs, and none is visible here; use --backend gloo", field="backend")
     return requested
 
 

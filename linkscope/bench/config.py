@@ -40,9 +40,9 @@ class RunOptions:
         if backend not in BACKENDS:
             raise UserError(f"unknown backend '{self.backend}'; choose one of: {', '.join(BACKENDS)}")
         if self.nproc is not None and self.nproc < 1:
-            raise UserError(f"--nproc must be at least 1, got {self.nproc}")
+            raise UserError(f"must be at least 1, got {self.nproc}", field="nproc")
         if self.timeout_s <= 0:
-            raise UserError(f"--timeout must be positive, got {self.timeout_s}")
+            raise UserError(f"must be positive, got {self.timeout_s}", field="timeout")
         # Checked before the sweep: finding an unwritable export only at the end would waste the run.
         check_output_path(self.json_path, "--json-file")
         check_output_path(self.csv_path, "--csv")
@@ -133,10 +133,10 @@ class P2PConfig:
     def validated(self) -> P2PConfig:
         """A checked copy; raises UserError on the first bad value."""
         if self.size_bytes < 1:
-            raise UserError(f"--size must be at least 1 byte, got {self.size_bytes}")
+            raise UserError(f"must be at least 1 byte, got {self.size_bytes}", field="size")
         check_size_cap(self.size_bytes, "--size")
         if self.iters < 1 or self.latency_iters < 1:
             raise UserError("-n/--iters and --latency-iters must be at least 1")
         if self.warmup < 0:
-            raise UserError(f"-w/--warmup must be 0 or more, got {self.warmup}")
+            raise UserError(f"must be 0 or more, got {self.warmup}", field="warmup")
         return replace(self, run=self.run.validated())

@@ -70,7 +70,7 @@ def check_world(job: Job, backend: str, world: int) -> None:
         if OPS[op].needs_peer and world < 2:
             raise UserError(f"{op} needs at least 2 ranks, but the run has {world}")
         if OPS[op].rooted and cfg.root >= world:
-            raise UserError(f"-r/--root {cfg.root} is not a rank: {op} runs on ranks 0..{world - 1}")
+            raise UserError(f"{cfg.root} is not a rank: {op} runs on ranks 0..{world - 1}", field="root")
     check_backend_support(cfg, backend)
 
 
@@ -108,7 +108,7 @@ def _resolve(job: Job, world: int | None) -> tuple[Job, int]:
     backend = resolve_backend(job.config.run.backend)
     nproc = world or job.config.run.nproc or default_nproc(backend)
     if backend == "nccl" and world is None and nproc > default_nproc("nccl"):
-        raise UserError(f"--nproc {nproc} is more than the {default_nproc('nccl')} visible GPUs")
+        raise UserError(f"{nproc} is more than the {default_nproc('nccl')} visible GPUs", field="nproc")
     check_world(job, backend, nproc)
     run = replace(job.config.run, backend=backend, nproc=nproc)
     return Job(job.kind, replace(job.config, run=run)), nproc

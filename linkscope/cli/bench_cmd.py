@@ -12,9 +12,9 @@ from typer import _click as click
 import typer
 from typer.core import TyperCommand
 from rich.markup import escape
-from rich.table import Table
 
 from linkscope.cli.common import console, deprecated_spelling, err_console, user_errors
+from linkscope.report.runs import matrix_table
 
 if TYPE_CHECKING:
     from linkscope.bench.config import RunOptions
@@ -121,16 +121,6 @@ def bench(
     _report_end(run_bench(cfg))
 
 
-def _matrix_table(values: list[list[Optional[float]]], digits: int) -> Table:
-    table = Table(show_edge=False)
-    table.add_column("src \\ dst", justify="right")
-    for dst in range(len(values)):
-        table.add_column(str(dst), justify="right")
-    for src, row in enumerate(values):
-        table.add_row(str(src), *("-" if v is None else f"{v:.{digits}f}" for v in row))
-    return table
-
-
 def _print_matrices(result: RunResult) -> None:
     from linkscope.bench.p2p import matrix
 
@@ -142,7 +132,7 @@ def _print_matrices(result: RunResult) -> None:
         ("Latency (us), half a round trip", "latency_us", 1),
     ):
         console.print(f"\n{title}", highlight=False, soft_wrap=True)
-        console.print(_matrix_table(matrix(result.pair_rows, world, field), digits))
+        console.print(matrix_table(matrix(result.pair_rows, world, field), digits))
 
 
 @user_errors

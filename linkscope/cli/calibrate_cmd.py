@@ -6,33 +6,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.model.calibration.calibrate import OpFit
 from linkscope.model.calibration.calibrate_run import calibrate_run
 from linkscope.model.calibration.profiles import list_profiles, load_profile
+from linkscope.report.calibrate import fit_table, profiles_table
 from linkscope.results.store import ResultStore, require_existing
-
-
-def _busbw(value: float) -> str:
-    # A range whose time does not grow with size is pure latency: its fitted bandwidth is unbounded.
-    return "-" if value > 1e6 else f"{value:.2f}"
-
-
-def _fit_table(report_fits: dict[str, OpFit], title: str) -> Table:
-    table = Table(title=title, header_style="bold")
-    for name in ("op", "ranks", "sizes", "ranges", "latency (us)", "busbw (GB/s)", "fit error median", "max"):
-        table.add_column(name, justify="left" if name == "op" else "right")
-    for op, fit in report_fits.items():
-        segs = fit.segments
-        table.add_row(op, str(fit.ranks), str(fit.points), str(len(segs)),
-                      " / ".join(f"{s.alpha_us:.1f}" for s in segs),
-                      " / ".join(_busbw(s.busbw_gb_per_s) for s in segs),
-                      f"{fit.median_error:.1%}", f"{fit.max_error:.1%}")
-    return table
 
 
 MAX_NAME_CHARS = 128
@@ -71,7 +52,7 @@ def calibrate(
     if profile.train is not None:
         _print_train_fit(profile.name, profile.run_id, profile.train, report.path)
         return
-    console.print(_fit_table(profile.fits, f"profile {profile.name} from run {profile.run_id} ({profile.backend}, "
+    console.print(fit_table(profile.fits, f"profile {profile.name} from run {profile.run_id} ({profile.backend}, "
                                            f"{profile.ranks} ranks, {profile.nodes} node(s))"))
     console.print(f"saved {report.path}; use it as --system profile:{profile.name}")
 
@@ -100,14 +81,7 @@ def profiles(as_json: bool = typer.Option(False, "--json")) -> None:
                      "ops": sorted(p.fits), "train": p.train is not None, "offering": p.offering,
                      "created_at": p.created_at} for p in loaded])
         return
-    table = Table(title=f"{len(loaded)} profiles", header_style="bold")
-    for column in ("name", "run", "backend", "ranks", "nodes", "ops", "offering", "created"):
-        table.add_column(column)
-    for p in loaded:
-        table.add_row(p.name, p.run_id, p.backend, str(p.ranks), str(p.nodes),
-                      ", ".join(sorted(p.fits) + (["training step"] if p.train is not None else [])),
-                      p.offering or "", p.created_at)
-    console.print(table)
+    console.print(profiles_table(loaded))
 
 
 def register(app: typer.Typer) -> None:

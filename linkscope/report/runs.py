@@ -60,3 +60,14 @@ def pairs_table(pairs: list[PairRow]) -> Table:
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def matrix_table(values: list[list[float | None]], digits: int) -> Table:
+    """A rank x rank matrix (p2p bandwidth or latency); `-` on the diagonal and where nothing was measured."""
+    table = Table(show_edge=False)
+    table.add_column("src \\ dst", justify="right")
+    for dst in range(len(values)):
+        table.add_column(str(dst), justify="right")
+    for src, row in enumerate(values):
+        table.add_row(str(src), *("-" if v is None else f"{v:.{digits}f}" for v in row))
+    return table

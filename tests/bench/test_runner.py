@@ -50,7 +50,7 @@ def _job(**kwargs: object) -> Job:
     ("job", "backend", "world", "message"),
     [
         (_job(ops=("sendrecv",)), "gloo", 1, "sendrecv needs at least 2 ranks"),
-        (_job(ops=("broadcast",), root=2), "gloo", 2, "-r/--root 2 is not a rank"),
+        (_job(ops=("broadcast",), root=2), "gloo", 2, "root: 2 is not a rank"),
         (_job(dtype="int8", redop="avg"), "gloo", 2, "gloo cannot average int8"),
         (_job(cudagraph=3), "gloo", 2, "needs the nccl backend"),
         (Job("p2p", BenchConfig()), "gloo", 1, "p2p needs at least 2 ranks"),
@@ -67,7 +67,7 @@ def test_avg_on_integers_is_fine_for_non_reducing_ops() -> None:
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message shown without CUDA")
 def test_nccl_without_cuda_is_a_user_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="--backend nccl needs CUDA"):
+    with pytest.raises(UserError, match="^backend: nccl needs CUDA"):
         run_bench(BenchConfig(run=RunOptions(backend="nccl", db_path=str(tmp_path / "r.db"))))
 
 

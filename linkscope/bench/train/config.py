@@ -61,10 +61,10 @@ class TrainConfig:
             _check_choice(self.precision, "--precision", PRECISIONS)
         zero = 3 if self.fsdp and self.zero == 0 else self.zero
         if zero and self.grad_compression != "none":
-            raise UserError("--grad-compression works with DDP's communication hooks; it cannot be combined with "
-                            "--fsdp/--zero")
+            raise UserError("works with DDP's communication hooks; it cannot be combined with "
+                            "--fsdp/--zero", field="grad_compression")
         if self.tp > 1 and zero:
-            raise UserError("--tp cannot be combined with --fsdp/--zero in this release")
+            raise UserError("cannot be combined with --fsdp/--zero in this release", field="tp")
         return replace(self, zero=zero, fsdp=zero > 0, run=self.run.validated())
 
 
@@ -94,23 +94,23 @@ def check_layout(cfg: TrainConfig, world: int) -> None:
     m = cfg.model
     if cfg.tp > 1:
         if world < 2:
-            raise UserError(f"--tp {cfg.tp} needs at least 2 ranks, but the run has {world}")
+            raise UserError(f"{cfg.tp} needs at least 2 ranks, but the run has {world}", field="tp")
         if world % cfg.tp:
-            raise UserError(f"--tp {cfg.tp} does not divide the {world} ranks")
+            raise UserError(f"{cfg.tp} does not divide the {world} ranks", field="tp")
         if m.heads % cfg.tp or m.kv_heads % cfg.tp:
-            raise UserError(f"--tp {cfg.tp} does not divide the {m.heads} attention heads ({m.kv_heads} KV heads) "
-                            f"of {m.id}")
+            raise UserError(f"{cfg.tp} does not divide the {m.heads} attention heads ({m.kv_heads} KV heads) "
+                            f"of {m.id}", field="tp")
         if m.ffn_hidden % cfg.tp:
-            raise UserError(f"--tp {cfg.tp} does not divide the MLP width {m.ffn_hidden} of {m.id}")
+            raise UserError(f"{cfg.tp} does not divide the MLP width {m.ffn_hidden} of {m.id}", field="tp")
     if cfg.grad_compression == "powersgd" and world < 2:
-        raise UserError("--grad-compression powersgd needs at least 2 ranks")
+        raise UserError("powersgd needs at least 2 ranks", field="grad_compression")
 
 
 def check_backend(cfg: TrainConfig, backend: str) -> None:
     """What the backend cannot do, refused before any rank starts."""
     if cfg.grad_compression == "bf16" and backend != "nccl":
-        raise UserError("--grad-compression bf16 needs the nccl backend (PyTorch's bf16 hook is NCCL-only); "
-                        "use fp16 on CPU ranks")
+        raise UserError("bf16 needs the nccl backend (PyTorch's bf16 hook is NCCL-only); "
+                        "use fp16 on CPU ranks", field="grad_compression")
     resolved_precision(cfg, backend)
 
 
@@ -118,6 +118,6 @@ def resolved_precision(cfg: TrainConfig, backend: str) -> str:
     """The number format the loop runs in: fp32 on CPU ranks, the asked one (bf16 by default) on GPUs."""
     if backend != "nccl":
         if cfg.precision not in ("auto", "fp32"):
-            raise UserError(f"--precision {cfg.precision} needs GPUs; CPU ranks train in fp32")
+            raise UserError(f"{cfg.precision} needs GPUs; CPU ranks train in fp32", field="precision")
         return "fp32"
     return "bf16" if cfg.precision == "auto" else cfg.precision

@@ -70,7 +70,7 @@ def resolve_plans(plans: list[TrainPlan], world: int | None = None) -> tuple[str
     for plan in plans:
         ranks = world or plan.ranks or plan.config.run.nproc or default_nproc(backend)
         if backend == "nccl" and world is None and ranks > default_nproc("nccl"):
-            raise UserError(f"--nproc {ranks} is more than the {default_nproc('nccl')} visible GPUs")
+            raise UserError(f"{ranks} is more than the {default_nproc('nccl')} visible GPUs", field="nproc")
         check_layout(plan.config, ranks)
         if plan.config.layout == "tp" and plan.config.tp != ranks:
             raise UserError(f"--tp {plan.config.tp} must equal the rank count ({ranks}): tensor parallelism is "

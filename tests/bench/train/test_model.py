@@ -95,12 +95,12 @@ def test_fsdp_means_zero_3_unless_a_stage_is_given() -> None:
 
 def test_invalid_layouts_are_refused_with_one_line() -> None:
     m = _small()
-    with pytest.raises(UserError, match="--tp 3 does not divide the 2 ranks"):
+    with pytest.raises(UserError, match="^tp: 3 does not divide the 2 ranks"):
         check_layout(TrainConfig(model=m, tp=3), 2)
-    with pytest.raises(UserError, match="--tp 2 needs at least 2 ranks"):
+    with pytest.raises(UserError, match="^tp: 2 needs at least 2 ranks"):
         check_layout(TrainConfig(model=m, tp=2), 1)
     odd = scaled_model(load_model("llama2-7b"), hidden=96, heads=3, layers=1)
-    with pytest.raises(UserError, match="--tp 2 does not divide the 3 attention heads"):
+    with pytest.raises(UserError, match="^tp: 2 does not divide the 3 attention heads"):
         check_layout(TrainConfig(model=odd, tp=2), 2)
     with pytest.raises(UserError, match="bf16 needs the nccl backend"):
         check_backend(TrainConfig(model=m, grad_compression="bf16"), "gloo")
@@ -110,7 +110,7 @@ def test_cpu_ranks_train_in_fp32_and_gpus_in_bf16_by_default() -> None:
     m = _small()
     assert resolved_precision(TrainConfig(model=m), "gloo") == "fp32"
     assert resolved_precision(TrainConfig(model=m), "nccl") == "bf16"
-    with pytest.raises(UserError, match="--precision fp16 needs GPUs"):
+    with pytest.raises(UserError, match="^precision: fp16 needs GPUs"):
         resolved_precision(TrainConfig(model=m, precision="fp16"), "gloo")
 
 
