@@ -91,7 +91,8 @@ def _worker_main(rank: int, world: int, init_method: str, job: Any, q: Any, prog
         if job.kind == "train":
             _exit_cleanly(q)
     except UserError as exc:
-        q.put(("rank_error", rank, str(exc), True))
+        # The message crosses to the parent as text: name the option as its long flag (--root, --tp).
+        q.put(("rank_error", rank, exc.for_flags(), True))
         sys.exit(2)
     except BaseException as exc:  # every failure must reach the parent, named
         q.put(("rank_error", rank, f"{type(exc).__name__}: {exc}".strip(), False))

@@ -207,7 +207,7 @@ def _guarded_job(job: Job, ctx: RankContext, recorder: Recorder) -> tuple[str, s
     try:
         run_job(job, ctx, recorder)
     except UserError as exc:
-        return "user_error", str(exc)
+        return "user_error", exc.for_flags()
     except Exception as exc:  # the run is recorded as incomplete, with the cause
         values = read_progress(ctx.world)
         behind = behind_message(values, _where(job)) if values else ""

@@ -181,7 +181,7 @@ def _guarded(job: Job, ctx: Any, recorder: TrainRecorder) -> tuple[str, str]:
     try:
         run_job(job, ctx, recorder)
     except UserError as exc:
-        return "user_error", str(exc)
+        return "user_error", exc.for_flags()
     except Exception as exc:  # the run is stored as incomplete, with the cause
         return "fault", f"rank 0 saw {type(exc).__name__}: {exc}".strip()
     ctx.close()
