@@ -10,7 +10,7 @@ answer with the reason, so "why is X not listed" always has an answer.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from collections.abc import Hashable
 
@@ -64,9 +64,12 @@ def validate_train_request(request: TrainRequest) -> None:
         raise UserError(f"must be at least 1 (got {request.gpus.gpus})", field="gpus")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainOption:
-    """One offering's answer: its best node count and layout, or why it cannot run the job."""
+    """One offering's answer: its best node count and layout, or why it cannot run the job.
+
+    Made once, never changed: a feasible option carries everything its row shows, an infeasible one its
+    `reason` (and what it measured on the way, e.g. the memory it would need)."""
 
     offering: str
     provider: str
@@ -176,26 +179,21 @@ def _base_option(plan: _Plan) -> TrainOption:
 
 
 def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: TrainRequest) -> TrainOption:
-    option = _base_option(plan)
+    base = _base_option(plan)
     time_s = request.tokens / prediction.tokens_per_s
     price = plan.offering.price_per_hour
-    option.feasible = True
-    option.nodes, option.gpus = nodes, nodes * option.gpus_per_node
-    option.parallelism = prediction.parallelism
-    option.step_time_s, option.tokens_per_s = prediction.step_time_s, prediction.tokens_per_s
-    option.time_to_train_s = time_s
-    option.cost_usd = None if price is None else price * nodes * time_s / 3600.0
-    option.time_to_train_s_range = list(time_range(time_s, "training"))
-    if price is not None:
-        option.cost_usd_range = [price * nodes * t / 3600.0 for t in option.time_to_train_s_range]
-    option.mfu, option.breakdown = prediction.mfu, prediction.breakdown
-    option.memory_gib_per_gpu = prediction.memory_gib_per_gpu
-    option.memory_gib_available = prediction.memory_gib_available
-    option.bottleneck = bottleneck_label(prediction.breakdown, prediction.step_time_s)
-    option.bottleneck_detail = prediction.bottleneck
-    if nodes > 1 and plan.offering.multi_node is None:
-        option.notes.append("multi-node booking unconfirmed")
-    return option
+    time_range_s = list(time_range(time_s, "training"))
+    unconfirmed_booking = nodes > 1 and plan.offering.multi_node is None
+    return replace(
+        base, feasible=True, nodes=nodes, gpus=nodes * base.gpus_per_node, parallelism=prediction.parallelism,
+        step_time_s=prediction.step_time_s, tokens_per_s=prediction.tokens_per_s, time_to_train_s=time_s,
+        cost_usd=None if price is None else price * nodes * time_s / 3600.0, time_to_train_s_range=time_range_s,
+        cost_usd_range=None if price is None else [price * nodes * t / 3600.0 for t in time_range_s],
+        mfu=prediction.mfu, breakdown=prediction.breakdown, memory_gib_per_gpu=prediction.memory_gib_per_gpu,
+        memory_gib_available=prediction.memory_gib_available,
+        bottleneck=bottleneck_label(prediction.breakdown, prediction.step_time_s),
+        bottleneck_detail=prediction.bottleneck,
+        notes=[*base.notes, *(["multi-node booking unconfirmed"] if unconfirmed_booking else [])])
 
 
 def _best(options: list[TrainOption], objective: Objective) -> TrainOption:
@@ -216,9 +214,8 @@ def _choose(options: list[TrainOption], request: TrainRequest) -> TrainOption:
         return _best(within, request.objective)
     nearest = min(options, key=lambda o: (limits.excess(o.time_to_train_s or 0.0, o.cost_usd),
                                           rank_key(request.objective, o.time_to_train_s or 0.0, o.cost_usd)))
-    nearest.feasible = False
-    nearest.reason = "; ".join(limits.misses(nearest.time_to_train_s or 0.0, nearest.cost_usd))
-    return nearest
+    return replace(nearest, feasible=False,
+                   reason="; ".join(limits.misses(nearest.time_to_train_s or 0.0, nearest.cost_usd)))
 
 
 def _no_fit(plan: _Plan, result: NodeTypeResult) -> TrainOption:
@@ -226,22 +223,18 @@ def _no_fit(plan: _Plan, result: NodeTypeResult) -> TrainOption:
     needs = [(c.min_memory_gib, n) for n, c in result.counts.items()
              if n in plan.counts and c.min_memory_gib is not None]
     if not needs:
-        option.reason = "no valid layout at these GPU counts (the global batch or the model's heads and layers " \
-                        "do not divide evenly)"
-        return option
+        return replace(option, reason="no valid layout at these GPU counts (the global batch or the model's heads "
+                                      "and layers do not divide evenly)")
     memory, nodes = min(needs)
     usable = usable_memory_gib(plan.offering.system)
-    option.memory_gib_per_gpu, option.memory_gib_available = memory, usable
-    option.reason = f"does not fit in memory: needs {memory:.0f} GiB per GPU at best " \
-                    f"(at {nodes * option.gpus_per_node} GPUs), {usable:.0f} GiB usable"
-    return option
+    return replace(option, memory_gib_per_gpu=memory, memory_gib_available=usable,
+                   reason=f"does not fit in memory: needs {memory:.0f} GiB per GPU at best "
+                          f"(at {nodes * option.gpus_per_node} GPUs), {usable:.0f} GiB usable")
 
 
 def _row(plan: _Plan, results: dict[Hashable, NodeTypeResult], request: TrainRequest) -> TrainOption:
     if not plan.counts:
-        option = _base_option(plan)
-        option.reason = plan.reason
-        return option
+        return replace(_base_option(plan), reason=plan.reason)
     result = results[plan.key]
     job = request.job()
     options = []
