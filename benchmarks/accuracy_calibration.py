@@ -12,7 +12,8 @@ import statistics
 
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
-from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import estimate_steps
 from linkscope.model.step.transformer import model_presets
 
 

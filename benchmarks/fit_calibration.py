@@ -22,7 +22,8 @@ import numpy as np
 from linkscope.hardware.loader import load_db
 from linkscope.model.step import compute
 from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
-from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import estimate_steps
 from linkscope.model.step.transformer import model_presets
 
 # The eight iteration times barely tell the GEMM size scale apart (any value from 0 to 32 GFLOP fits within

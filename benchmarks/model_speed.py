@@ -15,7 +15,8 @@ import numpy as np
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.layout import Layouts
 from linkscope.model.step.search import LayoutRequest, enumerate_layouts
-from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import estimate_steps
 from linkscope.model.step.transformer import model_presets
 
 TARGET_LAYOUTS = 100_000

@@ -23,7 +23,8 @@ from linkscope.model.step.layout import Layouts
 from linkscope.model.step.memory import memory_gib_per_gpu
 from linkscope.model.step.search import LayoutRequest, SearchResult, enumerate_layouts
 from linkscope.model.comm.tiers import CommTiers
-from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import estimate_steps
 
 
 @dataclass

@@ -23,7 +23,7 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import validate_request
 from linkscope.model.step.search import LayoutRequest, search
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, summarize
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import ModelConfig
 
 

@@ -20,7 +20,7 @@ from linkscope.hardware.system import System
 from linkscope.model.calibration.systems import sized_system
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
 from linkscope.report.advise import groups_table, launch_text, plan_summary, rank_map_table
 

@@ -28,7 +28,7 @@ from linkscope.model.step.scaling import predict_scaling
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.calibration.systems import resolve_with_profiles, sized_system, split_profile
 from linkscope.model.comm.tiers import CommTiers
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import ModelConfig, load_model
 from linkscope.report.predict import collective_table, infer_table, scaling_table, train_table
 

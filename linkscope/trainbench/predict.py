@@ -20,7 +20,7 @@ from linkscope.model.step.predict import predict_train
 from linkscope.model.calibration.profiles import load_profile
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.calibration.systems import resolve_with_profiles, split_profile
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.calibration.train_fit import TrainFit, TrainShape, memory_gib_of_layout
 
 GIB = float(1 << 30)

@@ -9,7 +9,7 @@ from linkscope.advise.engine import LayoutPool, evaluate_node_type
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.search import LayoutRequest, search
 from linkscope.model.comm.tiers import comm_tiers
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
 
 

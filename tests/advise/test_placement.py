@@ -11,7 +11,7 @@ from linkscope.advise.plan import PlanRequest, make_plan
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.system import System
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
 
 

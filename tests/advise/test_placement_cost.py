@@ -11,7 +11,7 @@ from linkscope.advise.placement_cost import price_placement
 from linkscope.hardware.loader import load_db
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.model.step.step_collectives import step_items
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
 from tests.model.step.test_step_collectives import LAYOUT
 

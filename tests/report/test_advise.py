@@ -12,7 +12,7 @@ from linkscope.advise.plan import PlanRequest, make_plan
 from linkscope.advise.train import TrainOption
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.layout import Layout
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
 from linkscope.report.advise import (WIDE_COLUMNS, duration_text, groups_table, layout_text, money_text,
                                      plan_summary, train_table)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkscope.hardware.errors import UserError
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import ModelConfig
 
-if TYPE_CHECKING:  # profiles load this module, and the step model loads profiles: the step types are imported late
+if TYPE_CHECKING:  # profiles load this module, and the step model loads profiles: the prediction is imported late
     from linkscope.model.step.predict import TrainPrediction
-    from linkscope.model.step.train import Job
 
 FEATURES = ("flops", "layer_passes", "params", "bus_bytes", "step")
 BREAKDOWN = {"flops": "compute_s", "layer_passes": "compute_s", "params": "optimizer_s",

@@ -13,7 +13,8 @@ from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
 from linkscope.model.step.infer import InferJob, estimate_inference
 from linkscope.model.step.layout import single_layout
-from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import estimate_steps
 from linkscope.model.step.transformer import model_presets
 
 

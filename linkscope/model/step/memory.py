@@ -8,16 +8,12 @@ does; sequence parallelism splits everything. Unfused attention adds 5 a s bytes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
+from linkscope.model.step.job import Job
 from linkscope.model.step.layout import Layouts
-
-if TYPE_CHECKING:  # train imports this module to size each layout; the Job it passes is only annotated here
-    from linkscope.model.step.train import Job
 
 GIB = float(1 << 30)
 

@@ -19,7 +19,8 @@ from linkscope.model.step.compute import usable_memory_gib
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
-from linkscope.model.step.train import Job, StepEstimate
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import StepEstimate
 
 BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s",
                   "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s")

@@ -18,7 +18,7 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import summarize
 from linkscope.model.step.search import LayoutRequest, search
 from linkscope.model.comm.tiers import CommTiers
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 
 
 @dataclass

@@ -15,7 +15,8 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.step.layout import RECOMPUTE, Layouts
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
-from linkscope.model.step.train import Job, StepEstimate, estimate_steps
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import StepEstimate, estimate_steps
 
 MAX_MICRO_BATCH = 16
 MAX_INTERLEAVE = 8

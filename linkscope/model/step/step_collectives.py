@@ -14,7 +14,8 @@ import math
 
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.layout import Layout
-from linkscope.model.step.train import BF16_BYTES, Job
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import BF16_BYTES
 
 REFERENCE_BYTES = 64 * 2**20
 

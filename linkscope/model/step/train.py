@@ -17,28 +17,13 @@ from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_time_s, memory_time_s, peak_tflops,
                                      usable_memory_gib)
+from linkscope.model.step.job import Job
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step.memory import memory_gib_per_gpu
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
 BF16_BYTES = 2
-
-
-@dataclass(frozen=True)
-class Job:
-    """What is trained: the model, the global batch (sequences), the sequence length and the number format."""
-
-    model: ModelConfig
-    global_batch: int
-    seq_len: int
-    precision: str = "bf16"
-    attention: str = "flash"
-    """`flash` (fused, causal half computed) or `unfused` (scores materialised, Megatron-LM 2022)."""
-    dp_overlap: bool = True
-    """Overlap the data-parallel gradient reduction with the last backward pass (Megatron --overlap-grad-reduce)."""
-    tp_overlap: bool = False
-    """Overlap tensor-parallel collectives with the GEMMs they feed (Megatron/NeMo --tp-comm-overlap)."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.infer import InferJob, estimate_inference, summary
 from linkscope.model.step.predict import predict_train
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import model_presets
 from tests.cli.helpers import run_cli
 

@@ -11,7 +11,7 @@ from linkscope.hardware.loader import load_db
 from linkscope.model.step.infer import InferJob, best_batch_for_budget, estimate_inference
 from linkscope.model.step.scaling import node_counts, predict_scaling
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.step.train import Job
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import model_presets
 from tests.cli.helpers import run_cli
 

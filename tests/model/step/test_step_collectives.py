@@ -9,7 +9,8 @@ import pytest
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.step_collectives import REFERENCE_BYTES, reference_items, step_items
-from linkscope.model.step.train import BF16_BYTES, Job
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import BF16_BYTES
 from linkscope.model.step.transformer import load_model
 
 LAYOUT = Layout(tp=8, pp=2, dp=4, cp=1, micro_batch=2, interleave=1, recompute="none", sequence_parallel=True,

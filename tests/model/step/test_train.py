@@ -13,7 +13,8 @@ from linkscope.model.step.layout import single_layout
 from linkscope.model.step.memory import GIB, activation_bytes_per_token
 from linkscope.model.step.predict import BREAKDOWN_KEYS, predict_train
 from linkscope.model.step.search import LayoutRequest, enumerate_layouts, search
-from linkscope.model.step.train import Job, estimate_steps
+from linkscope.model.step.job import Job
+from linkscope.model.step.train import estimate_steps
 from linkscope.model.step.transformer import load_model, model_presets
 from tests.cli.helpers import run_cli
 
