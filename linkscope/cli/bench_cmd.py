@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from typer import _click as click
 import typer
 from typer.core import TyperCommand
 from rich.markup import escape
@@ -16,7 +15,9 @@ from rich.markup import escape
 from linkscope.cli.common import console, deprecated_spelling, err_console, user_errors
 from linkscope.report.runs import matrix_table
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: this typer vendors click as typer._click; older typers depend on click
+    from typer import _click as click
+
     from linkscope.bench.config import RunOptions
     from linkscope.bench.recorder import RunResult
 
@@ -186,7 +187,8 @@ class _BenchCommand(TyperCommand):
         sub_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
         sub_app.command("train", help=TRAIN_HELP)(train)
         command = typer.main.get_command(sub_app)
-        with command.make_context("train", rest, parent=ctx) as sub_ctx:
+        # Its own root, so that help and errors read `linkscope bench train`, not the ops argument of `bench`.
+        with command.make_context(f"{ctx.command_path} train", rest) as sub_ctx:
             return command.invoke(sub_ctx)
 
 
