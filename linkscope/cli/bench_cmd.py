@@ -13,6 +13,7 @@ from typer.core import TyperCommand
 from rich.markup import escape
 
 from linkscope.cli.common import console, deprecated_spelling, err_console, user_errors
+from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, RunDbOpt, TimeoutOpt
 from linkscope.report.runs import matrix_table
 
 if TYPE_CHECKING:  # annotations only: this typer vendors click as typer._click; older typers depend on click
@@ -94,12 +95,11 @@ def bench(
     root: int = typer.Option(0, "-r", "--root", help="Root rank of broadcast, reduce, gather, scatter."),
     repeat: int = typer.Option(1, "--repeat", help="Run the whole sweep K times; rows give mean/min/max/stdev."),
     min_time: float = typer.Option(0.0, "--min-time", help="Raise iterations so each size is timed >= S seconds."),
-    backend: str = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl."),
-    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all "
-                                                              "GPUs)."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
-    label: str = typer.Option("", "--label", help="A name for the run in the store."),
-    db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
+    backend: str = BackendOpt,
+    nproc: Optional[int] = NprocOpt,
+    timeout: float = TimeoutOpt,
+    label: str = LabelOpt,
+    db: Optional[str] = RunDbOpt,
     json_file: Optional[str] = typer.Option(None, "-J", "--json-file",
                                             help="Also write nccl-tests' -J JSON (plus linkscope keys) to FILE."),
     json_old: Optional[str] = typer.Option(None, "--json", hidden=True, help="Deprecated spelling of --json-file."),
@@ -142,12 +142,11 @@ def p2p(
     iters: int = typer.Option(20, "-n", "--iters", help="Messages per bandwidth measurement."),
     warmup: int = typer.Option(5, "-w", "--warmup", help="Untimed messages first."),
     latency_iters: int = typer.Option(100, "--latency-iters", help="Round trips for latency."),
-    backend: str = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl."),
-    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all "
-                                                              "GPUs)."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
-    label: str = typer.Option("", "--label", help="A name for the run in the store."),
-    db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
+    backend: str = BackendOpt,
+    nproc: Optional[int] = NprocOpt,
+    timeout: float = TimeoutOpt,
+    label: str = LabelOpt,
+    db: Optional[str] = RunDbOpt,
     json_file: Optional[str] = typer.Option(None, "-J", "--json-file", help="Also write the run as JSON to FILE."),
     json_old: Optional[str] = typer.Option(None, "--json", hidden=True, help="Deprecated spelling of --json-file."),
     quiet: bool = typer.Option(False, "--quiet", help="No matrices and no progress bar; only the final lines."),

@@ -89,6 +89,14 @@ def pp_opt(default: str | None = None) -> Any:
     return typer.Option(default, "--pp", help="Pipeline parallel size or auto (default: searched).")
 
 
+# What every command that starts ranks takes (`bench`, `p2p`, `bench train`).
+BackendOpt = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl.")
+NprocOpt = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all GPUs).")
+TimeoutOpt = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds.")
+LabelOpt = typer.Option("", "--label", help="A name for the run in the store.")
+RunDbOpt = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir).")
+
+
 # The catalog filters: `linkscope catalog` and `linkscope advise` take the same ones.
 GpuOpt = typer.Option(None, "--gpu", help="GPU id, alias or family (H100 matches every H100 variant).")
 MinGpusOpt = typer.Option(None, "--min-gpus", help="At least this many GPUs per node.")

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
+from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, RunDbOpt, TimeoutOpt
 
 if TYPE_CHECKING:
     from linkscope.trainbench.session import TrainOutcome
@@ -52,12 +53,11 @@ def train(
     sweep: Optional[str] = typer.Option(None, "--sweep", help="Compare settings: bucket-mb=1,25,100 or "
                                                               "grad-compression=none,fp16,powersgd."),
     scaling: Optional[str] = typer.Option(None, "--scaling", help="Rank counts, e.g. 1,2,4: same per-rank work."),
-    backend: str = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl."),
-    nproc: Optional[int] = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, "
-                                                              "all GPUs)."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds."),
-    label: str = typer.Option("", "--label", help="A name for the run in the store."),
-    db: Optional[str] = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir)."),
+    backend: str = BackendOpt,
+    nproc: Optional[int] = NprocOpt,
+    timeout: float = TimeoutOpt,
+    label: str = LabelOpt,
+    db: Optional[str] = RunDbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of the text."),
     quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
 ) -> None:
