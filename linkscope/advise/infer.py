@@ -21,7 +21,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.model.fidelity.accuracy import rate_range
 from linkscope.model.step.compute import PRECISIONS
-from linkscope.model.step.infer import (CANDIDATE_BATCHES, InferEstimate, InferJob, best_batch_for_budget,
+from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
                                         estimate_inference, tp_options)
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.model.step.transformer import ModelConfig
@@ -115,7 +115,8 @@ def _try(offering: Offering, request: InferRequest, tp: int, pp: int) -> _Try | 
     if block is not None:
         return block
     job = InferJob(request.model, tp, pp, request.input_tokens, request.output_tokens, request.precision)
-    est = estimate_inference(job, offering.system.with_nodes(nodes), CANDIDATE_BATCHES)
+    system = offering.system.with_nodes(nodes)
+    est = estimate_inference(job, system, candidate_batches(job, system))
     return _Try(tp, pp, est, best_batch_for_budget(est, request.tokens_per_s_per_user))
 
 

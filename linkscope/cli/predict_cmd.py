@@ -19,7 +19,7 @@ from linkscope.hardware.loader import load_db
 from linkscope.hardware.system import System
 from linkscope.model.comm.predict import predict_from_profile, predict_sizes
 from linkscope.model.step.compute import PRECISIONS
-from linkscope.model.step.infer import (CANDIDATE_BATCHES, InferJob, InferPick, best_batch_for_budget,
+from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
                                         estimate_inference, pick_tp, summary)
 from linkscope.model.step.predict import predict_train
 from linkscope.model.calibration.profiles import Profile, load_profile
@@ -181,11 +181,13 @@ def infer(
     resolved, tiers = _sized_system(system, None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
                    output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS))
-    batches = CANDIDATE_BATCHES if latency_budget is not None else np.asarray([batch])
+    # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
+    batches = None if latency_budget is not None else np.asarray([batch])
     if tp_size is None:
         pick = pick_tp(job, resolved, batches, latency_budget, tiers)
     else:
-        est = estimate_inference(job, resolved, batches, tiers)
+        est = estimate_inference(job, resolved, candidate_batches(job, resolved) if batches is None else batches,
+                                 tiers)
         pick = InferPick(job, est, best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0)
     job, est, index = pick.job, pick.est, pick.index
     if index is None:

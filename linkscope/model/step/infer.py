@@ -31,8 +31,7 @@ from linkscope.model.step.transformer import ModelConfig
 BYTES_PER_WEIGHT = {"bf16": 2, "fp16": 2, "fp8": 1}
 KV_BYTES = 2
 MAX_INFER_BATCH = 4096
-CANDIDATE_BATCHES = np.arange(1, MAX_INFER_BATCH + 1)
-"""Batch sizes tried against a latency budget (`predict infer`, `advise infer`); memory and the budget cut them."""
+"""Largest batch tried against a latency budget (`predict infer`, `advise infer`)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +110,23 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     return np.maximum(memory, compute) + comm, comm
 
 
+def _memory_gib(job: InferJob, batch: np.ndarray) -> np.ndarray:
+    """Weights plus the KV cache of `batch` sequences, per GPU."""
+    return (_weights_bytes_per_gpu(job) + batch * (job.input_tokens + job.output_tokens)
+            * _kv_bytes_per_token(job)) / 2**30
+
+
+def candidate_batches(job: InferJob, system: System) -> np.ndarray:
+    """Batch sizes to try against a latency budget: 1 up to the largest that fits (at most MAX_INFER_BATCH).
+
+    A batch that does not fit is never chosen, so pricing it would only cost time (advise prices every
+    offering); batch 1 stays even when it does not fit, to say how far off it is.
+    """
+    batches = np.arange(1, MAX_INFER_BATCH + 1, dtype=float)
+    fitting = np.flatnonzero(_memory_gib(job, batches) <= usable_memory_gib(system.node.gpu))
+    return batches[: int(fitting[-1]) + 1 if fitting.size else 1]
+
+
 def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
                        tiers: CommTiers | None = None) -> InferEstimate:
     """Prefill, decode and throughput for each batch size; `tiers` as resolved for the System (calibrated ones
@@ -125,8 +141,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
     prefill, prefill_comm = _prefill(job, system, tiers)
     step, step_comm = _decode(job, system, tiers, batch)
     cycle = batch * prefill + job.output_tokens * step
-    memory = (_weights_bytes_per_gpu(job) + batch * (job.input_tokens + job.output_tokens)
-              * _kv_bytes_per_token(job)) / 2**30
+    memory = _memory_gib(job, batch)
     usable = usable_memory_gib(system.node.gpu)
     gpus = job.tp * job.pp
     return InferEstimate(batch=batch, prefill_s=np.full_like(batch, prefill), decode_step_s=step,
@@ -184,14 +199,16 @@ def _pick_index(est: InferEstimate, budget: float | None) -> int | None:
     return best_batch_for_budget(est, budget) if budget is not None else 0
 
 
-def pick_tp(job: InferJob, system: System, batches: np.ndarray, budget: float | None,
+def pick_tp(job: InferJob, system: System, batches: np.ndarray | None, budget: float | None,
             tiers: CommTiers | None = None) -> InferPick:
     """`--tp auto`: of the TP sizes inside a node, the one with the most tokens/s per GPU that fits (and meets
-    the per-user budget when one is given); if none does, the widest, which needs the least memory per GPU."""
+    the per-user budget when one is given); if none does, the widest, which needs the least memory per GPU.
+    `batches` None: each TP's `candidate_batches`."""
     picks = []
     for tp in tp_options(job.model, system.node.gpus):
         sized = replace(job, tp=tp)
-        est = estimate_inference(sized, system, batches, tiers)
+        est = estimate_inference(sized, system, candidate_batches(sized, system) if batches is None else batches,
+                                 tiers)
         picks.append(InferPick(sized, est, _pick_index(est, budget)))
     if not picks:
         raise UserError(f"--tp auto: no TP size inside {system.node.gpus} GPUs divides {job.model.id}'s "
