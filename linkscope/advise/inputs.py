@@ -69,6 +69,12 @@ def default_global_batch(seq_len: int) -> int:
     return 2 ** round(math.log2(sequences))
 
 
+def batch_and_length(default_seq_len: int, global_batch: int | None, seq_len: int | None) -> tuple[int, int]:
+    """(global batch, sequence length) of a job: as given, else the model's length and ~4M tokens per step."""
+    length = seq_len if seq_len is not None else default_seq_len
+    return (global_batch if global_batch is not None else default_global_batch(max(length, 1))), length
+
+
 def node_counts_in_range(low_gpus: int, high_gpus: int, gpus_per_node: int) -> list[int]:
     """Power-of-two node counts whose GPU total lies in [low, high] (whole nodes only)."""
     counts, nodes = [], 1

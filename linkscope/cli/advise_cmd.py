@@ -9,7 +9,7 @@ import typer
 
 from linkscope.advise.bookable import GpuRequest
 from linkscope.advise.infer import InferOption, InferRequest, advise_infer
-from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, default_global_batch, parse_count, parse_duration_s,
+from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, batch_and_length, parse_count, parse_duration_s,
                                      parse_gpu_range, parse_money_usd)
 from linkscope.advise.interconnect import InterconnectComparison, compare_interconnect
 from linkscope.advise.objective import Limits, parse_objective
@@ -55,11 +55,10 @@ def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | 
                    global_batch: int | None, deadline: str | None, budget: str | None, objective: str,
                    precision: str) -> TrainRequest:
     config = load_model(model)
-    length = seq_len if seq_len is not None else config.seq_len
+    batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
     return TrainRequest(
-        model=config, tokens=parse_count(tokens, "--tokens"),
-        global_batch=global_batch if global_batch is not None else default_global_batch(max(length, 1)),
-        seq_len=length, gpus=_gpu_request(gpus, gpus_range), objective=parse_objective(objective),
+        model=config, tokens=parse_count(tokens, "--tokens"), global_batch=batch, seq_len=length,
+        gpus=_gpu_request(gpus, gpus_range), objective=parse_objective(objective),
         limits=Limits(parse_duration_s(deadline) if deadline else None,
                       parse_money_usd(budget) if budget else None),
         precision=precision, global_batch_is_default=global_batch is None)

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from linkscope.advise.inputs import default_global_batch
+from linkscope.advise.inputs import batch_and_length
 from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
@@ -32,8 +32,8 @@ def _job(model: str | None, seq_len: int | None, global_batch: int | None) -> Jo
     if model is None:
         return None
     config = load_model(model)
-    length = seq_len or config.seq_len
-    return Job(model=config, global_batch=global_batch or default_global_batch(length), seq_len=length)
+    batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
+    return Job(model=config, global_batch=batch, seq_len=length)
 
 
 def _parallelism(system: System, nodes: int, job: Job | None, given: LayoutRequest,

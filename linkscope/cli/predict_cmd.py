@@ -8,7 +8,7 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-from linkscope.advise.inputs import default_global_batch
+from linkscope.advise.inputs import batch_and_length
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt,
@@ -77,8 +77,7 @@ def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Pa
 
 def _job(spec: ModelConfig, global_batch: int | None, seq_len: int | None, precision: str, **options: Any) -> Job:
     """The job with its global batch and sequence length as given, else the model's length and ~4M tokens."""
-    length = seq_len if seq_len is not None else spec.seq_len
-    batch = global_batch if global_batch is not None else default_global_batch(max(length, 1))
+    batch, length = batch_and_length(spec.seq_len, global_batch, seq_len)
     return Job(model=spec, global_batch=batch, seq_len=length, precision=choice(precision, "--precision", PRECISIONS),
                **options)
 
