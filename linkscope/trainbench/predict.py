@@ -48,7 +48,8 @@ class Prediction:
 def shape_of(cfg: TrainConfig, ranks: int, precision: str) -> TrainShape:
     """The layout of a measured point, as the fitted step model sees it."""
     return TrainShape(model=cfg.model, micro_batch=cfg.micro_batch, ranks=ranks, tp=cfg.tp, zero=cfg.zero,
-                      recompute=cfg.recompute, element_bytes=4 if precision == "fp32" else 2)
+                      recompute=cfg.recompute, element_bytes=4 if precision == "fp32" else 2,
+                      bucket_mb=cfg.bucket_mb, overlap=cfg.overlap)
 
 
 def _job(cfg: TrainConfig, ranks: int, precision: str) -> Job:

@@ -2,12 +2,15 @@
 
 Per rank and step the time is a non-negative sum of what the step does, each term with one fitted rate:
 
-    step_time_s = flops / F  +  layer_passes * c_layer  +  params * c_param  +  bus_bytes / B  +  c_step
+    step_time_s = flops / F  +  layer_passes * c_layer  +  params * c_param  +  bus_bytes / B
+                  +  collective_calls * c_call  +  c_step
 
 `flops` are the hardware FLOPs (the model FLOP convention of `ModelConfig.model_flops_per_token`, plus the
 forward redone by full recomputation), `layer_passes` the layers run per step (fixed per-operator cost),
 `params` what this rank's optimizer updates, `bus_bytes` what the data-parallel or tensor-parallel collectives
-move in nccl-tests' bus-bandwidth convention (collectives.md §1.4). Terms whose feature does not vary
+move in nccl-tests' bus-bandwidth convention (collectives.md §1.4), `collective_calls` how many collectives
+the step issues (each pays a fixed latency: FSDP's per-layer gathers cost far more than their bytes on CPU
+ranks, and DDP's few large buckets far less). Terms whose feature does not vary
 independently across the measured points are left out (their cost is carried by the others), so a fit from a
 single configuration is a single effective FLOP rate.
 """
@@ -26,11 +29,14 @@ from linkscope.model.step.transformer import ModelConfig
 if TYPE_CHECKING:  # profiles load this module, and the step model loads profiles: the prediction is imported late
     from linkscope.model.step.predict import TrainPrediction
 
-FEATURES = ("flops", "layer_passes", "params", "bus_bytes", "step")
+FEATURES = ("flops", "layer_passes", "params", "bus_bytes", "collective_calls", "step")
 BREAKDOWN = {"flops": "compute_s", "layer_passes": "compute_s", "params": "optimizer_s",
-             "bus_bytes": "dp_comm_exposed_s", "step": "compute_s"}
+             "bus_bytes": "dp_comm_exposed_s", "collective_calls": "dp_comm_exposed_s", "step": "compute_s"}
 RECOMPUTE_FLOPS = 4.0 / 3.0
 """Full recomputation runs the forward twice: 4 units of work where the convention counts 3."""
+DDP_FIRST_BUCKET_BYTES = 2**20
+"""DDP caps its first rebuilt bucket at 1 MiB (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES) so the reduction
+starts early; the rest are `bucket_cap_mb` each."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class TrainShape:
     zero: int = 0
     recompute: str = "none"
     element_bytes: int = 4
+    bucket_mb: float = 25.0
+    overlap: bool = True
 
     @property
     def dp(self) -> int:
@@ -60,7 +68,25 @@ def features(s: TrainShape) -> dict[str, float]:
         flops *= RECOMPUTE_FLOPS
     params = m.total_params() / s.tp / (s.dp if s.zero >= 1 else 1)
     return {"flops": flops, "layer_passes": float(m.layers), "params": params,
-            "bus_bytes": bus_bytes(s), "step": 1.0}
+            "bus_bytes": bus_bytes(s), "collective_calls": collective_calls(s), "step": 1.0}
+
+
+def collective_calls(s: TrainShape) -> float:
+    """Collectives one rank issues per step, as `bench train` lays the step out (bench/train/parallel.py)."""
+    if s.ranks <= 1:
+        return 0.0
+    if s.tp > 1:
+        return 4.0 * s.model.layers  # two all-reduces per layer forward, two in backward (Megatron's f and g)
+    units = s.model.layers + 1  # fully_shard wraps each layer and the root (embedding, norm, output)
+    if s.zero >= 3:
+        return 3.0 * units  # all-gather forward, all-gather again in backward, reduce-scatter
+    if s.zero >= 1:
+        return 2.0 * units  # parameters stay gathered after forward: one all-gather, one reduce-scatter
+    grad_bytes = s.model.total_params() * s.element_bytes
+    bucket_bytes = s.bucket_mb * 2**20
+    if not s.overlap:  # reduced after backward in equal buckets
+        return float(np.ceil(grad_bytes / bucket_bytes))
+    return 1.0 + float(np.ceil(max(grad_bytes - DDP_FIRST_BUCKET_BYTES, 0.0) / bucket_bytes))
 
 
 def bus_bytes(s: TrainShape) -> float:
@@ -163,7 +189,8 @@ def shape_from_settings(settings: dict[str, Any]) -> TrainShape:
     return TrainShape(model=ModelConfig(**settings["model"]), micro_batch=int(settings["micro_batch"]),
                       ranks=int(settings["ranks"]), tp=int(settings["tp"]), zero=int(settings["zero"]),
                       recompute=str(settings["recompute"]),
-                      element_bytes=4 if settings.get("precision") == "fp32" else 2)
+                      element_bytes=4 if settings.get("precision") == "fp32" else 2,
+                      bucket_mb=float(settings.get("bucket_mb", 25.0)), overlap=bool(settings.get("overlap", True)))
 
 
 def _timed(point: dict[str, Any]) -> list[float]:

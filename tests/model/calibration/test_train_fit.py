@@ -29,7 +29,8 @@ def _shape(layers: int, hidden: int, ranks: int, zero: int = 0) -> TrainShape:
 
 
 def test_the_fit_recovers_rates_that_generated_the_times() -> None:
-    truth = {"flops": 2e-11, "layer_passes": 1e-3, "params": 0.0, "bus_bytes": 5e-9, "step": 2e-3}
+    truth = {"flops": 2e-11, "layer_passes": 1e-3, "params": 0.0, "bus_bytes": 5e-9, "collective_calls": 3e-3,
+             "step": 2e-3}
     shapes = [_shape(n, h, r, z) for n in (2, 4) for h in (128, 256) for r in (1, 2) for z in (0, 3)]
     times = [sum(truth[k] * v for k, v in features(s).items()) for s in shapes]
     fit = fit_train(shapes, times)
@@ -68,9 +69,16 @@ def test_held_back_widths_and_depths_are_predicted_within_10_percent_median() ->
     assert statistics.median(errors) <= 0.10
 
 
-def test_held_back_rank_counts_and_fsdp_are_predicted() -> None:
-    # With two ranks on this 2-core shared VM the same point's step time varied up to 1.6x between rounds;
-    # the fit is held to what those measurements allow, not to the 10% target (see the README).
+def test_held_back_rank_counts_and_fsdp_are_predicted_within_10_percent_median() -> None:
+    # Calibrated on 8 points, predicting other widths and depths, 1 or 2 ranks, DDP and FSDP (ZeRO-3).
     errors = _hold_out_errors(one_rank_only=False)
     assert len(errors) == 6
-    assert statistics.median(errors) <= 0.40
+    assert statistics.median(errors) <= 0.10
+
+
+def test_fsdp_pays_for_its_per_layer_collectives() -> None:
+    # ZeRO-3 issues 3 collectives per wrapped unit (each layer and the root), DDP one per bucket.
+    ddp, fsdp = _shape(4, 128, 2), _shape(4, 128, 2, zero=3)
+    assert features(ddp)["collective_calls"] == 1 + 1  # 4.2 MB of fp32 gradients: the 1 MiB first bucket + one
+    assert features(fsdp)["collective_calls"] == 3 * (4 + 1)
+    assert features(_shape(4, 128, 1))["collective_calls"] == 0
