@@ -39,6 +39,8 @@ class Prediction:
     memory_gib_available: float | None = None
     fits: bool = True
     notes: list[str] = field(default_factory=list)
+    parallelism: dict[str, Any] = field(default_factory=dict)
+    """The layout predicted (tp, dp, zero, micro_batch, recompute): the one measured, never a searched one."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -57,6 +59,12 @@ def _job(cfg: TrainConfig, ranks: int, precision: str) -> Job:
                precision="bf16" if precision == "fp32" else precision, dp_overlap=cfg.overlap)
 
 
+def predicted_layout(cfg: TrainConfig, ranks: int) -> dict[str, Any]:
+    """The measured layout as the prediction states it."""
+    return {"tp": cfg.tp, "dp": max(ranks // cfg.tp, 1), "pp": 1, "zero": cfg.zero, "micro_batch": cfg.micro_batch,
+            "recompute": cfg.recompute}
+
+
 def _request(cfg: TrainConfig, ranks: int) -> LayoutRequest:
     return LayoutRequest(tp=cfg.tp, pp=1, dp=max(ranks // cfg.tp, 1), cp=1, interleave=1,
                          micro_batch=cfg.micro_batch, recompute=cfg.recompute, zero=cfg.zero,
@@ -72,14 +80,15 @@ def _on_system(cfg: TrainConfig, ranks: int, precision: str, system: System, tie
     notes = [] if precision != "fp32" else ["predicted in bf16 (the model has no fp32 GEMM peak)"]
     return Prediction(source=f"system {system.id}", step_time_s=p.step_time_s, breakdown=p.breakdown,
                       memory_gib_per_gpu=p.memory_gib_per_gpu, memory_gib_available=p.memory_gib_available,
-                      fits=p.fits, notes=notes + p.flags)
+                      fits=p.fits, notes=notes + p.flags,
+                      parallelism={**predicted_layout(cfg, ranks), "tp": p.parallelism.tp, "dp": p.parallelism.dp})
 
 
 def _on_fit(cfg: TrainConfig, ranks: int, precision: str, name: str, fit: TrainFit) -> Prediction:
     shape = shape_of(cfg, ranks, precision)
     return Prediction(source=f"profile {name}", step_time_s=fit.predict_s(shape), breakdown=fit.breakdown(shape),
                       memory_gib_per_gpu=host_memory_gib_per_rank(cfg, ranks, precision),
-                      memory_gib_available=available_host_gib())
+                      memory_gib_available=available_host_gib(), parallelism=predicted_layout(cfg, ranks))
 
 
 def predict_point(cfg: TrainConfig, ranks: int, precision: str, system_spec: str | None,

@@ -96,7 +96,7 @@ def _settings(plan: TrainPlan, ranks: int, precision: str) -> dict[str, Any]:
     cfg = plan.config
     return {**plan.settings, "model": asdict(cfg.model), "micro_batch": cfg.micro_batch, "ranks": ranks,
             "tp": cfg.tp, "zero": cfg.zero, "recompute": cfg.recompute, "precision": precision,
-            "layout": cfg.layout, "bucket_mb": cfg.bucket_mb, "overlap": cfg.overlap,
+            "layout": cfg.layout_on(ranks), "bucket_mb": cfg.bucket_mb, "overlap": cfg.overlap,
             "grad_compression": cfg.grad_compression}
 
 

@@ -59,7 +59,7 @@ class Trainer:
         self.params = parameter_count(model)
         self.wrapped: Wrapped = wrap_model(model, cfg, ctx.device, ctx.rank, ctx.world)
         # The fused multi-tensor path cannot mix tensor-parallel DTensors with the replicated plain tensors.
-        self.optimizer = torch.optim.AdamW(self.wrapped.module.parameters(), lr=cfg.lr, foreach=cfg.layout != "tp")
+        self.optimizer = torch.optim.AdamW(self.wrapped.module.parameters(), lr=cfg.lr, foreach=cfg.tp == 1)
         self.batches = synthetic_batches(cfg, self.wrapped.data_rank, ctx.device)
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.count = 0

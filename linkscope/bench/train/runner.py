@@ -72,9 +72,6 @@ def resolve_plans(plans: list[TrainPlan], world: int | None = None) -> tuple[str
         if backend == "nccl" and world is None and ranks > default_nproc("nccl"):
             raise UserError(f"{ranks} is more than the {default_nproc('nccl')} visible GPUs", field="nproc")
         check_layout(plan.config, ranks)
-        if plan.config.layout == "tp" and plan.config.tp != ranks:
-            raise UserError(f"--tp {plan.config.tp} must equal the rank count ({ranks}): tensor parallelism is "
-                            "not combined with data parallelism in this release")
         run = replace(plan.config.run, backend=backend, nproc=ranks)
         out.append(replace(plan, config=replace(plan.config, run=run), ranks=ranks))
     return backend, out
