@@ -23,6 +23,7 @@ from linkscope.bench.events import TrainSink
 from linkscope.bench.train.config import TrainConfig, resolved_precision
 from linkscope.bench.train.model import Decoder, loss_of, parameter_count
 from linkscope.bench.train.parallel import Wrapped, wrap_model
+from linkscope.bench.train.profiler_noise import without_marker_lines
 
 GIB = float(1 << 30)
 DATA_BATCHES = 4
@@ -164,11 +165,18 @@ def _trace(ctx: RankContext, trainer: Trainer, sink: TrainSink) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)  # on other hosts rank 0's folder does not exist yet
     ctx.barrier()
     start = time.perf_counter()
-    with profile(activities=activities) as prof:
+    prof = profile(activities=activities)
+    # Only the profiler's start and stop print kineto's markers; the traced steps write to stderr as usual.
+    with without_marker_lines():
+        prof.start()
+    try:
         for i in range(trainer.cfg.profile_steps):
             # The step marks HTA (and trace_comm) use to count iterations.
             with record_function(f"ProfilerStep#{i}"):
                 ctx.timer.loop_seconds(trainer.step, 1, None)
+    finally:
+        with without_marker_lines():
+            prof.stop()
     wall_s = time.perf_counter() - start
     prof.export_chrome_trace(str(path))
     ctx.progress.advance()

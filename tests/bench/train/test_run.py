@@ -36,7 +36,7 @@ def _cli(args: list[str]) -> object:
     return CliRunner().invoke(app, args)
 
 
-def test_json_document_of_a_traced_ddp_run(tmp_path: Path) -> None:
+def test_json_document_of_a_traced_ddp_run(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "r.db"
     result = _cli(["bench", "train", *SMALL, "-n", "3", "-w", "1", "--profile-steps", "2", "--db", str(db),
                    "--json"])
@@ -48,6 +48,7 @@ def test_json_document_of_a_traced_ddp_run(tmp_path: Path) -> None:
     assert doc["mfu"] is None  # CPU ranks have no datasheet peak
     assert doc["comm_s"]["all_reduce"] > 0 and 0 <= doc["exposed_comm_s"]["all_reduce"] <= doc["comm_s"]["all_reduce"]
     assert all(Path(p).is_file() for p in doc["trace"]["paths"])
+    assert "USDT:" not in capfd.readouterr().err  # the ranks' stderr (inherited descriptors) stayed clean
     assert doc["predicted"] is None and doc["error_pct"] is None  # no calibration yet: nothing pretends
     with ResultStore(db) as store:
         info = store.get_run(doc["run_id"])
