@@ -99,6 +99,8 @@ class TrainOption:
     breakdown: dict[str, float] | None = None
     measured_profile: str | None = None
     notes: list[str] = field(default_factory=list)
+    profile_notes: list[str] = field(default_factory=list)
+    """What a saved profile of this offering changed (or why it could not be used); also in `notes`."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -184,7 +186,7 @@ def _base_option(plan: _Plan) -> TrainOption:
     return TrainOption(offering=o.id, provider=o.provider, gpu=o.system.node.gpu.id,
                        gpus_per_node=o.system.node.gpus, price_per_hour=o.price_per_hour,
                        price_unconfirmed="price_per_hour" in o.unconfirmed, measured_profile=plan.profile,
-                       notes=notes)
+                       notes=notes, profile_notes=list(plan.notes))
 
 
 def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: TrainRequest) -> TrainOption:

@@ -157,6 +157,9 @@ def test_a_cpu_training_profile_in_advise_is_one_clear_line(tmp_path: Path) -> N
     assert row["measured_profile"] is None
     assert [n for n in row["notes"] if "cpu-vm" in n] == [
         f"profile cpu-vm was fitted on gloo CPU ranks, which say nothing about {OFFERING}'s GPUs: catalog figures used"]
+    text = _cli(["advise", "train", "--model", "llama2-7b", "--tokens", "2e10", "--gpus", "8", "--provider", "lambda"])
+    assert text.exit_code == 0
+    assert [line for line in text.output.splitlines() if "cpu-vm" in line] == [f"{OFFERING}: {row['notes'][0]}"]
 
 
 def test_a_stored_ratio_that_cannot_be_used_is_refused() -> None:
