@@ -119,6 +119,21 @@ def test_predict_train_on_the_profile_scales_the_compute(tmp_path: Path) -> None
     assert any("compute time x1.25" in f and "profile h100-here" in f for f in after["flags"])
 
 
+def test_bench_train_on_the_profile_predicts_with_the_scale_and_prints_it(tmp_path: Path) -> None:
+    from linkscope.report.train import point_lines
+
+    run_id = _gpu_run(tmp_path / "r.db")
+    assert _cli(["calibrate", run_id, "--name", "h100-here", "--db", str(tmp_path / "r.db")]).exit_code == 0
+    on_profile, _ = predict_point(_cfg(), 8, "bf16", "profile:h100-here", None)
+    on_catalog, _ = predict_point(_cfg(), 8, "bf16", OFFERING, None)
+    assert on_profile is not None and on_catalog is not None
+    assert on_profile.breakdown["compute_s"] == pytest.approx(RATIO * on_catalog.breakdown["compute_s"], rel=1e-9)
+    with ResultStore(tmp_path / "r.db") as store:
+        doc = store.get_run(run_id).extra["train_summary"]["points"][0]
+    doc["predicted"] = {**doc["predicted"], "notes": on_profile.notes}
+    assert [line for line in point_lines(doc) if "compute time x1.25" in line] == [f"#   {on_profile.notes[-1]}"]
+
+
 def test_scaled_compute_leaves_the_packaged_constants_alone() -> None:
     hw = load_db([])
     system = hw.offerings[OFFERING].system
