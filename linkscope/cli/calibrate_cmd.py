@@ -84,7 +84,8 @@ def profiles(as_json: bool = typer.Option(False, "--json")) -> None:
     loaded = [load_profile(name) for name in list_profiles()]
     if as_json:
         print_json([{"name": p.name, "run_id": p.run_id, "backend": p.backend, "ranks": p.ranks, "nodes": p.nodes,
-                     "ops": sorted(p.fits), "train": p.train is not None, "offering": p.offering,
+                     "ops": sorted(p.fits), "train": p.train is not None,
+                     "train_compute": p.train_compute is not None, "offering": p.offering,
                      "created_at": p.created_at} for p in loaded])
         return
     console.print(profiles_table(loaded))

@@ -235,8 +235,12 @@ def scaling(
     resolved, tiers = _sized_system(system, None, 1, extra or [])
     spec = load_model(model)
     job = _job(spec, global_batch, seq_len, precision)
-    points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
-                                                                       pp=auto_int(pp, "--pp")), strong, tiers)
+    scale = _compute_scale(system)
+    with compute_scaling(scale[1] if scale else None):
+        points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
+                                                                           pp=auto_int(pp, "--pp")), strong, tiers)
+    if scale is not None:
+        note = f"{note}; {scale_note(*scale)}" if note else scale_note(*scale)
     if as_json:
         print_json({"system": system, "model": spec.id, "note": note, "points": [p.as_dict() for p in points]})
     else:

@@ -119,6 +119,17 @@ def test_predict_train_on_the_profile_scales_the_compute(tmp_path: Path) -> None
     assert any("compute time x1.25" in f and "profile h100-here" in f for f in after["flags"])
 
 
+def test_predict_scaling_on_the_profile_scales_every_point(tmp_path: Path) -> None:
+    run_id = _gpu_run(tmp_path / "r.db")
+    assert _cli(["calibrate", run_id, "--name", "h100-here", "--db", str(tmp_path / "r.db")]).exit_code == 0
+    args = ["--model", "llama2-7b", "--nodes", "2", "--tp", "1", "--pp", "1", "--json"]
+    catalog = json.loads(_cli(["predict", "scaling", "--system", OFFERING, *args]).stdout)
+    measured = json.loads(_cli(["predict", "scaling", "--system", "profile:h100-here", *args]).stdout)
+    assert "compute time x1.25" in measured["note"]
+    for before, after in zip(catalog["points"], measured["points"]):
+        assert after["step_time_s"] > before["step_time_s"]
+
+
 def test_bench_train_on_the_profile_predicts_with_the_scale_and_prints_it(tmp_path: Path) -> None:
     from linkscope.report.train import point_lines
 
