@@ -21,6 +21,7 @@ from linkscope.advise.measured import measured_system
 from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
+from linkscope.model.calibration.train_compute import ComputeScale, compute_scaling
 from linkscope.model.fidelity.accuracy import time_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.layout import Layout
@@ -98,6 +99,8 @@ class TrainOption:
     breakdown: dict[str, float] | None = None
     measured_profile: str | None = None
     notes: list[str] = field(default_factory=list)
+    profile_notes: list[str] = field(default_factory=list)
+    """What a saved profile of this offering changed (or why it could not be used); also in `notes`."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -114,6 +117,9 @@ class _Plan:
     counts: list[int]
     reason: str | None
     profile: str | None
+    compute: ComputeScale | None = None
+    """A GPU training calibration of this offering: the step model's compute scaled by what was measured."""
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -139,16 +145,19 @@ class TrainAdvice:
 def _plan(offering: Offering, request: TrainRequest, tiers_cache: dict[Hashable, CommTiers]) -> _Plan:
     node = offering.system.node
     measured = measured_system(offering)
-    if measured is not None:
-        key: Hashable = (node, "profile", measured.profile)
-        tiers = measured.tiers
+    used = measured if measured is not None and measured.tiers is not None else None
+    notes = tuple(measured.notes) if measured is not None else ()
+    if used is not None and used.tiers is not None:
+        key: Hashable = (node, "profile", used.profile)
+        tiers = used.tiers
     else:
         key = node
         tiers = tiers_cache.setdefault(node, comm_tiers(offering.system))
     if request.precision == "fp8" and node.gpu.fp8_dense_tflops is None:
-        return _Plan(offering, tiers, key, [], f"no FP8 tensor cores on {node.gpu.id}", None)
+        return _Plan(offering, tiers, key, [], f"no FP8 tensor cores on {node.gpu.id}", None, notes=notes)
     counts, reason = bookable_node_counts(offering, tiers, request.gpus)
-    return _Plan(offering, tiers, key, counts, reason, measured.profile if measured else None)
+    return _Plan(offering, tiers, key, counts, reason, used.profile if used else None,
+                 used.compute if used else None, notes)
 
 
 def _evaluate(pool: LayoutPool, plans: list[_Plan]) -> dict[Hashable, NodeTypeResult]:
@@ -159,15 +168,17 @@ def _evaluate(pool: LayoutPool, plans: list[_Plan]) -> dict[Hashable, NodeTypeRe
         if plan.counts:
             wanted[plan.key].update(plan.counts)
             first.setdefault(plan.key, plan)
-    return {key: evaluate_node_type(pool, first[key].offering.system, sorted(counts), first[key].tiers)
-            for key, counts in wanted.items()}
+    out = {}
+    for key, counts in wanted.items():
+        # The scale applies to this key alone: a calibrated offering is its own node type here.
+        with compute_scaling(first[key].compute):
+            out[key] = evaluate_node_type(pool, first[key].offering.system, sorted(counts), first[key].tiers)
+    return out
 
 
 def _base_option(plan: _Plan) -> TrainOption:
     o = plan.offering
-    notes = []
-    if plan.profile:
-        notes.append(f"uses measured figures from profile {plan.profile}")
+    notes = list(plan.notes)
     if o.price_per_hour is None:
         notes.append("price unknown")
     elif "price_per_hour" in o.unconfirmed:
@@ -175,7 +186,7 @@ def _base_option(plan: _Plan) -> TrainOption:
     return TrainOption(offering=o.id, provider=o.provider, gpu=o.system.node.gpu.id,
                        gpus_per_node=o.system.node.gpus, price_per_hour=o.price_per_hour,
                        price_unconfirmed="price_per_hour" in o.unconfirmed, measured_profile=plan.profile,
-                       notes=notes)
+                       notes=notes, profile_notes=list(plan.notes))
 
 
 def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: TrainRequest) -> TrainOption:

@@ -25,8 +25,8 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.transformer import load_model
-from linkscope.report.advise import (infer_table, interconnect_table, reasons_table, train_header, train_table,
-                                     winner_text)
+from linkscope.report.advise import (infer_table, interconnect_table, profile_lines, reasons_table, train_header,
+                                     train_table, winner_text)
 
 advise_app = typer.Typer(help="Rank cloud offerings for a training or serving job, each with its best layout.",
                          no_args_is_help=True)
@@ -77,6 +77,8 @@ def _print_train(advice: TrainAdvice, top: int, show_all: bool) -> None:
         console.print("[bold]No offering can run this job as asked[/] (GPU count, memory, deadline, budget). "
                       "The closest:")
         console.print(reasons_table(selection.closest, "closest options"))
+    for line in profile_lines(advice.rows):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if selection.infeasible:
         console.print(reasons_table(selection.infeasible, "cannot run this job"))
     elif selection.hidden_infeasible and selection.top:

@@ -47,7 +47,13 @@ def calibrate(
     if as_json:
         print_json({"profile": profile.name, "path": report.path, "run_id": profile.run_id,
                     "fits": {op: {"median_error": m, "max_error": x} for op, (m, x) in report.fit_errors().items()},
-                    "train": profile.train})
+                    "train": profile.train, "train_compute": profile.train_compute})
+        return
+    if profile.train_compute is not None:
+        from linkscope.report.calibrate import train_compute_lines
+
+        for line in train_compute_lines(profile, report.path):
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
         return
     if profile.train is not None:
         _print_train_fit(profile.name, profile.run_id, profile.train, report.path)
@@ -78,7 +84,8 @@ def profiles(as_json: bool = typer.Option(False, "--json")) -> None:
     loaded = [load_profile(name) for name in list_profiles()]
     if as_json:
         print_json([{"name": p.name, "run_id": p.run_id, "backend": p.backend, "ranks": p.ranks, "nodes": p.nodes,
-                     "ops": sorted(p.fits), "train": p.train is not None, "offering": p.offering,
+                     "ops": sorted(p.fits), "train": p.train is not None,
+                     "train_compute": p.train_compute is not None, "offering": p.offering,
                      "created_at": p.created_at} for p in loaded])
         return
     console.print(profiles_table(loaded))

@@ -23,6 +23,7 @@ from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budg
                                         estimate_inference, pick_tp, summary)
 from linkscope.model.step.predict import predict_train
 from linkscope.model.calibration.profiles import Profile, load_profile
+from linkscope.model.calibration.train_compute import ComputeScale, compute_scaling, profile_scale, scale_note
 from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
 from linkscope.model.step.scaling import predict_scaling
 from linkscope.model.step.search import LayoutRequest
@@ -130,6 +131,7 @@ def train(
             console.print(train_table(prediction))
         return
     resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
+    scale = _compute_scale(system)
     job = _job(spec, global_batch, seq_len, precision,
                attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
                tp_overlap=tp_overlap)
@@ -139,7 +141,10 @@ def train(
                         recompute=None if recompute == "auto" else choice(recompute, "--recompute",
                                                                              ("full", "selective", "none")),
                         zero=zero, sequence_parallel=sequence_parallel)
-    prediction = predict_train(job, resolved, req, tiers)
+    with compute_scaling(scale[1] if scale else None):
+        prediction = predict_train(job, resolved, req, tiers)
+    if scale is not None:
+        prediction.flags.append(scale_note(scale[0], scale[1]))
     if as_json:
         print_json(prediction.as_dict())
     else:
@@ -153,6 +158,13 @@ def _train_fit(spec: str) -> tuple[TrainFit, Profile] | None:
         return None
     profile = load_profile(name)
     return (TrainFit.from_dict(profile.train), profile) if profile.train is not None else None
+
+
+def _compute_scale(spec: str) -> tuple[str, ComputeScale] | None:
+    """The GPU training calibration of `profile:NAME`, when the profile has one."""
+    name = split_profile(spec)
+    scale = profile_scale(load_profile(name)) if name is not None else None
+    return (name, scale) if name is not None and scale is not None else None
 
 
 @predict_app.command("infer")
@@ -223,8 +235,12 @@ def scaling(
     resolved, tiers = _sized_system(system, None, 1, extra or [])
     spec = load_model(model)
     job = _job(spec, global_batch, seq_len, precision)
-    points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
-                                                                       pp=auto_int(pp, "--pp")), strong, tiers)
+    scale = _compute_scale(system)
+    with compute_scaling(scale[1] if scale else None):
+        points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
+                                                                           pp=auto_int(pp, "--pp")), strong, tiers)
+    if scale is not None:
+        note = f"{note}; {scale_note(*scale)}" if note else scale_note(*scale)
     if as_json:
         print_json({"system": system, "model": spec.id, "note": note, "points": [p.as_dict() for p in points]})
     else:

@@ -158,6 +158,11 @@ def train_header(advice: TrainAdvice) -> str:
             f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}")
 
 
+def profile_lines(rows: list[TrainOption]) -> list[str]:
+    """One line per saved profile an offering's ranking used or could not use (`*` marks the used ones)."""
+    return [f"{r.offering}{'*' if r.measured_profile else ''}: {note}" for r in rows for note in r.profile_notes]
+
+
 def winner_text(r: TrainOption) -> str:
     """The best option in full sentences (a feasible option: every field is set)."""
     if r.parallelism is None:

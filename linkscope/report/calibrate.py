@@ -34,6 +34,26 @@ def profiles_table(loaded: list[Profile]) -> Table:
         table.add_column(column)
     for p in loaded:
         table.add_row(p.name, p.run_id, p.backend, str(p.ranks), str(p.nodes),
-                      ", ".join(sorted(p.fits) + (["training step"] if p.train is not None else [])),
+                      ", ".join(sorted(p.fits) + (["training step"] if p.train is not None else [])
+                                + (["training compute"] if p.train_compute is not None else [])),
                       p.offering or "", p.created_at)
     return table
+
+
+def train_compute_lines(profile: Profile, path: str) -> list[str]:
+    """`calibrate` on a GPU training run: the ratio of measured to predicted compute, point by point."""
+    from linkscope.model.calibration.train_compute import profile_scale
+
+    scale = profile_scale(profile)
+    assert scale is not None
+    lines = [f"profile {profile.name} from training run {profile.run_id} on {scale.gpu} ({scale.precision}): "
+             f"measured compute takes {scale.compute_time_ratio:.3g}x the datasheet model's "
+             f"(median of {len(scale.points)} point(s))"]
+    for p in scale.points:
+        label = p["label"] or "run"
+        lines.append(f"  {label}: measured {p['measured_compute_s']:.4g} s, predicted {p['predicted_compute_s']:.4g} s "
+                     f"of compute per step (x{p['ratio']:.3g}; exposed communication from the {p['comm_from']})")
+    lines.append(f"saved {path}; `predict train --system profile:{profile.name}` scales the model's compute by it"
+                 + (f", and `advise` does for {profile.offering}" if profile.offering else
+                    "; pass --offering to calibrate for `advise` to use it"))
+    return lines

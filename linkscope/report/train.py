@@ -43,6 +43,7 @@ def point_lines(doc: dict[str, Any]) -> list[str]:
     if pred.get("breakdown"):
         parts = {k: v for k, v in pred["breakdown"].items() if v}
         lines.append(f"# predicted breakdown: {_kinds(parts)} ({pred['source']})")
+        lines += [f"#   {note}" for note in pred.get("notes") or []]
     lines += _trace_lines(doc)
     return lines
 

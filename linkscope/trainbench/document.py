@@ -75,7 +75,7 @@ def _predicted(prediction: Prediction | None) -> dict[str, Any] | None:
         return None
     return {"step_time_s": prediction.step_time_s, "breakdown": prediction.breakdown,
             "memory_gib_per_gpu": prediction.memory_gib_per_gpu, "source": prediction.source,
-            "notes": prediction.notes}
+            "parallelism": prediction.parallelism, "notes": prediction.notes}
 
 
 def _trace_part(point: TrainPoint, trace: TraceReport | None) -> dict[str, Any] | None:

@@ -17,7 +17,9 @@ from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import system_from_dict
 from linkscope.hardware.system import System
 from linkscope.model.step.predict import predict_train
-from linkscope.model.calibration.profiles import load_profile
+from linkscope.model.calibration.profiles import Profile, load_profile
+from linkscope.model.calibration.train_compute import (compute_scaling, measured_job, measured_request,
+                                                       profile_scale, scale_note)
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.calibration.systems import resolve_with_profiles, split_profile
 from linkscope.model.step.job import Job
@@ -39,6 +41,8 @@ class Prediction:
     memory_gib_available: float | None = None
     fits: bool = True
     notes: list[str] = field(default_factory=list)
+    parallelism: dict[str, Any] = field(default_factory=dict)
+    """The layout predicted (tp, dp, zero, micro_batch, recompute): the one measured, never a searched one."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -53,34 +57,42 @@ def shape_of(cfg: TrainConfig, ranks: int, precision: str) -> TrainShape:
 
 
 def _job(cfg: TrainConfig, ranks: int, precision: str) -> Job:
-    dp = max(ranks // cfg.tp, 1)
-    return Job(model=cfg.model, global_batch=cfg.micro_batch * dp, seq_len=cfg.model.seq_len,
-               precision="bf16" if precision == "fp32" else precision, dp_overlap=cfg.overlap)
+    return measured_job(cfg.model, cfg.micro_batch, ranks, cfg.tp, precision, cfg.overlap)
+
+
+def predicted_layout(cfg: TrainConfig, ranks: int) -> dict[str, Any]:
+    """The measured layout as the prediction states it."""
+    return {"tp": cfg.tp, "dp": max(ranks // cfg.tp, 1), "pp": 1, "zero": cfg.zero, "micro_batch": cfg.micro_batch,
+            "recompute": cfg.recompute}
 
 
 def _request(cfg: TrainConfig, ranks: int) -> LayoutRequest:
-    return LayoutRequest(tp=cfg.tp, pp=1, dp=max(ranks // cfg.tp, 1), cp=1, interleave=1,
-                         micro_batch=cfg.micro_batch, recompute=cfg.recompute, zero=cfg.zero,
-                         sequence_parallel=False)
+    return measured_request(cfg.micro_batch, ranks, cfg.tp, cfg.zero, cfg.recompute)
 
 
-def _on_system(cfg: TrainConfig, ranks: int, precision: str, system: System, tiers: Any) -> Prediction:
+def _on_system(cfg: TrainConfig, ranks: int, precision: str, system: System, tiers: Any,
+               profile: Profile | None = None) -> Prediction:
     try:
         sized = system.with_gpus(ranks)
     except ValueError as exc:
         raise UserError(f"--system: {exc}") from None
-    p = predict_train(_job(cfg, ranks, precision), sized, _request(cfg, ranks), tiers)
+    scale = profile_scale(profile) if profile is not None else None
+    with compute_scaling(scale):
+        p = predict_train(_job(cfg, ranks, precision), sized, _request(cfg, ranks), tiers)
     notes = [] if precision != "fp32" else ["predicted in bf16 (the model has no fp32 GEMM peak)"]
+    if profile is not None and scale is not None:
+        notes.append(scale_note(profile.name, scale))
     return Prediction(source=f"system {system.id}", step_time_s=p.step_time_s, breakdown=p.breakdown,
                       memory_gib_per_gpu=p.memory_gib_per_gpu, memory_gib_available=p.memory_gib_available,
-                      fits=p.fits, notes=notes + p.flags)
+                      fits=p.fits, notes=notes + p.flags,
+                      parallelism={**predicted_layout(cfg, ranks), "tp": p.parallelism.tp, "dp": p.parallelism.dp})
 
 
 def _on_fit(cfg: TrainConfig, ranks: int, precision: str, name: str, fit: TrainFit) -> Prediction:
     shape = shape_of(cfg, ranks, precision)
     return Prediction(source=f"profile {name}", step_time_s=fit.predict_s(shape), breakdown=fit.breakdown(shape),
                       memory_gib_per_gpu=host_memory_gib_per_rank(cfg, ranks, precision),
-                      memory_gib_available=available_host_gib())
+                      memory_gib_available=available_host_gib(), parallelism=predicted_layout(cfg, ranks))
 
 
 def predict_point(cfg: TrainConfig, ranks: int, precision: str, system_spec: str | None,
@@ -93,8 +105,8 @@ def predict_point(cfg: TrainConfig, ranks: int, precision: str, system_spec: str
             profile = load_profile(name)
             if profile.train is not None:
                 return _on_fit(cfg, ranks, precision, name, TrainFit.from_dict(profile.train)), ""
-        system, tiers, _ = resolve_with_profiles(system_spec, db)
-        return _on_system(cfg, ranks, precision, system, tiers), ""
+        system, tiers, named = resolve_with_profiles(system_spec, db)
+        return _on_system(cfg, ranks, precision, system, tiers, named), ""
     if probed and probed.get("gpu") not in (None, "CPU"):
         system = system_from_dict(probed, db.gpu)
         return _on_system(cfg, ranks, precision, system, resolve_tiers(system)), ""

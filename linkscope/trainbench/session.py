@@ -11,7 +11,7 @@ from typing import Any
 from linkscope.bench.comm import default_nproc, resolve_backend
 from linkscope.bench.layout import torchrun_env
 from linkscope.bench.train.config import SWEEP_KEYS, TrainConfig, check_backend, check_layout, resolved_precision
-from linkscope.bench.train.runner import Emit, TrainPlan, TrainRunResult, run_points
+from linkscope.bench.train.runner import Emit, TrainPlan, TrainRunResult, fixed_ranks_error, run_points
 from linkscope.bench.train.trace_comm import analyze
 from linkscope.hardware.errors import UserError
 from linkscope.trainbench.document import point_document
@@ -88,7 +88,11 @@ def build_plans(req: TrainRequest) -> list[TrainPlan]:
         key, values = parse_sweep(req.sweep)
         return [TrainPlan(f"{key}={v}", _swept(base, key, v).validated(), None, {key: v}) for v in values]
     if req.scaling:
-        return [TrainPlan(f"ranks={n}", base.validated(), n, {"ranks": n}) for n in parse_scaling(req.scaling)]
+        counts = parse_scaling(req.scaling)
+        env = torchrun_env()
+        if env is not None:
+            raise fixed_ranks_error(env.world)
+        return [TrainPlan(f"ranks={n}", base.validated(), n, {"ranks": n}) for n in counts]
     return [TrainPlan("", base.validated())]
 
 
@@ -96,7 +100,7 @@ def _settings(plan: TrainPlan, ranks: int, precision: str) -> dict[str, Any]:
     cfg = plan.config
     return {**plan.settings, "model": asdict(cfg.model), "micro_batch": cfg.micro_batch, "ranks": ranks,
             "tp": cfg.tp, "zero": cfg.zero, "recompute": cfg.recompute, "precision": precision,
-            "layout": cfg.layout, "bucket_mb": cfg.bucket_mb, "overlap": cfg.overlap,
+            "layout": cfg.layout_on(ranks), "bucket_mb": cfg.bucket_mb, "overlap": cfg.overlap,
             "grad_compression": cfg.grad_compression}
 
 

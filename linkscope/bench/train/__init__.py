@@ -5,4 +5,5 @@
 - `loop`: the per-rank loop (timing, loss, peak memory, profiled steps); `stats`: step-time statistics.
 - `recorder`: rank 0's reports into the store; `runner`: launching the ranks; `trace_comm`: exposed
   communication from the Kineto traces, with HolisticTraceAnalysis's definition of overlap.
+- `profiler_noise`: kineto's trace start/stop markers kept off the terminal.
 """

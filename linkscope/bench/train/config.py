@@ -47,10 +47,17 @@ class TrainConfig:
 
     @property
     def layout(self) -> str:
-        """`ddp`, `fsdp` or `tp` (what wraps the model)."""
+        """`ddp`, `fsdp`, `tp` or `tp+fsdp` (what wraps the model; `tp` takes DDP over the dp ranks)."""
+        sharded = self.fsdp or self.zero > 0
         if self.tp > 1:
-            return "tp"
-        return "fsdp" if self.fsdp or self.zero > 0 else "ddp"
+            return "tp+fsdp" if sharded else "tp"
+        return "fsdp" if sharded else "ddp"
+
+    def layout_on(self, ranks: int) -> str:
+        """The layout as `ranks` ranks run it: `tp+ddp` when tensor-parallel groups are data-parallel replicas."""
+        if self.tp > 1 and ranks > self.tp and self.layout == "tp":
+            return "tp+ddp"
+        return self.layout
 
     def validated(self) -> TrainConfig:
         """A checked copy; raises UserError naming the first bad value."""
@@ -63,8 +70,6 @@ class TrainConfig:
         if zero and self.grad_compression != "none":
             raise UserError("works with DDP's communication hooks; it cannot be combined with "
                             "--fsdp/--zero", field="grad_compression")
-        if self.tp > 1 and zero:
-            raise UserError("cannot be combined with --fsdp/--zero in this release", field="tp")
         return replace(self, zero=zero, fsdp=zero > 0, run=self.run.validated())
 
 
@@ -102,6 +107,10 @@ def check_layout(cfg: TrainConfig, world: int) -> None:
                             f"of {m.id}", field="tp")
         if m.ffn_hidden % cfg.tp:
             raise UserError(f"{cfg.tp} does not divide the MLP width {m.ffn_hidden} of {m.id}", field="tp")
+        if world == cfg.tp and (cfg.zero or cfg.grad_compression != "none"):
+            what = "--fsdp/--zero" if cfg.zero else "--grad-compression"
+            raise UserError(f"{cfg.tp} on {world} ranks leaves no data-parallel ranks for {what}; "
+                            f"run tp x dp ranks (e.g. --nproc {2 * cfg.tp})", field="tp")
     if cfg.grad_compression == "powersgd" and world < 2:
         raise UserError("powersgd needs at least 2 ranks", field="grad_compression")
 

@@ -23,6 +23,7 @@ from linkscope.bench.events import TrainSink
 from linkscope.bench.train.config import TrainConfig, resolved_precision
 from linkscope.bench.train.model import Decoder, loss_of, parameter_count
 from linkscope.bench.train.parallel import Wrapped, wrap_model
+from linkscope.bench.train.profiler_noise import without_marker_lines
 
 GIB = float(1 << 30)
 DATA_BATCHES = 4
@@ -52,6 +53,7 @@ class Trainer:
         self.ctx = ctx
         if cfg.cpu_threads and ctx.device.type == "cpu":
             torch.set_num_threads(cfg.cpu_threads)
+        reset_peak_memory(ctx.device)
         self.base_rss_gib = current_rss_gib()
         self.precision = resolved_precision(cfg, ctx.backend)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
@@ -59,7 +61,7 @@ class Trainer:
         self.params = parameter_count(model)
         self.wrapped: Wrapped = wrap_model(model, cfg, ctx.device, ctx.rank, ctx.world)
         # The fused multi-tensor path cannot mix tensor-parallel DTensors with the replicated plain tensors.
-        self.optimizer = torch.optim.AdamW(self.wrapped.module.parameters(), lr=cfg.lr, foreach=cfg.layout != "tp")
+        self.optimizer = torch.optim.AdamW(self.wrapped.module.parameters(), lr=cfg.lr, foreach=cfg.tp == 1)
         self.batches = synthetic_batches(cfg, self.wrapped.data_rank, ctx.device)
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.count = 0
@@ -98,6 +100,19 @@ def current_rss_gib() -> float:
             return int(fh.read().split()[1]) * resource.getpagesize() / GIB
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start the peak afresh: a process that runs several points (a sweep under torchrun) must not report an
+    earlier point's peak. On CPU ranks Linux resets the resident high-water mark through clear_refs."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        pass  # older kernels and some sandboxes refuse it: the peak then spans the process's points
 
 
 def peak_memory_gib(device: torch.device, base_rss_gib: float) -> float:
@@ -164,11 +179,18 @@ def _trace(ctx: RankContext, trainer: Trainer, sink: TrainSink) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)  # on other hosts rank 0's folder does not exist yet
     ctx.barrier()
     start = time.perf_counter()
-    with profile(activities=activities) as prof:
+    prof = profile(activities=activities)
+    # Only the profiler's start and stop print kineto's markers; the traced steps write to stderr as usual.
+    with without_marker_lines():
+        prof.start()
+    try:
         for i in range(trainer.cfg.profile_steps):
             # The step marks HTA (and trace_comm) use to count iterations.
             with record_function(f"ProfilerStep#{i}"):
                 ctx.timer.loop_seconds(trainer.step, 1, None)
+    finally:
+        with without_marker_lines():
+            prof.stop()
     wall_s = time.perf_counter() - start
     prof.export_chrome_trace(str(path))
     ctx.progress.advance()
@@ -190,5 +212,28 @@ def where_label(cfg: TrainConfig) -> Callable[[int], str]:
         repeat, i = divmod(done, per_repeat)
         phase = f"warm-up step {i + 1}" if i < cfg.warmup else f"step {i - cfg.warmup + 1} of {cfg.iters}"
         return f"in {phase}" + (f" of repeat {repeat + 1}" if cfg.repeat > 1 else "")
+
+    return where
+
+
+def point_advances(cfg: TrainConfig) -> int:
+    """How far one point moves a rank's progress counter: in and out of every step, then the trace."""
+    return 2 * (cfg.warmup + cfg.iters) * cfg.repeat + (1 if cfg.profile_steps and cfg.trace_dir else 0)
+
+
+def points_where(points: list[tuple[str, TrainConfig]]) -> Callable[[int], str]:
+    """`where_label` for several points run one after another by the same ranks (a sweep under torchrun), where
+    the counter keeps counting from one point into the next."""
+    labels = [(label, where_label(cfg), point_advances(cfg)) for label, cfg in points]
+
+    def where(value: int) -> str:
+        if value <= 0:
+            return "while starting"
+        local = value
+        for i, (label, one, advances) in enumerate(labels):
+            if local - 1 < advances or i == len(labels) - 1:
+                return one(local) + (f" ({label})" if label else "")
+            local -= advances
+        return "while starting"  # unreachable: the last point takes what is left
 
     return where

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from linkscope.bench.train.config import TrainConfig
 from linkscope.bench.train.model import Decoder
@@ -35,42 +36,53 @@ class Wrapped:
 
 
 def wrap_model(model: Decoder, cfg: TrainConfig, device: torch.device, rank: int, world: int) -> Wrapped:
-    """The model wrapped for `cfg.layout` on this rank."""
-    if cfg.layout == "tp":
+    """The model wrapped for `cfg.layout` on this rank (tensor parallel inside data parallel when tp < world)."""
+    if cfg.tp > 1:
         return _tensor_parallel(model, cfg, device, world)
     if cfg.layout == "fsdp":
-        return _fsdp(model, cfg, device, rank, world)
-    return _ddp(model, cfg, device, rank, world)
+        return _fsdp(model, cfg, init_device_mesh(device.type, (world,)), rank, world)
+    return _ddp(model, cfg, device, None, rank, world)
 
 
-def _ddp(model: Decoder, cfg: TrainConfig, device: torch.device, rank: int, world: int) -> Wrapped:
+def _ddp(model: Decoder, cfg: TrainConfig, device: torch.device, dp_mesh: DeviceMesh | None, data_rank: int,
+         data_ranks: int) -> Wrapped:
+    """DDP over every rank, or over the dp dimension of a 2-D mesh (`dp_mesh`), where PyTorch's DDP turns the
+    tensor-parallel DTensor parameters into local tensors and averages their gradients over the dp group only."""
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index] if device.type == "cuda" else None
-    ddp = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=cfg.bucket_mb)
-    _register_compression(ddp, cfg.grad_compression)
+    ddp = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=cfg.bucket_mb, device_mesh=dp_mesh)
+    group = dp_mesh.get_group() if dp_mesh is not None else None
+    _register_compression(ddp, cfg.grad_compression, group)
     if cfg.overlap:
-        return Wrapped(ddp, nullcontext, lambda: None, rank, world)
+        return Wrapped(ddp, nullcontext, lambda: None, data_rank, data_ranks)
+    # The parameters as DDP holds them: after a forward of a tensor-parallel model, the module's attributes are
+    # DTensor views of these, and the gradients land here.
+    params = list(ddp.parameters())
     # DDP always overlaps; without it backward runs unsynchronised and the buckets are reduced afterwards.
-    return Wrapped(ddp, ddp.no_sync, lambda: reduce_after_backward(model, cfg.bucket_mb, world), rank, world)
+    return Wrapped(ddp, ddp.no_sync, lambda: reduce_after_backward(params, cfg.bucket_mb, data_ranks, group),
+                   data_rank, data_ranks)
 
 
-def _register_compression(ddp: nn.Module, compression: str) -> None:
+def _register_compression(ddp: nn.Module, compression: str, group: dist.ProcessGroup | None) -> None:
+    """PyTorch's compression hook; `group` is the data-parallel group (None = every rank), which the hooks
+    would otherwise take to be the whole world."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
     if compression == "fp16":
-        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)  # type: ignore[operator]
+        ddp.register_comm_hook(group, default_hooks.fp16_compress_hook)  # type: ignore[operator]
     elif compression == "bf16":
-        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)  # type: ignore[operator]
+        ddp.register_comm_hook(group, default_hooks.bf16_compress_hook)  # type: ignore[operator]
     elif compression == "powersgd":
         # Compression from the third step on (PowerSGD's default waits 1000 steps, longer than any benchmark).
-        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
+        state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=1, start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)  # type: ignore[operator]
 
 
-def reduce_after_backward(model: nn.Module, bucket_mb: float, world: int) -> None:
-    """Average the gradients over ranks after backward, in buckets of `bucket_mb` like DDP's."""
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
+def reduce_after_backward(params: list[nn.Parameter], bucket_mb: float, ranks: int,
+                          group: dist.ProcessGroup | None = None) -> None:
+    """Average the gradients over the `ranks` of `group` after backward, in buckets of `bucket_mb` like DDP's."""
+    grads = [p.grad for p in params if p.grad is not None]
     limit = int(bucket_mb * MIB)
     bucket: list[torch.Tensor] = []
     size = 0
@@ -78,45 +90,52 @@ def reduce_after_backward(model: nn.Module, bucket_mb: float, world: int) -> Non
         bucket.append(grad)
         size += grad.numel() * grad.element_size()
         if size >= limit:
-            _reduce_bucket(bucket, world)
+            _reduce_bucket(bucket, ranks, group)
             bucket, size = [], 0
     if bucket:
-        _reduce_bucket(bucket, world)
+        _reduce_bucket(bucket, ranks, group)
 
 
-def _reduce_bucket(bucket: list[torch.Tensor], world: int) -> None:
+def _reduce_bucket(bucket: list[torch.Tensor], ranks: int, group: dist.ProcessGroup | None) -> None:
     flat = torch.cat([g.flatten() for g in bucket])
-    dist.all_reduce(flat)
-    flat /= world
+    dist.all_reduce(flat, group=group)
+    flat /= ranks
     offset = 0
     for grad in bucket:
         grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
         offset += grad.numel()
 
 
-def _fsdp(model: Decoder, cfg: TrainConfig, device: torch.device, rank: int, world: int) -> Wrapped:
-    from torch.distributed.device_mesh import init_device_mesh
+def _fsdp(model: Decoder, cfg: TrainConfig, mesh: DeviceMesh, data_rank: int, data_ranks: int) -> Wrapped:
+    """FSDP2 over a 1-D mesh: every rank, or the dp dimension of a 2-D mesh (as torchtitan composes it with TP)."""
     from torch.distributed.fsdp import fully_shard
 
-    mesh = init_device_mesh(device.type, (world,))
     # ZeRO-3 frees each layer's gathered parameters after its forward; stages 1 and 2 keep them for backward.
     reshard = cfg.zero >= 3
     for layer in model.layers:
         fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
-    return Wrapped(model, nullcontext, lambda: None, rank, world)
+    return Wrapped(model, nullcontext, lambda: None, data_rank, data_ranks)
 
 
 def _tensor_parallel(model: Decoder, cfg: TrainConfig, device: torch.device, world: int) -> Wrapped:
-    from torch.distributed.device_mesh import init_device_mesh
+    """Megatron-style TP over `cfg.tp` ranks; with more ranks, a 2-D mesh (dp, tp), tp innermost as torchtitan
+    lays it out (neighbouring ranks, on one node where the fast links are), and DDP or FSDP2 over dp."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    mesh = init_device_mesh(device.type, (world,))
+    dp = world // cfg.tp
+    mesh = init_device_mesh(device.type, (dp, cfg.tp), mesh_dim_names=("dp", "tp"))
     plan: dict[str, Any] = {"attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
                             "attn.o": RowwiseParallel(), "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
     if model.config.gated_mlp:
         plan["mlp.gate"] = ColwiseParallel()
     for layer in model.layers:
-        parallelize_module(layer, mesh, plan)
-    # Every tensor-parallel rank sees the same tokens; the replicated embedding and head get equal gradients.
-    return Wrapped(model, nullcontext, lambda: None, 0, 1)
+        parallelize_module(layer, mesh["tp"], plan)
+    # Every tensor-parallel rank of a dp group sees the same tokens; the replicated embedding and head get equal
+    # gradients there, so only the dp dimension reduces them.
+    if dp == 1:
+        return Wrapped(model, nullcontext, lambda: None, 0, 1)
+    dp_mesh = mesh["dp"]
+    if cfg.zero:
+        return _fsdp(model, cfg, dp_mesh, dp_mesh.get_local_rank(), dp)
+    return _ddp(model, cfg, device, dp_mesh, dp_mesh.get_local_rank(), dp)

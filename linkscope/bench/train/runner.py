@@ -24,7 +24,7 @@ from linkscope.bench.layout import RankEnv, torchrun_env
 from linkscope.bench.recorder import final_status
 from linkscope.bench.runinfo import build_run_info
 from linkscope.bench.train.config import TrainConfig, check_layout
-from linkscope.bench.train.loop import where_label
+from linkscope.bench.train.loop import points_where, where_label
 from linkscope.bench.train.recorder import TrainPoint, TrainRecorder
 from linkscope.hardware.errors import UserError
 from linkscope.results.store import ResultStore
@@ -72,9 +72,6 @@ def resolve_plans(plans: list[TrainPlan], world: int | None = None) -> tuple[str
         if backend == "nccl" and world is None and ranks > default_nproc("nccl"):
             raise UserError(f"{ranks} is more than the {default_nproc('nccl')} visible GPUs", field="nproc")
         check_layout(plan.config, ranks)
-        if plan.config.layout == "tp" and plan.config.tp != ranks:
-            raise UserError(f"--tp {plan.config.tp} must equal the rank count ({ranks}): tensor parallelism is "
-                            "not combined with data parallelism in this release")
         run = replace(plan.config.run, backend=backend, nproc=ranks)
         out.append(replace(plan, config=replace(plan.config, run=run), ranks=ranks))
     return backend, out
@@ -140,32 +137,47 @@ def _finish(recorder: TrainRecorder, outcome_status: str, message: str, backend:
 
 
 def _run_torchrun(plans: list[TrainPlan], env: RankEnv, emit: Emit) -> TrainRunResult:
-    """Under torchrun every rank calls this with one plan; rank 0 records, the others only measure."""
+    """Under torchrun every rank calls this with the same plans and runs them in order over one process group
+    (each point builds its own model, wrapper and optimizer); rank 0 records, the others only measure."""
     from linkscope.bench import torchrun
 
-    if len(plans) != 1:
-        raise UserError("--sweep and --scaling start ranks themselves; run them outside torchrun")
+    if any(p.ranks not in (None, env.world) for p in plans):
+        raise fixed_ranks_error(env.world)
     backend, plans = resolve_plans(plans, env.world)
-    plan = plans[0]
-    ctx = init_rank(env, backend, "env://", plan.config.run.timeout_s + 60.0, torchrun.store_publisher(env.rank))
+    ctx = init_rank(env, backend, "env://", plans[0].config.run.timeout_s + 60.0, torchrun.store_publisher(env.rank))
     if env.rank != 0:
-        cfg = replace(plan.config, trace_dir=_shared_trace_dir(ctx, ""))
-        run_job(Job("train", cfg), ctx, NullSink())
+        for plan in plans:
+            run_job(Job("train", replace(plan.config, trace_dir=_shared_trace_dir(ctx, ""))), ctx, NullSink())
         ctx.close()
-        return TrainRunResult("", Path(plan.config.run.db_path or ""), "complete", 0, [])
-    recorder = _recorder(plan.config, backend, env.world, emit)
-    cfg = _point_config(recorder, plan, 0)
-    _shared_trace_dir(ctx, cfg.trace_dir)
-    recorder.begin_point(plan.label, env.world, plan.settings)
-    where = where_label(cfg)
-    guard = torchrun.RankZeroGuard(recorder, ctx.progress, env.world, cfg.run.timeout_s,  # type: ignore[arg-type]
-                                   lambda values, own: stall_message(values, cfg.run.timeout_s, where)[0]
+        return TrainRunResult("", Path(plans[0].config.run.db_path or ""), "complete", 0, [])
+    recorder = _recorder(plans[0].config, backend, env.world, emit)
+    configs = [_point_config(recorder, plan, i) for i, plan in enumerate(plans)]
+    where = points_where([(plan.label, cfg) for plan, cfg in zip(plans, configs)])
+    timeout_s = plans[0].config.run.timeout_s
+    guard = torchrun.RankZeroGuard(recorder, ctx.progress, env.world, timeout_s,  # type: ignore[arg-type]
+                                   lambda values, own: stall_message(values, timeout_s, where)[0]
                                    if values else where(own))
     guard.start()
-    status, message = _guarded(Job("train", cfg), ctx, recorder)
-    guard.stop()
-    recorder.end_point("complete" if status == "complete" else "incomplete")
+    status, message = "complete", ""
+    try:
+        for plan, cfg in zip(plans, configs):
+            _shared_trace_dir(ctx, cfg.trace_dir)
+            recorder.begin_point(plan.label, env.world, plan.settings)
+            status, message = _guarded(Job("train", cfg), ctx, recorder)
+            recorder.end_point("complete" if status == "complete" else "incomplete")
+            if status != "complete":
+                break
+    finally:
+        guard.stop()
+    if status == "complete":
+        ctx.close()
     return _finish(recorder, status, message, backend)
+
+
+def fixed_ranks_error(world: int) -> UserError:
+    """Why `--scaling` cannot run under torchrun: the points would need rank counts torchrun did not start."""
+    return UserError(f"--scaling: under torchrun the {world} ranks are fixed; run one torchrun per rank count, "
+                     "or --scaling outside torchrun")
 
 
 def _shared_trace_dir(ctx: Any, mine: str) -> str:
@@ -184,5 +196,4 @@ def _guarded(job: Job, ctx: Any, recorder: TrainRecorder) -> tuple[str, str]:
         return "user_error", exc.for_flags()
     except Exception as exc:  # the run is stored as incomplete, with the cause
         return "fault", f"rank 0 saw {type(exc).__name__}: {exc}".strip()
-    ctx.close()
     return "complete", ""

@@ -10,6 +10,7 @@ from linkscope.hardware.serialize import system_from_dict
 from linkscope.hardware.system import System
 from linkscope.model.calibration.calibrate import OpFit, fit_rows
 from linkscope.model.calibration.profiles import Profile, new_profile, save_profile
+from linkscope.model.calibration.train_compute import fit_compute_scale
 from linkscope.model.calibration.train_fit import fit_train, measured_points
 from linkscope.results.records import RunInfo
 from linkscope.results.store import ResultStore
@@ -53,9 +54,22 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
     return CalibrationReport(profile=profile, path=str(save_profile(profile)))
 
 
+def _gpu_system(info: RunInfo, db: HardwareDB) -> System | None:
+    """The probed GPU System of a run on GPU ranks; None for CPU ranks (or a run whose probe saw no GPU)."""
+    system = _system(info.system, db) if info.backend == "nccl" else None
+    return system if system is not None and system.node.gpu.id != "CPU" else None
+
+
 def _calibrate_train(info: RunInfo, name: str | None, offering: str | None, db: HardwareDB) -> CalibrationReport:
-    """Fit the training step model to every measured point of a `bench train` run."""
+    """GPU ranks: the measured compute against the datasheet model's; CPU ranks: the fitted step model."""
     points = (info.extra.get("train") or {}).get("points") or []
+    gpu_system = _gpu_system(info, db)
+    if gpu_system is not None:
+        docs = (info.extra.get("train_summary") or {}).get("points") or []
+        scale = fit_compute_scale(points, docs, gpu_system)
+        profile = new_profile(name or f"run-{info.run_id}", info.run_id, info.world_size or 1, info.nodes or 1,
+                              info.backend, {}, gpu_system, offering, info.label, train_compute=scale.as_dict())
+        return CalibrationReport(profile=profile, path=str(save_profile(profile)))
     shapes, times = measured_points(points)
     if not shapes:
         raise UserError(f"run {info.run_id} has no timed training steps to calibrate from")

@@ -41,7 +41,10 @@ class Profile:
     offering: str | None = None
     label: str = ""
     train: dict[str, Any] | None = None
-    """A training calibration (`model.train_fit.TrainFit.as_dict`), from a `bench train` run."""
+    """A training calibration (`model.train_fit.TrainFit.as_dict`), from a `bench train` run on CPU ranks."""
+    train_compute: dict[str, Any] | None = None
+    """A training calibration on GPUs (`model.calibration.train_compute.ComputeScale.as_dict`): the measured
+    compute against the datasheet step model's, applied on the profile's System."""
 
     def fit(self, op: str) -> OpFit:
         """The fitted curve of `op` (UserError naming what was measured when it is missing)."""
@@ -113,11 +116,12 @@ def list_profiles() -> list[str]:
 
 def new_profile(name: str, run_id: str, ranks: int, nodes: int, backend: str, fits: dict[str, OpFit],
                 system: System | None, offering: str | None, label: str,
-                train: dict[str, Any] | None = None) -> Profile:
+                train: dict[str, Any] | None = None, train_compute: dict[str, Any] | None = None) -> Profile:
     """A profile stamped with the current time."""
     return Profile(name=name, run_id=run_id, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                    ranks=ranks, nodes=nodes, backend=backend, fits=fits,
-                   system=system_dict(system) if system else None, offering=offering, label=label, train=train)
+                   system=system_dict(system) if system else None, offering=offering, label=label, train=train,
+                   train_compute=train_compute)
 
 
 def profile_system(profile: Profile, db: HardwareDB) -> System:

@@ -104,6 +104,21 @@ def test_invalid_layouts_are_refused_with_one_line() -> None:
         check_layout(TrainConfig(model=odd, tp=2), 2)
     with pytest.raises(UserError, match="bf16 needs the nccl backend"):
         check_backend(TrainConfig(model=m, grad_compression="bf16"), "gloo")
+    even = scaled_model(load_model("llama2-7b"), hidden=128, heads=2, layers=1)
+    with pytest.raises(UserError, match="^tp: 2 on 2 ranks leaves no data-parallel ranks for --fsdp/--zero"):
+        check_layout(TrainConfig(model=even, tp=2, zero=3), 2)
+    with pytest.raises(UserError, match="^tp: 2 on 2 ranks leaves no data-parallel ranks for --grad-compression"):
+        check_layout(TrainConfig(model=even, tp=2, grad_compression="fp16"), 2)
+    with pytest.raises(UserError, match="^tp: 4 does not divide the 6 ranks"):
+        check_layout(TrainConfig(model=even, tp=4), 6)
+    check_layout(TrainConfig(model=even, tp=2, zero=3), 4)  # tp inside, FSDP2 over the other dimension
+
+
+def test_tensor_parallel_layouts_name_their_data_parallel_part() -> None:
+    m = _small()
+    assert TrainConfig(model=m, tp=2).layout_on(2) == "tp"
+    assert TrainConfig(model=m, tp=2).layout_on(4) == "tp+ddp"
+    assert TrainConfig(model=m, tp=2, fsdp=True).validated().layout_on(4) == "tp+fsdp"
 
 
 def test_cpu_ranks_train_in_fp32_and_gpus_in_bf16_by_default() -> None:

@@ -36,7 +36,7 @@ def _cli(args: list[str]) -> object:
     return CliRunner().invoke(app, args)
 
 
-def test_json_document_of_a_traced_ddp_run(tmp_path: Path) -> None:
+def test_json_document_of_a_traced_ddp_run(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "r.db"
     result = _cli(["bench", "train", *SMALL, "-n", "3", "-w", "1", "--profile-steps", "2", "--db", str(db),
                    "--json"])
@@ -48,6 +48,7 @@ def test_json_document_of_a_traced_ddp_run(tmp_path: Path) -> None:
     assert doc["mfu"] is None  # CPU ranks have no datasheet peak
     assert doc["comm_s"]["all_reduce"] > 0 and 0 <= doc["exposed_comm_s"]["all_reduce"] <= doc["comm_s"]["all_reduce"]
     assert all(Path(p).is_file() for p in doc["trace"]["paths"])
+    assert "USDT:" not in capfd.readouterr().err  # the ranks' stderr (inherited descriptors) stayed clean
     assert doc["predicted"] is None and doc["error_pct"] is None  # no calibration yet: nothing pretends
     with ResultStore(db) as store:
         info = store.get_run(doc["run_id"])
@@ -156,3 +157,20 @@ def test_fsdp_and_tensor_parallel_layouts_train_on_cpu_ranks(tmp_path: Path) -> 
     assert {"all_gather", "reduce_scatter"} & fsdp.comm_s.keys()  # parameters gathered, gradients scattered
     assert tp.comm_s["all_reduce"] > 0  # the row-parallel layers' outputs
     assert all(len([s for s in p.steps if s["step"] >= 0]) == 2 for p in result.points)
+
+
+@pytest.mark.timeout(900)
+def test_tensor_parallel_inside_data_parallel_on_four_ranks(tmp_path: Path) -> None:
+    from linkscope.model.calibration.profiles import new_profile, save_profile
+    from linkscope.model.calibration.train_fit import TrainFit
+
+    fit = TrainFit({"flops": 1e-9, "layer_passes": 0.0, "params": 0.0, "bus_bytes": 1e-8, "step": 1e-3}, 3, 0.1, 0.2)
+    save_profile(new_profile("cpu-fit", "r0", 2, 1, "gloo", {}, None, None, "", train=fit.as_dict()))
+    result = _cli(["bench", "train", *SMALL, "--tp", "2", "--dp", "2", "-n", "2", "-w", "1", "--profile-steps", "2",
+                   "--system", "profile:cpu-fit", "--db", str(tmp_path / "r.db"), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ranks"] == 4 and doc["tokens_per_step"] == 2 * 32 * 2  # two replicas' tokens
+    assert {k: doc["parallelism"][k] for k in ("layout", "tp", "dp")} == {"layout": "tp+ddp", "tp": 2, "dp": 2}
+    assert {k: doc["predicted"]["parallelism"][k] for k in ("tp", "dp")} == {"tp": 2, "dp": 2}
+    assert doc["comm_s"]["all_reduce"] > 0 and len(doc["trace"]["ranks"]) == 4
