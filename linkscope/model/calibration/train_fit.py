@@ -72,38 +72,41 @@ def features(s: TrainShape) -> dict[str, float]:
 
 
 def collective_calls(s: TrainShape) -> float:
-    """Collectives one rank issues per step, as `bench train` lays the step out (bench/train/parallel.py)."""
-    if s.ranks <= 1:
-        return 0.0
-    if s.tp > 1:
-        return 4.0 * s.model.layers  # two all-reduces per layer forward, two in backward (Megatron's f and g)
+    """Collectives one rank issues per step, as `bench train` lays the step out (bench/train/parallel.py):
+    tensor parallelism's inside the layers plus data parallelism's over the dp group."""
+    # Megatron's f and g: two all-reduces per layer forward, two in backward.
+    tp_calls = 4.0 * s.model.layers if s.tp > 1 else 0.0
+    if s.dp <= 1:
+        return tp_calls
     units = s.model.layers + 1  # fully_shard wraps each layer and the root (embedding, norm, output)
     if s.zero >= 3:
-        return 3.0 * units  # all-gather forward, all-gather again in backward, reduce-scatter
+        return tp_calls + 3.0 * units  # all-gather forward, all-gather again in backward, reduce-scatter
     if s.zero >= 1:
-        return 2.0 * units  # parameters stay gathered after forward: one all-gather, one reduce-scatter
-    grad_bytes = s.model.total_params() * s.element_bytes
+        return tp_calls + 2.0 * units  # parameters stay gathered after forward: one all-gather, one reduce-scatter
+    grad_bytes = s.model.total_params() / s.tp * s.element_bytes
     bucket_bytes = s.bucket_mb * 2**20
     if not s.overlap:  # reduced after backward in equal buckets
-        return float(np.ceil(grad_bytes / bucket_bytes))
-    return 1.0 + float(np.ceil(max(grad_bytes - DDP_FIRST_BUCKET_BYTES, 0.0) / bucket_bytes))
+        return tp_calls + float(np.ceil(grad_bytes / bucket_bytes))
+    return tp_calls + 1.0 + float(np.ceil(max(grad_bytes - DDP_FIRST_BUCKET_BYTES, 0.0) / bucket_bytes))
 
 
 def bus_bytes(s: TrainShape) -> float:
-    """Bytes the step's collectives move per rank, times nccl-tests' bus factor."""
+    """Bytes the step's collectives move per rank, times nccl-tests' bus factor: tensor parallelism's
+    activations plus data parallelism's gradients (or FSDP's shards) over the dp group."""
     m = s.model
-    grads = m.total_params() / s.tp * s.element_bytes
+    tp_bytes = 0.0
     if s.tp > 1:
         activations = s.micro_batch * m.seq_len * m.hidden * s.element_bytes
-        # Megatron's two all-reduces per layer forward and two in backward.
-        return 4 * m.layers * activations * 2 * (s.tp - 1) / s.tp
+        tp_bytes = 4 * m.layers * activations * 2 * (s.tp - 1) / s.tp
     if s.dp <= 1:
-        return 0.0
+        return tp_bytes
+    grads = m.total_params() / s.tp * s.element_bytes
+    share = (s.dp - 1) / s.dp
     if s.zero >= 3:
-        return 3 * grads * (s.dp - 1) / s.dp  # all-gather forward and backward, reduce-scatter of gradients
+        return tp_bytes + 3 * grads * share  # all-gather forward and backward, reduce-scatter of gradients
     if s.zero >= 1:
-        return 2 * grads * (s.dp - 1) / s.dp  # reduce-scatter of gradients, all-gather of updated parameters
-    return grads * 2 * (s.dp - 1) / s.dp
+        return tp_bytes + 2 * grads * share  # reduce-scatter of gradients, all-gather of updated parameters
+    return tp_bytes + 2 * grads * share
 
 
 @dataclass(frozen=True)

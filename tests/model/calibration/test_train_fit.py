@@ -82,3 +82,13 @@ def test_fsdp_pays_for_its_per_layer_collectives() -> None:
     assert features(ddp)["collective_calls"] == 1 + 1  # 4.2 MB of fp32 gradients: the 1 MiB first bucket + one
     assert features(fsdp)["collective_calls"] == 3 * (4 + 1)
     assert features(_shape(4, 128, 1))["collective_calls"] == 0
+
+
+def test_tensor_parallel_inside_data_parallel_counts_both_groups() -> None:
+    m = _shape(4, 128, 4).model
+    tp_only = TrainShape(model=m, micro_batch=2, ranks=2, tp=2)
+    both = TrainShape(model=m, micro_batch=2, ranks=4, tp=2)
+    assert both.dp == 2
+    assert features(tp_only)["collective_calls"] == 4 * 4
+    assert features(both)["collective_calls"] > features(tp_only)["collective_calls"]
+    assert features(both)["bus_bytes"] > features(tp_only)["bus_bytes"]
