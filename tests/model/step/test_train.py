@@ -93,6 +93,18 @@ def test_enumeration_respects_fixed_values(db) -> None:
     assert np.all(job.global_batch % (lay.dp * lay.mb) == 0)
 
 
+def test_a_72_gpu_rack_runs_on_the_most_gpus_a_layout_divides(db) -> None:
+    # 72 has the factor 9, which no power-of-two batch, head or layer count divides.
+    job = _job("llama2-70b", 1024, 4096)
+    rack = db.systems["gb200-nvl72"]
+    assert len(enumerate_layouts(job, rack, LayoutRequest())) == 0
+    prediction = predict_train(job, rack, LayoutRequest())
+    assert prediction.gpus == 64 and prediction.parallelism.world == 64
+    assert any("64 of the 72" in f for f in prediction.flags)
+    whole = predict_train(job, db.systems["dgx-h100"].with_gpus(64), LayoutRequest())
+    assert whole.gpus == 64 and not any("of the 8 GPUs" in f for f in whole.flags)
+
+
 def test_unwise_layouts_are_predicted_and_flagged(db) -> None:
     job = _job("llama2-70b", 64)
     across = predict_train(job, db.systems["dgx-a100"].with_gpus(16), LayoutRequest(tp=16, pp=1, dp=1))
