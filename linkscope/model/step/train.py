@@ -84,6 +84,12 @@ def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
     return total
 
 
+FLASH_BACKWARD_RATIO = 2.5
+"""Backward / forward FLOPs of a fused attention kernel: its backward recomputes the scores (QK^T) from the
+saved softmax statistics and runs four more matmuls, five in all against the forward's two (Dao 2023,
+FlashAttention-2, Section 4: "the backward pass [has] 2.5x the FLOPs of the forward")."""
+
+
 def _attention_s(ctx: _Ctx) -> np.ndarray:
     """Forward attention core (QK^T and scores x V) of one layer."""
     m, lay = ctx.model, ctx.lay
@@ -152,13 +158,14 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     fwd_mem = memory_time_s(_elementwise_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     bwd_mem = memory_time_s(_elementwise_bytes(ctx, True), ctx.system.node.gpu, ctx.c)
     fwd_compute = gemm + attn + fwd_mem + overhead
-    bwd_compute = 2 * gemm + 2 * attn + bwd_mem + overhead
+    attn_bwd = (FLASH_BACKWARD_RATIO if ctx.job.attention == "flash" else 2.0) * attn
+    bwd_compute = 2 * gemm + attn_bwd + bwd_mem + overhead
     fwd_tp, bwd_tp = _tp_comm_s(ctx, True), _tp_comm_s(ctx, False)
     if ctx.job.tp_overlap:
         # Userbuffers split each TP collective into chunks pipelined with the GEMM next to it.
         fwd_tp = _overlapped(fwd_tp, gemm, ctx.c.tp_comm_overlap)
         bwd_tp = _overlapped(bwd_tp, 2 * gemm, ctx.c.tp_comm_overlap)
-    cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, 2 * attn, False)
+    cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, attn_bwd, False)
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     selective = np.where(ctx.job.attention == "flash", 0.0, attn + softmax)
@@ -167,11 +174,13 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
 
 
 def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward time of the output layer and the loss, which the last stage carries."""
+    """Forward and backward time of the output layer and the loss, which the last stage carries. The output
+    layer runs in BF16 whatever the layers' format: FP8 recipes cast only the transformer layers' linears
+    (Megatron-Core builds the output layer as a plain ColumnParallelLinear, not a Transformer Engine module;
+    torchtitan's float8 converter skips it, filter_fqns = ["output"])."""
     m = ctx.model
-    peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
-    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c,
-                      ctx.gemm_top(ctx.job.precision))
+    peak = peak_tflops(ctx.system.node.gpu, "bf16")
+    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c, ctx.gemm_top("bf16"))
     loss = memory_time_s(ctx.tokens * m.vocab / ctx.lay.tp * 4 * 3, ctx.system.node.gpu, ctx.c)
     return fwd + loss, 2 * fwd + loss
 
