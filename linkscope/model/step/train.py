@@ -15,8 +15,8 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
-from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_time_s, memory_time_s, peak_tflops,
-                                     usable_memory_gib)
+from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
+                                          memory_time_s, peak_tflops, usable_memory_gib)
 from linkscope.model.step.job import Job
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step.memory import memory_gib_per_gpu
@@ -65,6 +65,11 @@ class _Ctx:
         """Large-GEMM share of peak on this GPU generation in `precision`."""
         return self.c.gemm_max(self.system.node.gpu.arch, precision)
 
+    def gemm_s(self, flops: np.ndarray, precision: str) -> np.ndarray:
+        """Time of one GEMM of `flops` FLOPs in `precision` on this GPU."""
+        peak, top = peak_tflops(self.system.node.gpu, precision), self.gemm_top(precision)
+        return gemm_time_s(flops, peak, self.c, top, gemm_half_gflop(self.c, peak, top))
+
 
 def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
     per_node, nodes = group_span(ranks, stride, ctx.system.node.gpus)
@@ -74,13 +79,11 @@ def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride:
 def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
     """Forward GEMM time of one layer: QKV, output projection, FFN up (and gate), FFN down."""
     m, tp, tok = ctx.model, ctx.lay.tp, ctx.tokens
-    peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
     shapes = [m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
               *([m.hidden * m.ffn_hidden] * (m.ffn_matrices - 1)), m.ffn_hidden * m.hidden]
-    top = ctx.gemm_top(ctx.job.precision)
     total = np.zeros(np.shape(tok))
     for w in shapes:
-        total = total + gemm_time_s(2.0 * tok * w / tp, peak, ctx.c, top)
+        total = total + ctx.gemm_s(2.0 * tok * w / tp, ctx.job.precision)
     return total
 
 
@@ -98,7 +101,7 @@ def _attention_s(ctx: _Ctx) -> np.ndarray:
     if ctx.job.attention == "flash":
         # The fused kernel skips the masked half of a causal score matrix.
         return 0.5 * full_flops / (peak * 1e12 * ctx.c.flash_attention_efficiency)
-    return 2 * gemm_time_s(full_flops / 2, peak, ctx.c, ctx.gemm_top("bf16"))
+    return 2 * ctx.gemm_s(full_flops / 2, "bf16")
 
 
 def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
@@ -179,8 +182,7 @@ def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     (Megatron-Core builds the output layer as a plain ColumnParallelLinear, not a Transformer Engine module;
     torchtitan's float8 converter skips it, filter_fqns = ["output"])."""
     m = ctx.model
-    peak = peak_tflops(ctx.system.node.gpu, "bf16")
-    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c, ctx.gemm_top("bf16"))
+    fwd = ctx.gemm_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, "bf16")
     loss = memory_time_s(ctx.tokens * m.vocab / ctx.lay.tp * 4 * 3, ctx.system.node.gpu, ctx.c)
     return fwd + loss, 2 * fwd + loss
 
