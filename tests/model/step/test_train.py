@@ -160,3 +160,20 @@ def test_model_file(tmp_path) -> None:
     bad.write_text("layers: 4\nhidden: 1000\nheads: 16\nvocab: 32000\nseq_len: 1024\n")
     result = run_cli("predict", "train", "--system", "dgx-h100", "--model", str(bad), "--global-batch", "8")
     assert result.exit_code == 2 and "not a multiple of heads" in result.stderr
+
+
+def test_zero3_memory_holds_the_gathered_layers_beyond_its_shards(db) -> None:
+    from linkscope.model.step.compute import compute_constants
+    from linkscope.model.step.memory import ZERO3_LAYERS_GATHERED, memory_gib_per_gpu
+
+    job = _job("llama2-70b", 64)
+    system = db.systems["dgx-h100"].with_gpus(64)
+    c, m = compute_constants(), job.model
+    sharded = [memory_gib_per_gpu(job, system, single_layout(tp=1, pp=1, dp=dp, mb=1, recompute="full", zero=3))[0]
+               for dp in (32, 64)]
+    # Doubling dp halves the shards, not the layers in flight.
+    params = m.layers * m.layer_params() + m.embedding_params()
+    state_gib = params * (c.weight_bytes + c.grad_bytes + c.optimizer_bytes) / GIB
+    working_gib = m.layer_params() * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes) / GIB
+    assert sharded[0] - sharded[1] == pytest.approx(state_gib / 64, rel=1e-6)
+    assert sharded[1] > state_gib / 64 + working_gib
