@@ -177,3 +177,23 @@ def test_zero3_memory_holds_the_gathered_layers_beyond_its_shards(db) -> None:
     working_gib = m.layer_params() * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes) / GIB
     assert sharded[0] - sharded[1] == pytest.approx(state_gib / 64, rel=1e-6)
     assert sharded[1] > state_gib / 64 + working_gib
+
+
+def test_the_output_layer_does_not_speed_up_under_fp8(db) -> None:
+    # FP8 recipes cast the transformer layers' linears only; the logits GEMM stays in BF16.
+    from dataclasses import replace
+
+    base = model_presets()["nemotron-8b"]
+    small_vocab = replace(base, vocab=base.vocab // 8)
+    system = db.systems["dgx-h100"].with_gpus(8)
+    lay = single_layout(tp=1, pp=1, dp=8, mb=1, recompute="none", zero=1)
+
+    def vocab_cost(precision: str) -> float:
+        times = [float(estimate_steps(Job(model=m, global_batch=64, seq_len=4096, precision=precision), system,
+                                      lay).compute_s[0]) for m in (base, small_vocab)]
+        return times[0] - times[1]
+
+    assert vocab_cost("fp8") == pytest.approx(vocab_cost("bf16"), rel=1e-9)
+    layers_fp8 = estimate_steps(Job(model=small_vocab, global_batch=64, seq_len=4096, precision="fp8"), system, lay)
+    layers_bf16 = estimate_steps(Job(model=small_vocab, global_batch=64, seq_len=4096), system, lay)
+    assert layers_fp8.compute_s[0] < layers_bf16.compute_s[0]
