@@ -21,7 +21,7 @@ from linkscope.hardware.system import System
 from linkscope.model.step.compute import usable_memory_gib as gpu_usable_memory_gib
 from linkscope.model.step.layout import Layouts
 from linkscope.model.step.memory import memory_gib_per_gpu
-from linkscope.model.step.search import LayoutRequest, SearchResult, enumerate_layouts
+from linkscope.model.step.search import LayoutRequest, SearchResult, usable_layouts
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import Job
 from linkscope.model.step.train import estimate_steps
@@ -66,10 +66,10 @@ class LayoutPool:
         self._cache: dict[tuple[int, int], tuple[Layouts, np.ndarray]] = {}
 
     def get(self, system: System) -> tuple[Layouts, np.ndarray]:
-        """(layouts, memory GiB per GPU) for all of `system`'s GPUs."""
+        """(layouts, memory GiB per GPU) for `system`'s GPUs (or as many per node as a layout can use)."""
         key = (system.gpus, system.node.gpus)
         if key not in self._cache:
-            layouts = enumerate_layouts(self.job, system, self.request)
+            layouts, _ = usable_layouts(self.job, system, self.request)
             memory = memory_gib_per_gpu(self.job, system, layouts) if len(layouts) else np.zeros(0)
             self._cache[key] = (layouts, memory)
         return self._cache[key]

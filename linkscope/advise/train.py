@@ -195,8 +195,12 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
     price = plan.offering.price_per_hour
     time_range_s = list(time_range(time_s, "training"))
     unconfirmed_booking = nodes > 1 and plan.offering.multi_node is None
+    idle = []
+    if prediction.gpus < nodes * base.gpus_per_node:
+        idle.append(f"runs on {prediction.gpus // nodes} of {base.gpus_per_node} GPUs per node (no layout divides "
+                    f"{base.gpus_per_node}); the idle ones are paid for")
     return replace(
-        base, feasible=True, nodes=nodes, gpus=nodes * base.gpus_per_node, parallelism=prediction.parallelism,
+        base, feasible=True, nodes=nodes, gpus=prediction.gpus, parallelism=prediction.parallelism,
         step_time_s=prediction.step_time_s, tokens_per_s=prediction.tokens_per_s, time_to_train_s=time_s,
         cost_usd=None if price is None else price * nodes * time_s / 3600.0, time_to_train_s_range=time_range_s,
         cost_usd_range=None if price is None else [price * nodes * t / 3600.0 for t in time_range_s],
@@ -204,7 +208,7 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
         memory_gib_available=prediction.memory_gib_available,
         bottleneck=bottleneck_label(prediction.breakdown, prediction.step_time_s),
         bottleneck_detail=prediction.bottleneck,
-        notes=[*base.notes, *(["multi-node booking unconfirmed"] if unconfirmed_booking else [])])
+        notes=[*base.notes, *idle, *(["multi-node booking unconfirmed"] if unconfirmed_booking else [])])
 
 
 def _best(options: list[TrainOption], objective: Objective) -> TrainOption:

@@ -170,3 +170,17 @@ def test_options_carry_time_and_cost_ranges_and_rank_by_the_central_value(db: Ha
     lo, hi = option.time_to_train_s_range
     assert lo < (option.time_to_train_s or 0.0) < hi
     assert option.cost_usd_range[0] < (option.cost_usd or 0.0) < option.cost_usd_range[1]
+
+
+def test_nvl72_racks_run_on_64_gpus_when_no_layout_divides_72(db: HardwareDB) -> None:
+    # 72 = 8 x 9: no power-of-two batch, head or layer count divides it, so a rack runs 64 GPUs and pays for 72.
+    request = TrainRequest(model=load_model("llama2-70b"), tokens=1e9, global_batch=1024, seq_len=4096,
+                           gpus=GpuRequest(low=72, high=72))
+    advice = advise_train(request, [db.offerings["coreweave/gb200-4x"]])
+    row = _row(advice, "coreweave/gb200-4x")
+    assert row.feasible and row.nodes == 1 and row.gpus == 64
+    assert row.parallelism is not None
+    p = row.parallelism
+    assert p.tp * p.pp * p.dp * p.cp == 64
+    assert row.cost_usd == pytest.approx(756.0 * (row.time_to_train_s or 0.0) / 3600.0)
+    assert any("64 of 72" in note for note in row.notes)

@@ -106,17 +106,32 @@ def packaged_constants() -> ComputeConstants:
         raise DataError(str(COMPUTE_FILE), err["msg"], field=".".join(map(str, err["loc"]))) from None
 
 
-def gemm_efficiency(gflop: np.ndarray, c: ComputeConstants, top: float | None = None) -> np.ndarray:
+REFERENCE_GEMM_TFLOPS = 312.0
+"""Dense BF16 peak of the A100 (NVIDIA A100 datasheet), the GPU the calibration set's `gemm_half_gflop` is for."""
+
+
+def gemm_half_gflop(c: ComputeConstants, peak_tflops: float, top: float) -> float:
+    """GEMM size at which a GPU reaches half its large-GEMM share. What a small GEMM loses is a fixed time (the
+    launch, the first and last wave of tiles, the K-loop's prologue and epilogue), so the size that hides it
+    grows with the throughput the GPU reaches: the calibration set's A100 value, scaled by peak x share."""
+    return c.gemm_half_gflop * (peak_tflops * top) / (REFERENCE_GEMM_TFLOPS * c.gemm_efficiency_max)
+
+
+def gemm_efficiency(gflop: np.ndarray, c: ComputeConstants, top: float | None = None,
+                    half_gflop: float | None = None) -> np.ndarray:
     """Share of dense peak a GEMM of `gflop` GFLOP reaches: small GEMMs cannot fill the GPU. `top` is the
-    large-GEMM share of the GPU generation and number format (default: the calibration set's)."""
+    large-GEMM share of the GPU generation and number format (default: the calibration set's); `half_gflop`
+    the size at which half of it is reached (default: the calibration set's A100 value)."""
     top = c.gemm_efficiency_max if top is None else top
-    return top * gflop / (gflop + c.gemm_half_gflop)
+    half = c.gemm_half_gflop if half_gflop is None else half_gflop
+    return top * gflop / (gflop + half)
 
 
-def gemm_time_s(flops: np.ndarray, peak_tflops: float, c: ComputeConstants, top: float | None = None) -> np.ndarray:
+def gemm_time_s(flops: np.ndarray, peak_tflops: float, c: ComputeConstants, top: float | None = None,
+                half_gflop: float | None = None) -> np.ndarray:
     """Time of one GEMM of `flops` FLOPs."""
     gflop = np.asarray(flops, dtype=float) / 1e9
-    return flops / (peak_tflops * 1e12 * gemm_efficiency(gflop, c, top))
+    return flops / (peak_tflops * 1e12 * gemm_efficiency(gflop, c, top, half_gflop))
 
 
 def memory_time_s(nbytes: np.ndarray | float, gpu: GpuSpec, c: ComputeConstants) -> np.ndarray:

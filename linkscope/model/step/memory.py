@@ -57,7 +57,21 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     weights = params * c.weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
     grads = params * c.grad_bytes / np.where(lay.zero >= 2, lay.dp, 1)
     optimizer = params * c.optimizer_bytes / np.where(lay.zero >= 1, lay.dp, 1)
-    return weights + grads + optimizer
+    return weights + grads + optimizer + _zero3_working_bytes(job, lay)
+
+
+ZERO3_LAYERS_GATHERED = 2
+"""Layers whose full weights ZeRO-3/FSDP holds at once: the one computing and the one prefetched (FSDP's
+`limit_all_gathers` and FSDP2's default prefetch keep one gather ahead)."""
+
+
+def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
+    """What ZeRO-3 materialises beyond its shards: the gathered weights of the layers in flight and one layer's
+    full gradients before their reduce-scatter."""
+    c = compute_constants()
+    layer = job.model.layer_params() / lay.tp
+    working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes)
+    return np.where((lay.zero >= 3) & (lay.dp > 1), working, 0.0)
 
 
 def memory_gib_per_gpu(job: Job, system: System, lay: Layouts) -> np.ndarray:

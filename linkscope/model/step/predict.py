@@ -119,14 +119,19 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
     est, row = result.estimate, result.layouts.row(i)
     breakdown = {k: float(getattr(est, k)[i]) for k in BREAKDOWN_KEYS}
     step = float(est.step_time_s[i])
+    gpus = row.tp * row.pp * row.dp * row.cp
+    flags = _flags(job, system, row, est, i)
+    if gpus < system.gpus:
+        flags.insert(0, f"uses {gpus // system.nodes} of the {system.node.gpus} GPUs per node: no layout divides "
+                        f"{system.node.gpus} (the rest stay idle)")
     return TrainPrediction(
-        system=system.id, model=job.model.id, gpus=system.gpus, nodes=system.nodes, global_batch=job.global_batch,
+        system=system.id, model=job.model.id, gpus=gpus, nodes=system.nodes, global_batch=job.global_batch,
         seq_len=job.seq_len, precision=job.precision, step_time_s=step, tokens_per_s=float(est.tokens_per_s[i]),
         tflops_per_gpu=float(est.tflops_per_gpu[i]), mfu=float(est.mfu[i]),
         memory_gib_per_gpu=float(est.memory_gib_per_gpu[i]),
         memory_gib_available=usable_memory_gib(system.node.gpu),
         fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
-        bottleneck=bottleneck_sentence(breakdown, step), flags=_flags(job, system, row, est, i),
+        bottleneck=bottleneck_sentence(breakdown, step), flags=flags,
         layouts_evaluated=result.evaluated, step_time_s_range=list(time_range(step, "training")),
         tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")))
 

@@ -107,12 +107,12 @@ def _inner(job: Job, pp: int, dp: int, req: LayoutRequest) -> list[tuple[int, in
     return pairs
 
 
-def enumerate_layouts(job: Job, system: System, req: LayoutRequest) -> Layouts:
-    """Every candidate layout for `system` (all its GPUs) that `req` allows."""
+def enumerate_layouts(job: Job, system: System, req: LayoutRequest, gpus: int | None = None) -> Layouts:
+    """Every candidate layout of `gpus` GPUs (default: all of `system`'s) that `req` allows."""
     rows = []
     recomputes = [RECOMPUTE.index(req.recompute)] if req.recompute else [0, 1, 2]
     zeros = [req.zero] if req.zero is not None else [0, 1, 2, 3]
-    for tp, pp, cp, dp in _outer(job, system.gpus, system.node.gpus, req):
+    for tp, pp, cp, dp in _outer(job, system.gpus if gpus is None else gpus, system.node.gpus, req):
         sp = req.sequence_parallel if req.sequence_parallel is not None else tp > 1
         for v, mb in _inner(job, pp, dp, req):
             for rec, zero in itertools.product(recomputes, zeros):
@@ -128,6 +128,19 @@ def enumerate_layouts(job: Job, system: System, req: LayoutRequest) -> Layouts:
                    zero=cols[7], sp=cols[8].astype(bool))
 
 
+def usable_layouts(job: Job, system: System, req: LayoutRequest) -> tuple[Layouts, int]:
+    """(candidate layouts, GPUs they use): all of `system`'s GPUs where some layout divides them, else the most
+    GPUs per node that one does. A 72-GPU NVL72 rack has the factor 9, which no power-of-two batch, head or
+    layer count divides, so jobs there run on 64 GPUs per rack and leave the rest idle (still paid for)."""
+    layouts = enumerate_layouts(job, system, req)
+    fixed_all = None not in (req.tp, req.pp, req.dp, req.cp)
+    per_node = system.node.gpus
+    while len(layouts) == 0 and not fixed_all and per_node > 1:
+        per_node -= 1
+        layouts = enumerate_layouts(job, system, req, gpus=per_node * system.nodes)
+    return layouts, (per_node * system.nodes if len(layouts) else system.gpus)
+
+
 @dataclass
 class SearchResult:
     """The chosen layout (index `best` into `layouts`) and every candidate's estimate."""
@@ -137,11 +150,13 @@ class SearchResult:
     best: int
     evaluated: int
     any_fits: bool
+    gpus: int = 0
+    """GPUs the layouts use (fewer than the System's where no layout divides its nodes; 0: all of them)."""
 
 
 def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> SearchResult:
     """Fastest layout that fits in memory; if none fits, the one that needs the least memory."""
-    layouts = enumerate_layouts(job, system, req)
+    layouts, gpus = usable_layouts(job, system, req)
     if len(layouts) == 0:
         raise UserError(f"no valid layout of {system.gpus} GPUs for {job.model.id} with global batch "
                         f"{job.global_batch} and the values given (check that they divide evenly)")
@@ -153,4 +168,5 @@ def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None
         best = int(np.argmin(np.where(est.fits, est.step_time_s, np.inf)))
     else:
         best = int(np.argmin(est.memory_gib_per_gpu))
-    return SearchResult(layouts=layouts, estimate=est, best=best, evaluated=len(layouts), any_fits=any_fits)
+    return SearchResult(layouts=layouts, estimate=est, best=best, evaluated=len(layouts), any_fits=any_fits,
+                        gpus=gpus)

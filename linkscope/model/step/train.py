@@ -15,8 +15,8 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
-from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_time_s, memory_time_s, peak_tflops,
-                                     usable_memory_gib)
+from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
+                                          memory_time_s, peak_tflops, usable_memory_gib)
 from linkscope.model.step.job import Job
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step.memory import memory_gib_per_gpu
@@ -65,6 +65,11 @@ class _Ctx:
         """Large-GEMM share of peak on this GPU generation in `precision`."""
         return self.c.gemm_max(self.system.node.gpu.arch, precision)
 
+    def gemm_s(self, flops: np.ndarray, precision: str) -> np.ndarray:
+        """Time of one GEMM of `flops` FLOPs in `precision` on this GPU."""
+        peak, top = peak_tflops(self.system.node.gpu, precision), self.gemm_top(precision)
+        return gemm_time_s(flops, peak, self.c, top, gemm_half_gflop(self.c, peak, top))
+
 
 def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
     per_node, nodes = group_span(ranks, stride, ctx.system.node.gpus)
@@ -74,14 +79,18 @@ def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride:
 def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
     """Forward GEMM time of one layer: QKV, output projection, FFN up (and gate), FFN down."""
     m, tp, tok = ctx.model, ctx.lay.tp, ctx.tokens
-    peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
     shapes = [m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
               *([m.hidden * m.ffn_hidden] * (m.ffn_matrices - 1)), m.ffn_hidden * m.hidden]
-    top = ctx.gemm_top(ctx.job.precision)
     total = np.zeros(np.shape(tok))
     for w in shapes:
-        total = total + gemm_time_s(2.0 * tok * w / tp, peak, ctx.c, top)
+        total = total + ctx.gemm_s(2.0 * tok * w / tp, ctx.job.precision)
     return total
+
+
+FLASH_BACKWARD_RATIO = 2.5
+"""Backward / forward FLOPs of a fused attention kernel: its backward recomputes the scores (QK^T) from the
+saved softmax statistics and runs four more matmuls, five in all against the forward's two (Dao 2023,
+FlashAttention-2, Section 4: "the backward pass [has] 2.5x the FLOPs of the forward")."""
 
 
 def _attention_s(ctx: _Ctx) -> np.ndarray:
@@ -92,7 +101,7 @@ def _attention_s(ctx: _Ctx) -> np.ndarray:
     if ctx.job.attention == "flash":
         # The fused kernel skips the masked half of a causal score matrix.
         return 0.5 * full_flops / (peak * 1e12 * ctx.c.flash_attention_efficiency)
-    return 2 * gemm_time_s(full_flops / 2, peak, ctx.c, ctx.gemm_top("bf16"))
+    return 2 * ctx.gemm_s(full_flops / 2, "bf16")
 
 
 def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
@@ -152,13 +161,14 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     fwd_mem = memory_time_s(_elementwise_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     bwd_mem = memory_time_s(_elementwise_bytes(ctx, True), ctx.system.node.gpu, ctx.c)
     fwd_compute = gemm + attn + fwd_mem + overhead
-    bwd_compute = 2 * gemm + 2 * attn + bwd_mem + overhead
+    attn_bwd = (FLASH_BACKWARD_RATIO if ctx.job.attention == "flash" else 2.0) * attn
+    bwd_compute = 2 * gemm + attn_bwd + bwd_mem + overhead
     fwd_tp, bwd_tp = _tp_comm_s(ctx, True), _tp_comm_s(ctx, False)
     if ctx.job.tp_overlap:
         # Userbuffers split each TP collective into chunks pipelined with the GEMM next to it.
         fwd_tp = _overlapped(fwd_tp, gemm, ctx.c.tp_comm_overlap)
         bwd_tp = _overlapped(bwd_tp, 2 * gemm, ctx.c.tp_comm_overlap)
-    cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, 2 * attn, False)
+    cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, attn_bwd, False)
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     selective = np.where(ctx.job.attention == "flash", 0.0, attn + softmax)
@@ -167,11 +177,12 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
 
 
 def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward time of the output layer and the loss, which the last stage carries."""
+    """Forward and backward time of the output layer and the loss, which the last stage carries. The output
+    layer runs in BF16 whatever the layers' format: FP8 recipes cast only the transformer layers' linears
+    (Megatron-Core builds the output layer as a plain ColumnParallelLinear, not a Transformer Engine module;
+    torchtitan's float8 converter skips it, filter_fqns = ["output"])."""
     m = ctx.model
-    peak = peak_tflops(ctx.system.node.gpu, ctx.job.precision)
-    fwd = gemm_time_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, peak, ctx.c,
-                      ctx.gemm_top(ctx.job.precision))
+    fwd = ctx.gemm_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, "bf16")
     loss = memory_time_s(ctx.tokens * m.vocab / ctx.lay.tp * 4 * 3, ctx.system.node.gpu, ctx.c)
     return fwd + loss, 2 * fwd + loss
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from linkscope.hardware.loader import load_db
-from linkscope.model.step.compute import (PRECISIONS, compute_constants, gemm_efficiency, gemm_time_s, memory_time_s,
-                                     peak_tflops)
+from linkscope.model.step.compute import (PRECISIONS, compute_constants, gemm_efficiency, gemm_half_gflop, gemm_time_s,
+                                          memory_time_s, peak_tflops)
 
 
 def test_constants_carry_their_source() -> None:
@@ -45,3 +45,13 @@ def test_fp8_peak_doubles_bf16_where_the_gpu_has_it() -> None:
     h100 = load_db([]).gpus["H100-SXM5-80GB"]
     assert PRECISIONS == ("bf16", "fp16", "fp8")
     assert peak_tflops(h100, "fp8") == pytest.approx(2 * peak_tflops(h100, "bf16"), rel=1e-3)  # datasheet rounding
+
+
+def test_the_half_saturation_size_grows_with_the_throughput_a_gpu_reaches() -> None:
+    c = compute_constants()
+    a100 = gemm_half_gflop(c, 312.0, c.gemm_efficiency_max)
+    assert a100 == pytest.approx(c.gemm_half_gflop)
+    h100_fp8 = gemm_half_gflop(c, 1979.0, c.gemm_max("hopper", "fp8"))
+    assert h100_fp8 > 3 * a100
+    # The same 10-GFLOP GEMM fills an A100 better than an H100 running FP8.
+    assert gemm_efficiency(np.asarray(10.0), c, 1.0, a100) > gemm_efficiency(np.asarray(10.0), c, 1.0, h100_fp8)

@@ -93,6 +93,18 @@ def test_enumeration_respects_fixed_values(db) -> None:
     assert np.all(job.global_batch % (lay.dp * lay.mb) == 0)
 
 
+def test_a_72_gpu_rack_runs_on_the_most_gpus_a_layout_divides(db) -> None:
+    # 72 has the factor 9, which no power-of-two batch, head or layer count divides.
+    job = _job("llama2-70b", 1024, 4096)
+    rack = db.systems["gb200-nvl72"]
+    assert len(enumerate_layouts(job, rack, LayoutRequest())) == 0
+    prediction = predict_train(job, rack, LayoutRequest())
+    assert prediction.gpus == 64 and prediction.parallelism.world == 64
+    assert any("64 of the 72" in f for f in prediction.flags)
+    whole = predict_train(job, db.systems["dgx-h100"].with_gpus(64), LayoutRequest())
+    assert whole.gpus == 64 and not any("of the 8 GPUs" in f for f in whole.flags)
+
+
 def test_unwise_layouts_are_predicted_and_flagged(db) -> None:
     job = _job("llama2-70b", 64)
     across = predict_train(job, db.systems["dgx-a100"].with_gpus(16), LayoutRequest(tp=16, pp=1, dp=1))
@@ -148,3 +160,40 @@ def test_model_file(tmp_path) -> None:
     bad.write_text("layers: 4\nhidden: 1000\nheads: 16\nvocab: 32000\nseq_len: 1024\n")
     result = run_cli("predict", "train", "--system", "dgx-h100", "--model", str(bad), "--global-batch", "8")
     assert result.exit_code == 2 and "not a multiple of heads" in result.stderr
+
+
+def test_zero3_memory_holds_the_gathered_layers_beyond_its_shards(db) -> None:
+    from linkscope.model.step.compute import compute_constants
+    from linkscope.model.step.memory import ZERO3_LAYERS_GATHERED, memory_gib_per_gpu
+
+    job = _job("llama2-70b", 64)
+    system = db.systems["dgx-h100"].with_gpus(64)
+    c, m = compute_constants(), job.model
+    sharded = [memory_gib_per_gpu(job, system, single_layout(tp=1, pp=1, dp=dp, mb=1, recompute="full", zero=3))[0]
+               for dp in (32, 64)]
+    # Doubling dp halves the shards, not the layers in flight.
+    params = m.layers * m.layer_params() + m.embedding_params()
+    state_gib = params * (c.weight_bytes + c.grad_bytes + c.optimizer_bytes) / GIB
+    working_gib = m.layer_params() * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes) / GIB
+    assert sharded[0] - sharded[1] == pytest.approx(state_gib / 64, rel=1e-6)
+    assert sharded[1] > state_gib / 64 + working_gib
+
+
+def test_the_output_layer_does_not_speed_up_under_fp8(db) -> None:
+    # FP8 recipes cast the transformer layers' linears only; the logits GEMM stays in BF16.
+    from dataclasses import replace
+
+    base = model_presets()["nemotron-8b"]
+    small_vocab = replace(base, vocab=base.vocab // 8)
+    system = db.systems["dgx-h100"].with_gpus(8)
+    lay = single_layout(tp=1, pp=1, dp=8, mb=1, recompute="none", zero=1)
+
+    def vocab_cost(precision: str) -> float:
+        times = [float(estimate_steps(Job(model=m, global_batch=64, seq_len=4096, precision=precision), system,
+                                      lay).compute_s[0]) for m in (base, small_vocab)]
+        return times[0] - times[1]
+
+    assert vocab_cost("fp8") == pytest.approx(vocab_cost("bf16"), rel=1e-9)
+    layers_fp8 = estimate_steps(Job(model=small_vocab, global_batch=64, seq_len=4096, precision="fp8"), system, lay)
+    layers_bf16 = estimate_steps(Job(model=small_vocab, global_batch=64, seq_len=4096), system, lay)
+    assert layers_fp8.compute_s[0] < layers_bf16.compute_s[0]
