@@ -4,7 +4,10 @@ Fitted, each only from the evidence it affects:
 - the large-GEMM share of peak per GPU generation and number format (`ampere:bf16`, `hopper:fp8`, ...;
   training entries, and inference prefills take the training value); `ampere:bf16` is `gemm_efficiency_max`;
 - `zero3_overlap` (ZeRO-3 entries) and `tp_comm_overlap` (entries run with TP comm overlap);
-- `decode_hbm_efficiency` (inference time per output token).
+- from the inference entries alone: the serving GEMM share per generation and format
+  (`infer_gemm_efficiency_by_arch`), and, shared by all of them, `decode_hbm_efficiency` and
+  `decode_layer_overhead_us`. A serving share no entry pins (a memory-bound row) stays near the training
+  share: the loss adds INFER_SHARE_PRIOR_WEIGHT x log(share / training share)^2 per generation and format.
 Everything else is physics, framework convention or the calibration set's earlier fit (compute.yaml).
 
 The loss is the sum of squared log errors. Each entry is priced exactly on a coarse grid of its own
@@ -38,7 +41,13 @@ FINE_SHARE = np.round(np.arange(0.25, 0.951, 0.005), 3)
 FINE_MIX = np.round(np.arange(0.0, 1.001, 0.02), 2)
 DEFAULT_ARCH_KEY = "ampere:bf16"
 CALIBRATION_WEIGHT = 10.0
-OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap", "decode_hbm_efficiency")
+OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap", "decode_hbm_efficiency", "decode_layer_overhead_us")
+INFER_COARSE_HBM = np.array([0.4, 0.55, 0.7, 0.85, 1.0])
+INFER_COARSE_OVERHEAD_US = np.array([0.0, 10.0, 20.0, 40.0, 80.0])
+INFER_FINE_SHARE = np.round(np.arange(0.25, 0.951, 0.01), 3)
+INFER_FINE_HBM = np.round(np.arange(0.4, 1.0001, 0.01), 3)
+INFER_FINE_OVERHEAD_US = np.arange(0.0, 80.01, 2.0)
+INFER_SHARE_PRIOR_WEIGHT = 0.02
 
 
 def gemm_key(entry: TrainingEntry | InferenceEntry, db: HardwareDB) -> str:
@@ -48,9 +57,7 @@ def gemm_key(entry: TrainingEntry | InferenceEntry, db: HardwareDB) -> str:
 
 
 def second_constant(entry: Entry) -> str | None:
-    """The other fitted constant the entry depends on, if any."""
-    if isinstance(entry, InferenceEntry):
-        return "decode_hbm_efficiency" if entry.metric == "time_per_output_token_s" else None
+    """The other fitted constant a training entry depends on, if any."""
     if not isinstance(entry, TrainingEntry):
         return None
     if entry.zero >= 3 and entry.gpus > entry.tp * entry.pp * entry.cp:
@@ -100,31 +107,93 @@ def _interpolate(grid: np.ndarray, mixes: np.ndarray | None) -> np.ndarray:
     return np.stack([np.interp(fine_mix, mixes, row) for row in along_share])
 
 
+@dataclass
+class _PricedInfer:
+    """One inference entry's log error on the fine (share, hbm share, layer overhead) grid."""
+
+    entry: InferenceEntry
+    key: str
+    log_err: np.ndarray
+
+
+def _infer_constants(base: ComputeConstants, key: str, share: float, hbm: float, overhead_us: float
+                     ) -> ComputeConstants:
+    return base.model_copy(update={"infer_gemm_efficiency_by_arch": {key: share}, "decode_hbm_efficiency": hbm,
+                                   "decode_layer_overhead_us": overhead_us})
+
+
+def _infer_log_errors(entry: InferenceEntry, db: HardwareDB, base: ComputeConstants, key: str) -> np.ndarray:
+    grid = np.empty((len(COARSE_SHARE), len(INFER_COARSE_HBM), len(INFER_COARSE_OVERHEAD_US)))
+    for i, share in enumerate(COARSE_SHARE):
+        for j, hbm in enumerate(INFER_COARSE_HBM):
+            for k, overhead in enumerate(INFER_COARSE_OVERHEAD_US):
+                with constants_override(_infer_constants(base, key, float(share), float(hbm), float(overhead))):
+                    grid[i, j, k] = np.log(predicted(entry, db) / measured(entry))
+    # Times are close to linear in 1/share and 1/hbm share, and linear in the overhead.
+    grid = _interp_axis(grid, 0, 1.0 / COARSE_SHARE, 1.0 / INFER_FINE_SHARE)
+    grid = _interp_axis(grid, 1, 1.0 / INFER_COARSE_HBM, 1.0 / INFER_FINE_HBM)
+    return _interp_axis(grid, 2, INFER_COARSE_OVERHEAD_US, INFER_FINE_OVERHEAD_US)
+
+
+def _interp_axis(grid: np.ndarray, axis: int, coarse: np.ndarray, fine: np.ndarray) -> np.ndarray:
+    """Linear interpolation of `grid` along `axis` from the points `coarse` to `fine` (either order)."""
+    order = np.argsort(coarse)
+    moved = np.moveaxis(grid, axis, -1)[..., order]
+    flat = moved.reshape(-1, moved.shape[-1])
+    out = np.stack([np.interp(fine, coarse[order], row) for row in flat])
+    return np.moveaxis(out.reshape(*moved.shape[:-1], len(fine)), -1, axis)
+
+
 class PricedSet:
     """Every fitted-kind entry priced once on its coarse grid; fits on any subset are then cheap."""
 
     def __init__(self, evidence: EvidenceSet, db: HardwareDB, base: ComputeConstants) -> None:
         self.base = base
         self.db = db
-        fitted_kinds: list[Entry] = [*evidence.training, *evidence.inference]
-        self.items = [self._price(e) for e in fitted_kinds]
+        self.items = [self._price(e) for e in evidence.training]
+        self.infer_items = [_PricedInfer(e, gemm_key(e, db), _infer_log_errors(e, db, base, gemm_key(e, db)))
+                            for e in evidence.inference]
 
-    def _price(self, entry: Entry) -> _Priced:
-        assert isinstance(entry, (TrainingEntry, InferenceEntry))
+    def _price(self, entry: TrainingEntry) -> _Priced:
         key, other = gemm_key(entry, self.db), second_constant(entry)
         return _Priced(entry, key, other, _log_errors(entry, self.db, self.base, key, other))
 
     def fit(self, keep: Callable[[Entry], bool] = lambda e: True) -> ComputeConstants:
         """Constants fitted on the entries `keep` accepts."""
         items = [p for p in self.items if keep(p.entry)]
-        training = [p for p in items if isinstance(p.entry, TrainingEntry)]
-        shares, fitted = _fit_training(training)
-        inference = [p for p in items if isinstance(p.entry, InferenceEntry) and p.other]
-        if inference:
-            fitted["decode_hbm_efficiency"] = _fit_decode(inference, shares, self.base)
+        shares, fitted = _fit_training(items)
         shares.setdefault(DEFAULT_ARCH_KEY, self.base.priors["gemm_efficiency_max"])
-        others = {name: fitted.get(name, self.base.priors[name]) for name in OTHER_CONSTANTS}
-        return with_values(self.base, shares, others)
+        infer_shares: dict[str, float] = {}
+        inference = [p for p in self.infer_items if keep(p.entry)]
+        if inference:
+            trained = with_values(self.base, shares, {})
+            infer_shares, infer_fitted = _fit_inference(inference, trained)
+            fitted.update(infer_fitted)
+        others = {name: fitted.get(name, self.base.priors.get(name, getattr(self.base, name)))
+                  for name in OTHER_CONSTANTS}
+        return with_values(self.base, shares, others).model_copy(
+            update={"infer_gemm_efficiency_by_arch": infer_shares})
+
+
+def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants) -> tuple[dict[str, float], dict[str, float]]:
+    """Exhaustive search: every (hbm share, layer overhead) pair, the best serving share per key for each."""
+    weight: dict[str, float] = {}
+    for p in items:
+        weight[p.entry.source] = weight.get(p.entry.source, 0.0) + 1.0
+    total = np.zeros((len(INFER_FINE_HBM), len(INFER_FINE_OVERHEAD_US)))
+    best: dict[str, np.ndarray] = {}
+    for key in sorted({p.key for p in items}):
+        arch, fmt = key.split(":")
+        prior = np.log(INFER_FINE_SHARE / trained.gemm_max(arch, fmt)) ** 2 * INFER_SHARE_PRIOR_WEIGHT
+        loss = np.broadcast_to(prior[:, None, None], (len(INFER_FINE_SHARE), *total.shape)).copy()
+        for p in (p for p in items if p.key == key):
+            loss += p.log_err ** 2 / weight[p.entry.source]
+        best[key] = np.argmin(loss, axis=0)
+        total += np.min(loss, axis=0)
+    h, o = np.unravel_index(np.argmin(total), total.shape)
+    shares = {key: float(INFER_FINE_SHARE[idx[h, o]]) for key, idx in best.items()}
+    return shares, {"decode_hbm_efficiency": float(INFER_FINE_HBM[h]),
+                    "decode_layer_overhead_us": float(INFER_FINE_OVERHEAD_US[o])}
 
 
 def _fit_training(items: list[_Priced]) -> tuple[dict[str, float], dict[str, float]]:
@@ -165,16 +234,6 @@ def _source_weights(items: list[_Priced]) -> dict[str, float]:
         counts[p.entry.source] = counts.get(p.entry.source, 0) + 1
     return {source: (CALIBRATION_WEIGHT if source == CALIBRATION_SOURCE else 1.0) / n
             for source, n in counts.items()}
-
-
-def _fit_decode(items: list[_Priced], shares: dict[str, float], base: ComputeConstants) -> float:
-    """HBM share of decode, given the GEMM shares the training entries fitted."""
-    loss = np.zeros(len(FINE_MIX))
-    for p in items:
-        share = shares.get(p.key, shares.get(DEFAULT_ARCH_KEY, base.gemm_efficiency_max))
-        row = int(np.argmin(np.abs(FINE_SHARE - share)))
-        loss += p.log_err[row] ** 2
-    return float(np.round(FINE_MIX[int(np.argmin(loss))] * 0.6 + 0.4, 3))
 
 
 def sources_of(entries: Iterable[Entry]) -> list[str]:

@@ -6,9 +6,13 @@ overlap (a simple, non-chunked scheduler). A user's decode speed is one token pe
 (tokens/s/user = 1/step, what latency budgets are stated in); the time per output token is the cycle over O,
 the decode step plus the B/O prefills of other users that stall the batch per step, which is what
 inter-token latency (ITL) measures under continuous batching. A GPU's throughput counts the prefills too.
-Decode reads all weights and the KV cache once per step (a roofline against HBM) and issues two tensor-parallel
-all-reduces per layer; prefill is GEMM-bound and its all-reduces carry every prompt token's hidden state
-(seed 001: ~20 GB per GPU for an 8K prompt on 70B).
+Decode reads all weights and the KV cache once per step, at the decode share of HBM bandwidth, unless its
+GEMMs over the batch take longer (the compute floor of a large batch); prefill is GEMM-bound over the tokens
+in flight, unless reading the weights once takes longer (a short prompt). Both run their GEMMs at the
+serving share of the generation's peak (`infer_gemm_max`), pay a fixed time per layer for the small kernels
+between GEMMs (`decode_layer_overhead_us`), and issue two tensor-parallel all-reduces per layer priced by the
+collective model; prefill's carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K
+prompt on 70B).
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
 BYTES_PER_WEIGHT = {"bf16": 2, "fp16": 2, "fp8": 1}
-KV_BYTES = 2
 MAX_INFER_BATCH = 4096
 """Largest batch tried against a latency budget (`predict infer`, `advise infer`)."""
 
@@ -44,6 +47,8 @@ class InferJob:
     input_tokens: int
     output_tokens: int
     precision: str = "bf16"
+    kv_precision: str = "bf16"
+    """Format of the KV cache (fp8 halves its memory and the bytes each decode step reads)."""
 
 
 @dataclass
@@ -75,7 +80,7 @@ def _kv_bytes_per_token(job: InferJob) -> float:
     """KV cache of one token on one GPU (KV heads are replicated when tp exceeds them)."""
     m = job.model
     kv_split = min(job.tp, m.kv_heads)
-    return 2.0 * m.kv_dim / kv_split * KV_BYTES * m.layers / job.pp
+    return 2.0 * m.kv_dim / kv_split * BYTES_PER_WEIGHT[job.kv_precision] * m.layers / job.pp
 
 
 def _weights_bytes_per_gpu(job: InferJob) -> float:
@@ -83,31 +88,55 @@ def _weights_bytes_per_gpu(job: InferJob) -> float:
     return m.total_params() / (job.tp * job.pp) * BYTES_PER_WEIGHT[job.precision]
 
 
-def _prefill(job: InferJob, system: System, tiers: CommTiers) -> tuple[float, float]:
-    m, c = job.model, compute_constants()
-    peak = peak_tflops(system.node.gpu, job.precision)
-    top = c.gemm_max(system.node.gpu.arch, job.precision)
-    tokens = job.input_tokens
-    gemm = sum(gemm_time_s(np.asarray(2.0 * tokens * w / job.tp), peak, c, top)
-               for w in (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
-                         *([m.hidden * m.ffn_hidden] * m.ffn_matrices))) * m.layers
-    attention = 0.5 * 4.0 * tokens * tokens * m.hidden / job.tp * m.layers / (
-        peak_tflops(system.node.gpu, "bf16") * 1e12 * c.flash_attention_efficiency)
-    logits = gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab / job.tp), peak, c, top)
+def _layer_gemms(m: ModelConfig) -> tuple[float, ...]:
+    """Weights of each GEMM of one layer (QKV, output, FFN matrices), before the TP split."""
+    return (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden, *([m.hidden * m.ffn_hidden] * m.ffn_matrices))
+
+
+def _gemms_s(job: InferJob, system: System, tokens: np.ndarray) -> np.ndarray:
+    """All layers' GEMMs over `tokens` tokens in flight, per GPU, at the serving share of peak."""
+    m, c, gpu = job.model, compute_constants(), system.node.gpu
+    peak, top = peak_tflops(gpu, job.precision), c.infer_gemm_max(gpu.arch, job.precision)
+    return sum(gemm_time_s(2.0 * tokens * w / job.tp, peak, c, top) for w in _layer_gemms(m)) * m.layers
+
+
+def _weights_read_s(job: InferJob, system: System) -> float:
+    """One read of every pp stage's weights, one stage after another, at the decode share of HBM."""
+    bw = system.node.gpu.hbm_gb_per_s * 1e9 * compute_constants().decode_hbm_efficiency
+    return _weights_bytes_per_gpu(job) * job.pp / bw
+
+
+def _layer_overhead_s(job: InferJob) -> float:
+    return job.model.layers * compute_constants().decode_layer_overhead_us * 1e-6
+
+
+def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1) -> tuple[float, float]:
+    """Prefill of `sequences` prompts of input_tokens each, batched in one pass; (time, its TP comm)."""
+    m, c, gpu = job.model, compute_constants(), system.node.gpu
+    peak = peak_tflops(gpu, job.precision)
+    tokens = float(job.input_tokens * sequences)
+    gemm = float(_gemms_s(job, system, np.asarray([tokens]))[0])
+    attention = sequences * 0.5 * 4.0 * job.input_tokens ** 2 * m.hidden / job.tp * m.layers / (
+        peak_tflops(gpu, "bf16") * 1e12 * c.flash_attention_efficiency)
+    logits = float(gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab * sequences / job.tp), peak, c,
+                               c.infer_gemm_max(gpu.arch, job.precision)))
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
-    return float(gemm + attention + logits + comm), float(comm)
+    # A short prompt cannot beat one read of the weights, however few FLOPs it has.
+    compute = max(gemm, _weights_read_s(job, system))
+    return float(compute + attention + logits + comm + _layer_overhead_s(job)), float(comm)
 
 
 def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m, c, gpu = job.model, compute_constants(), system.node.gpu
     context = job.input_tokens + job.output_tokens / 2.0
     # Every stage runs in turn for one token, so a step reads all pp stages' weights and KV, one after another.
-    streamed = (_weights_bytes_per_gpu(job) + batch * context * _kv_bytes_per_token(job)) * job.pp
-    memory = streamed / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm_efficiency)
-    flops = 2.0 * m.total_params() / job.tp * batch
-    compute = flops / (peak_tflops(gpu, job.precision) * 1e12 * c.gemm_max(gpu.arch, job.precision))
+    kv = batch * context * _kv_bytes_per_token(job) * job.pp / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm_efficiency)
+    memory = _weights_read_s(job, system) + kv
+    logits = gemm_time_s(2.0 * m.hidden * m.vocab * batch / job.tp, peak_tflops(gpu, job.precision), c,
+                         c.infer_gemm_max(gpu.arch, job.precision))
+    compute = _gemms_s(job, system, batch) * job.pp + logits
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
-    return np.maximum(memory, compute) + comm, comm
+    return np.maximum(memory, compute) + _layer_overhead_s(job) + comm, comm
 
 
 def _memory_gib(job: InferJob, batch: np.ndarray) -> np.ndarray:
@@ -149,6 +178,11 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
                          cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
                          tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
                          memory_gib_per_gpu=memory, fits=memory <= usable)
+
+
+def batched_prefill_s(job: InferJob, system: System, sequences: int, tiers: CommTiers | None = None) -> float:
+    """Prefill of `sequences` prompts submitted together and run as one pass (a fixed batch's first token)."""
+    return _prefill(job, system, tiers or comm_tiers(system), sequences)[0]
 
 
 def best_batch_for_budget(est: InferEstimate, budget_tokens_per_s_per_user: float) -> int | None:
