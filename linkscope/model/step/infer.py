@@ -1,16 +1,20 @@
 """Inference: prefill time, per-token decode time and serving throughput, vectorized over batch sizes.
 
 Serving is modelled as a steady cycle: each of the B sequences in flight is prefilled once (I tokens) and
-then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch, without
-overlap (a simple, non-chunked scheduler). A user's decode speed is one token per decode step
-(tokens/s/user = 1/step, what latency budgets are stated in); the time per output token is the cycle over O,
-the decode step plus the B/O prefills of other users that stall the batch per step, which is what
-inter-token latency (ITL) measures under continuous batching. A GPU's throughput counts the prefills too.
-Decode reads all weights and the KV cache once per step, at the decode share of HBM bandwidth, unless its
-GEMMs over the batch take longer (the compute floor of a large batch); prefill is GEMM-bound over the tokens
-in flight, unless reading the weights once takes longer (a short prompt). Both run their GEMMs at the
-serving share of the generation's peak (`infer_gemm_max`), pay a fixed time per layer for the small kernels
-between GEMMs (`decode_layer_overhead_us`), and issue two tensor-parallel all-reduces per layer priced by the
+then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch. The scheduler
+chunks prefills into the decode steps (TensorRT-LLM's in-flight batching, vLLM's chunked prefill): the
+prompts' GEMMs share the steps' weight reads, while their attention and all-reduces run on their own.
+A user's decode speed is one token per decode step (tokens/s/user = 1/step, what latency budgets are
+stated in); the time per output token is the cycle over O, the decode step plus the share of other users'
+prefills it carries, which is what inter-token latency (ITL) measures under continuous batching. A GPU's
+throughput counts the prefills too.
+
+Every GEMM streams its weights while it computes (a roofline per kernel): a decode step's GEMMs take the
+longer of one weight read, at the decode share of HBM bandwidth, and their compute over the batch (the
+compute floor of a large batch); attention then reads the KV cache. Prefill is GEMM-bound over the tokens
+in flight unless one weight read takes longer (a short prompt). GEMMs run at the serving share of the
+generation's peak (`infer_gemm_max`); every forward pass pays a fixed time per layer for the small kernels
+between GEMMs (`decode_layer_overhead_us`) and two tensor-parallel all-reduces per layer priced by the
 collective model; prefill's carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K
 prompt on 70B).
 """
@@ -97,7 +101,10 @@ def _gemms_s(job: InferJob, system: System, tokens: np.ndarray) -> np.ndarray:
     """All layers' GEMMs over `tokens` tokens in flight, per GPU, at the serving share of peak."""
     m, c, gpu = job.model, compute_constants(), system.node.gpu
     peak, top = peak_tflops(gpu, job.precision), c.infer_gemm_max(gpu.arch, job.precision)
-    return sum(gemm_time_s(2.0 * tokens * w / job.tp, peak, c, top) for w in _layer_gemms(m)) * m.layers
+    per_layer = np.zeros_like(tokens, dtype=float)
+    for w in _layer_gemms(m):
+        per_layer = per_layer + gemm_time_s(2.0 * tokens * w / job.tp, peak, c, top)
+    return per_layer * m.layers
 
 
 def _weights_read_s(job: InferJob, system: System) -> float:
@@ -110,8 +117,18 @@ def _layer_overhead_s(job: InferJob) -> float:
     return job.model.layers * compute_constants().decode_layer_overhead_us * 1e-6
 
 
-def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1) -> tuple[float, float]:
-    """Prefill of `sequences` prompts of input_tokens each, batched in one pass; (time, its TP comm)."""
+@dataclass(frozen=True)
+class _Prefill:
+    total_s: float
+    comm_s: float
+    gemm_s: float
+    """The GEMMs alone: what rides in decode steps' weight reads under chunked prefill."""
+    serial_s: float
+    """Attention, logits and TP comm: kernels of their own that no decode step hides."""
+
+
+def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1) -> _Prefill:
+    """Prefill of `sequences` prompts of input_tokens each, batched in one pass."""
     m, c, gpu = job.model, compute_constants(), system.node.gpu
     peak = peak_tflops(gpu, job.precision)
     tokens = float(job.input_tokens * sequences)
@@ -121,22 +138,40 @@ def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1
     logits = float(gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab * sequences / job.tp), peak, c,
                                c.infer_gemm_max(gpu.arch, job.precision)))
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
+    serial = float(attention + logits + comm)
     # A short prompt cannot beat one read of the weights, however few FLOPs it has.
-    compute = max(gemm, _weights_read_s(job, system))
-    return float(compute + attention + logits + comm + _layer_overhead_s(job)), float(comm)
+    total = max(gemm, _weights_read_s(job, system)) + serial + _layer_overhead_s(job)
+    return _Prefill(total_s=float(total), comm_s=float(comm), gemm_s=gemm, serial_s=serial)
 
 
-def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Decode:
+    gemm_s: np.ndarray
+    """The batch's GEMMs (and logits)."""
+    kv_s: np.ndarray
+    """Attention reading the KV cache: its own kernel, after the GEMMs, not hidden by them."""
+    fixed_s: np.ndarray
+    """Per-layer overhead and TP all-reduces."""
+    comm_s: np.ndarray
+
+
+def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) -> _Decode:
     m, c, gpu = job.model, compute_constants(), system.node.gpu
     context = job.input_tokens + job.output_tokens / 2.0
     # Every stage runs in turn for one token, so a step reads all pp stages' weights and KV, one after another.
     kv = batch * context * _kv_bytes_per_token(job) * job.pp / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm_efficiency)
-    memory = _weights_read_s(job, system) + kv
     logits = gemm_time_s(2.0 * m.hidden * m.vocab * batch / job.tp, peak_tflops(gpu, job.precision), c,
                          c.infer_gemm_max(gpu.arch, job.precision))
-    compute = _gemms_s(job, system, batch) * job.pp + logits
+    gemm = _gemms_s(job, system, batch) * job.pp + logits
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
-    return np.maximum(memory, compute) + _layer_overhead_s(job) + comm, comm
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job) + comm, comm_s=comm)
+
+
+def _step_s(job: InferJob, system: System, d: _Decode, extra_gemm_s: np.ndarray | float = 0.0) -> np.ndarray:
+    """One decode step: each GEMM streams its weights while it computes (a roofline per kernel), so the
+    GEMMs take the longer of one weight read and their compute; attention's KV read and the fixed costs
+    follow. `extra_gemm_s`: prefill GEMMs riding in the same step (chunked prefill)."""
+    return np.maximum(_weights_read_s(job, system), d.gemm_s + extra_gemm_s) + d.kv_s + d.fixed_s
 
 
 def _memory_gib(job: InferJob, batch: np.ndarray) -> np.ndarray:
@@ -167,14 +202,18 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
     tiers = tiers or comm_tiers(system)
     check_multi_node(tiers, -(-job.tp * job.pp // system.node.gpus))
     batch = np.asarray(batches, dtype=float)
-    prefill, prefill_comm = _prefill(job, system, tiers)
-    step, step_comm = _decode(job, system, tiers, batch)
-    cycle = batch * prefill + job.output_tokens * step
+    pre = _prefill(job, system, tiers)
+    dec = _decode(job, system, tiers, batch)
+    step = _step_s(job, system, dec)
+    # Continuous batching with chunked prefill: the B prompts' GEMMs of a cycle are spread over its O decode
+    # steps and share their weight reads; their attention and all-reduces run on their own.
+    out = job.output_tokens
+    cycle = out * _step_s(job, system, dec, batch * pre.gemm_s / out) + batch * pre.serial_s
     memory = _memory_gib(job, batch)
     usable = usable_memory_gib(system.node.gpu)
     gpus = job.tp * job.pp
-    return InferEstimate(batch=batch, prefill_s=np.full_like(batch, prefill), decode_step_s=step,
-                         tp_comm_prefill_s=np.full_like(batch, prefill_comm), tp_comm_decode_s=step_comm,
+    return InferEstimate(batch=batch, prefill_s=np.full_like(batch, pre.total_s), decode_step_s=step,
+                         tp_comm_prefill_s=np.full_like(batch, pre.comm_s), tp_comm_decode_s=dec.comm_s,
                          cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
                          tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
                          memory_gib_per_gpu=memory, fits=memory <= usable)
@@ -182,7 +221,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
 
 def batched_prefill_s(job: InferJob, system: System, sequences: int, tiers: CommTiers | None = None) -> float:
     """Prefill of `sequences` prompts submitted together and run as one pass (a fixed batch's first token)."""
-    return _prefill(job, system, tiers or comm_tiers(system), sequences)[0]
+    return _prefill(job, system, tiers or comm_tiers(system), sequences).total_s
 
 
 def best_batch_for_budget(est: InferEstimate, budget_tokens_per_s_per_user: float) -> int | None:
