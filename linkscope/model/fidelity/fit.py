@@ -2,12 +2,14 @@
 
 Fitted, each only from the evidence it affects:
 - the large-GEMM share of peak per GPU generation and number format (`ampere:bf16`, `hopper:fp8`, ...;
-  training entries, and inference prefills take the training value); `ampere:bf16` is `gemm_efficiency_max`;
+  training entries); `ampere:bf16` is `gemm_efficiency_max`;
 - `zero3_overlap` (ZeRO-3 entries) and `tp_comm_overlap` (entries run with TP comm overlap);
 - from the inference entries alone: the serving GEMM share per generation and format
-  (`infer_gemm_efficiency_by_arch`), and, shared by all of them, `decode_hbm_efficiency` and
-  `decode_layer_overhead_us`. A serving share no entry pins (a memory-bound row) stays near the training
-  share: the loss adds INFER_SHARE_PRIOR_WEIGHT x log(share / training share)^2 per generation and format.
+  (`infer_gemm_efficiency_by_arch`) and, per GPU vendor (each has its own serving stack), decode's share of
+  HBM bandwidth (`decode_hbm_efficiency_by_vendor`) and the fixed time per layer
+  (`decode_layer_overhead_us_by_vendor`). A serving share no entry pins (a memory-bound row) stays near the
+  training share: the loss adds INFER_SHARE_PRIOR_WEIGHT x log(share / training share)^2 per generation and
+  format.
 Everything else is physics, framework convention or the calibration set's earlier fit (compute.yaml).
 
 The loss is the sum of squared log errors. Each entry is priced exactly on a coarse grid of its own
@@ -41,10 +43,11 @@ FINE_SHARE = np.round(np.arange(0.25, 0.951, 0.005), 3)
 FINE_MIX = np.round(np.arange(0.0, 1.001, 0.02), 2)
 DEFAULT_ARCH_KEY = "ampere:bf16"
 CALIBRATION_WEIGHT = 10.0
-OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap", "decode_hbm_efficiency", "decode_layer_overhead_us")
+OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap")
 INFER_COARSE_HBM = np.array([0.4, 0.55, 0.7, 0.85, 1.0])
 INFER_COARSE_OVERHEAD_US = np.array([0.0, 10.0, 20.0, 40.0, 80.0])
-INFER_FINE_SHARE = np.round(np.arange(0.25, 0.951, 0.01), 3)
+INFER_COARSE_SHARE = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.95])
+INFER_FINE_SHARE = np.round(np.arange(0.1, 0.951, 0.01), 3)
 INFER_FINE_HBM = np.round(np.arange(0.4, 1.0001, 0.01), 3)
 INFER_FINE_OVERHEAD_US = np.arange(0.0, 80.01, 2.0)
 INFER_SHARE_PRIOR_WEIGHT = 0.02
@@ -113,24 +116,27 @@ class _PricedInfer:
 
     entry: InferenceEntry
     key: str
+    vendor: str
     log_err: np.ndarray
 
 
-def _infer_constants(base: ComputeConstants, key: str, share: float, hbm: float, overhead_us: float
+def _infer_constants(base: ComputeConstants, key: str, vendor: str, share: float, hbm: float, overhead_us: float
                      ) -> ComputeConstants:
-    return base.model_copy(update={"infer_gemm_efficiency_by_arch": {key: share}, "decode_hbm_efficiency": hbm,
-                                   "decode_layer_overhead_us": overhead_us})
+    return base.model_copy(update={"infer_gemm_efficiency_by_arch": {key: share},
+                                   "decode_hbm_efficiency_by_vendor": {vendor: hbm},
+                                   "decode_layer_overhead_us_by_vendor": {vendor: overhead_us}})
 
 
-def _infer_log_errors(entry: InferenceEntry, db: HardwareDB, base: ComputeConstants, key: str) -> np.ndarray:
-    grid = np.empty((len(COARSE_SHARE), len(INFER_COARSE_HBM), len(INFER_COARSE_OVERHEAD_US)))
-    for i, share in enumerate(COARSE_SHARE):
+def _infer_log_errors(entry: InferenceEntry, db: HardwareDB, base: ComputeConstants, key: str, vendor: str
+                      ) -> np.ndarray:
+    grid = np.empty((len(INFER_COARSE_SHARE), len(INFER_COARSE_HBM), len(INFER_COARSE_OVERHEAD_US)))
+    for i, share in enumerate(INFER_COARSE_SHARE):
         for j, hbm in enumerate(INFER_COARSE_HBM):
             for k, overhead in enumerate(INFER_COARSE_OVERHEAD_US):
-                with constants_override(_infer_constants(base, key, float(share), float(hbm), float(overhead))):
+                with constants_override(_infer_constants(base, key, vendor, float(share), float(hbm), float(overhead))):
                     grid[i, j, k] = np.log(predicted(entry, db) / measured(entry))
     # Times are close to linear in 1/share and 1/hbm share, and linear in the overhead.
-    grid = _interp_axis(grid, 0, 1.0 / COARSE_SHARE, 1.0 / INFER_FINE_SHARE)
+    grid = _interp_axis(grid, 0, 1.0 / INFER_COARSE_SHARE, 1.0 / INFER_FINE_SHARE)
     grid = _interp_axis(grid, 1, 1.0 / INFER_COARSE_HBM, 1.0 / INFER_FINE_HBM)
     return _interp_axis(grid, 2, INFER_COARSE_OVERHEAD_US, INFER_FINE_OVERHEAD_US)
 
@@ -151,8 +157,11 @@ class PricedSet:
         self.base = base
         self.db = db
         self.items = [self._price(e) for e in evidence.training]
-        self.infer_items = [_PricedInfer(e, gemm_key(e, db), _infer_log_errors(e, db, base, gemm_key(e, db)))
-                            for e in evidence.inference]
+        self.infer_items = [self._price_infer(e) for e in evidence.inference]
+
+    def _price_infer(self, entry: InferenceEntry) -> _PricedInfer:
+        key, vendor = gemm_key(entry, self.db), evidence_system(entry.system, self.db).node.gpu.vendor
+        return _PricedInfer(entry, key, vendor, _infer_log_errors(entry, self.db, self.base, key, vendor))
 
     def _price(self, entry: TrainingEntry) -> _Priced:
         key, other = gemm_key(entry, self.db), second_constant(entry)
@@ -164,36 +173,44 @@ class PricedSet:
         shares, fitted = _fit_training(items)
         shares.setdefault(DEFAULT_ARCH_KEY, self.base.priors["gemm_efficiency_max"])
         infer_shares: dict[str, float] = {}
+        infer_hbm: dict[str, float] = {}
+        infer_overhead: dict[str, float] = {}
         inference = [p for p in self.infer_items if keep(p.entry)]
         if inference:
             trained = with_values(self.base, shares, {})
-            infer_shares, infer_fitted = _fit_inference(inference, trained)
-            fitted.update(infer_fitted)
+            infer_shares, infer_hbm, infer_overhead = _fit_inference(inference, trained)
         others = {name: fitted.get(name, self.base.priors.get(name, getattr(self.base, name)))
                   for name in OTHER_CONSTANTS}
         return with_values(self.base, shares, others).model_copy(
-            update={"infer_gemm_efficiency_by_arch": infer_shares})
+            update={"infer_gemm_efficiency_by_arch": infer_shares, "decode_hbm_efficiency_by_vendor": infer_hbm,
+                    "decode_layer_overhead_us_by_vendor": infer_overhead,
+                    "decode_hbm_efficiency": self.base.priors.get("decode_hbm_efficiency",
+                                                                  self.base.decode_hbm_efficiency)})
 
 
-def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants) -> tuple[dict[str, float], dict[str, float]]:
-    """Exhaustive search: every (hbm share, layer overhead) pair, the best serving share per key for each."""
+def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants
+                   ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Exhaustive search per vendor: the (HBM share, layer overhead) pair with the least loss, each pair with
+    the best serving share per generation and format."""
     weight: dict[str, float] = {}
     for p in items:
         weight[p.entry.source] = weight.get(p.entry.source, 0.0) + 1.0
-    total = np.zeros((len(INFER_FINE_HBM), len(INFER_FINE_OVERHEAD_US)))
-    best: dict[str, np.ndarray] = {}
-    for key in sorted({p.key for p in items}):
+    n_hbm, n_over = len(INFER_FINE_HBM), len(INFER_FINE_OVERHEAD_US)
+    vendor_loss: dict[str, np.ndarray] = {}
+    best_share: dict[tuple[str, str], np.ndarray] = {}
+    for vendor, key in sorted({(p.vendor, p.key) for p in items}):
         arch, fmt = key.split(":")
         prior = np.log(INFER_FINE_SHARE / trained.gemm_max(arch, fmt)) ** 2 * INFER_SHARE_PRIOR_WEIGHT
-        loss = np.broadcast_to(prior[:, None, None], (len(INFER_FINE_SHARE), *total.shape)).copy()
-        for p in (p for p in items if p.key == key):
+        loss = np.broadcast_to(prior[:, None, None], (len(INFER_FINE_SHARE), n_hbm, n_over)).copy()
+        for p in (p for p in items if p.key == key and p.vendor == vendor):
             loss += p.log_err ** 2 / weight[p.entry.source]
-        best[key] = np.argmin(loss, axis=0)
-        total += np.min(loss, axis=0)
-    h, o = np.unravel_index(np.argmin(total), total.shape)
-    shares = {key: float(INFER_FINE_SHARE[idx[h, o]]) for key, idx in best.items()}
-    return shares, {"decode_hbm_efficiency": float(INFER_FINE_HBM[h]),
-                    "decode_layer_overhead_us": float(INFER_FINE_OVERHEAD_US[o])}
+        best_share[vendor, key] = np.argmin(loss, axis=0)
+        vendor_loss[vendor] = vendor_loss.get(vendor, np.zeros((n_hbm, n_over))) + np.min(loss, axis=0)
+    # Vendors share no serving stack, so no fitted constant but the GEMM shares' priors.
+    pick = {v: np.unravel_index(int(np.argmin(loss)), loss.shape) for v, loss in vendor_loss.items()}
+    shares = {key: float(INFER_FINE_SHARE[idx[pick[vendor]]]) for (vendor, key), idx in best_share.items()}
+    return (shares, {v: float(INFER_FINE_HBM[h]) for v, (h, _) in pick.items()},
+            {v: float(INFER_FINE_OVERHEAD_US[o]) for v, (_, o) in pick.items()})
 
 
 def _fit_training(items: list[_Priced]) -> tuple[dict[str, float], dict[str, float]]:

@@ -109,12 +109,12 @@ def _gemms_s(job: InferJob, system: System, tokens: np.ndarray) -> np.ndarray:
 
 def _weights_read_s(job: InferJob, system: System) -> float:
     """One read of every pp stage's weights, one stage after another, at the decode share of HBM."""
-    bw = system.node.gpu.hbm_gb_per_s * 1e9 * compute_constants().decode_hbm_efficiency
+    bw = system.node.gpu.hbm_gb_per_s * 1e9 * compute_constants().decode_hbm(system.node.gpu.vendor)
     return _weights_bytes_per_gpu(job) * job.pp / bw
 
 
-def _layer_overhead_s(job: InferJob) -> float:
-    return job.model.layers * compute_constants().decode_layer_overhead_us * 1e-6
+def _layer_overhead_s(job: InferJob, system: System) -> float:
+    return job.model.layers * compute_constants().serving_layer_overhead_us(system.node.gpu.vendor) * 1e-6
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
     serial = float(attention + logits + comm)
     # A short prompt cannot beat one read of the weights, however few FLOPs it has.
-    total = max(gemm, _weights_read_s(job, system)) + serial + _layer_overhead_s(job)
+    total = max(gemm, _weights_read_s(job, system)) + serial + _layer_overhead_s(job, system)
     return _Prefill(total_s=float(total), comm_s=float(comm), gemm_s=gemm, serial_s=serial)
 
 
@@ -159,12 +159,12 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     m, c, gpu = job.model, compute_constants(), system.node.gpu
     context = job.input_tokens + job.output_tokens / 2.0
     # Every stage runs in turn for one token, so a step reads all pp stages' weights and KV, one after another.
-    kv = batch * context * _kv_bytes_per_token(job) * job.pp / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm_efficiency)
+    kv = batch * context * _kv_bytes_per_token(job) * job.pp / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm(gpu.vendor))
     logits = gemm_time_s(2.0 * m.hidden * m.vocab * batch / job.tp, peak_tflops(gpu, job.precision), c,
                          c.infer_gemm_max(gpu.arch, job.precision))
     gemm = _gemms_s(job, system, batch) * job.pp + logits
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
-    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job) + comm, comm_s=comm)
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm, comm_s=comm)
 
 
 def _step_s(job: InferJob, system: System, d: _Decode, extra_gemm_s: np.ndarray | float = 0.0) -> np.ndarray:
