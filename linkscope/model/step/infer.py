@@ -21,6 +21,7 @@ prompt on 70B).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -73,11 +74,30 @@ class InferEstimate:
     fits: np.ndarray
 
 
+SMALL_SIZES = 8
+"""Size vectors up to this length are memoized: the fitting procedure prices each evidence entry under
+hundreds of compute constants, and the collectives do not depend on them."""
+
+
 def _allreduce_s(tiers: CommTiers, size: np.ndarray, job: InferJob, gpus_per_node: int) -> np.ndarray:
-    ranks = np.full_like(size, job.tp, dtype=float)
+    size = np.asarray(size, dtype=float)
+    if size.size <= SMALL_SIZES:
+        return np.asarray(_allreduce_small_s(tiers, tuple(size.ravel().tolist()), job.tp, gpus_per_node)
+                          ).reshape(size.shape)
+    return _allreduce_vector_s(tiers, size, job.tp, gpus_per_node)
+
+
+@functools.lru_cache(maxsize=4096)
+def _allreduce_small_s(tiers: CommTiers, sizes: tuple[float, ...], tp: int, gpus_per_node: int
+                       ) -> tuple[float, ...]:
+    return tuple(_allreduce_vector_s(tiers, np.asarray(sizes), tp, gpus_per_node).tolist())
+
+
+def _allreduce_vector_s(tiers: CommTiers, size: np.ndarray, tp: int, gpus_per_node: int) -> np.ndarray:
+    ranks = np.full_like(size, tp, dtype=float)
     _, nodes = group_span(ranks, np.ones_like(ranks), gpus_per_node)
     time_us = collective_time("all_reduce", tiers, size, ranks, nodes, labels=False).time_us
-    return np.where(job.tp > 1, time_us * 1e-6, 0.0)
+    return np.where(tp > 1, time_us * 1e-6, 0.0)
 
 
 def _kv_bytes_per_token(job: InferJob) -> float:
