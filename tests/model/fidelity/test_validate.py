@@ -109,3 +109,19 @@ def test_range_quantiles_bracket_zero_and_match_the_packaged_ranges(result: Vali
         assert computed[kind]["p10_log"] <= computed[kind]["p90_log"]
         assert packaged[kind].p10_log == pytest.approx(computed[kind]["p10_log"], abs=1e-3), kind
         assert packaged[kind].p90_log == pytest.approx(computed[kind]["p90_log"], abs=1e-3), kind
+
+
+def test_inference_entries_need_a_batch_except_at_maximum_load() -> None:
+    from linkscope.model.fidelity.evidence import InferenceEntry
+
+    common = {"source": "s", "system": "dgx-h100", "model": "llama3-8b", "tp": 1, "input_tokens": 128,
+              "output_tokens": 128, "value": 1.0, "where": "w"}
+    assert InferenceEntry(**common, metric="output_tokens_per_s").batch is None
+    with pytest.raises(ValueError, match="batch is required for metric batch_latency_s"):
+        InferenceEntry(**common, metric="batch_latency_s")
+
+
+def test_each_vendor_fits_its_own_serving_stack(result: Validation) -> None:
+    fitted = result.fitted
+    assert set(fitted["decode_hbm_efficiency"]) == {"nvidia", "amd"}
+    assert set(fitted["decode_layer_overhead_us"]) == {"nvidia", "amd"}
