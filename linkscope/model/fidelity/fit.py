@@ -90,7 +90,7 @@ class _Priced:
 
 
 def _log_errors(entry: Entry, db: HardwareDB, base: ComputeConstants, key: str, other: str | None) -> np.ndarray:
-    mixes = COARSE_MIX if other != "decode_hbm_efficiency" else COARSE_MIX * 0.6 + 0.4
+    mixes = COARSE_MIX
     grid = np.empty((len(COARSE_SHARE), len(mixes) if other else 1))
     for i, share in enumerate(COARSE_SHARE):
         for j, mix in enumerate(mixes if other else [0.0]):
@@ -106,8 +106,7 @@ def _interpolate(grid: np.ndarray, mixes: np.ndarray | None) -> np.ndarray:
     along_share = np.stack([np.interp(u_fine, u_coarse, grid[::-1, j]) for j in range(grid.shape[1])], axis=1)
     if mixes is None:
         return along_share[:, 0]
-    fine_mix = FINE_MIX if mixes[0] == 0.0 else FINE_MIX * 0.6 + 0.4
-    return np.stack([np.interp(fine_mix, mixes, row) for row in along_share])
+    return np.stack([np.interp(FINE_MIX, mixes, row) for row in along_share])
 
 
 @dataclass

@@ -14,7 +14,7 @@ longer of one weight read, at the decode share of HBM bandwidth, and their compu
 compute floor of a large batch); attention then reads the KV cache. Prefill is GEMM-bound over the tokens
 in flight unless one weight read takes longer (a short prompt). GEMMs run at the serving share of the
 generation's peak (`infer_gemm_max`); every forward pass pays a fixed time per layer for the small kernels
-between GEMMs (`decode_layer_overhead_us`) and two tensor-parallel all-reduces per layer priced by the
+between GEMMs (`serving_layer_overhead_us`) and two tensor-parallel all-reduces per layer priced by the
 collective model; prefill's carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K
 prompt on 70B).
 """
