@@ -93,7 +93,7 @@ def test_the_calibration_set_stays_within_three_percent(result: Validation) -> N
 
 
 def test_a_source_left_out_is_predicted_without_its_own_evidence(result: Validation) -> None:
-    # The only inference source: left out, decode falls back to its prior, so LOSO differs from in-sample.
+    # Left out, NIM's entries are predicted with constants fitted on the other serving sources.
     nim = [r for r in result.entries if r.source == "nim-benchmarking-1.0" and "time_per_output" in r.label]
     assert nim and any(abs(r.loso - r.in_sample) > 1e-6 * r.in_sample for r in nim)
     # Collectives have no fitted constants: their two predictions agree.
