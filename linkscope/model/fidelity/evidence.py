@@ -12,7 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
@@ -93,22 +93,36 @@ class CollectiveEntry(_Strict):
     assumed: list[str] = []
 
 
+INFERENCE_METRICS = ("time_per_output_token_s", "prefill_s", "batch_latency_s", "output_tokens_per_s")
+"""time per output token (ITL) at a concurrency; one prefill (TTFT at concurrency 1); the end-to-end time of
+a fixed batch started together; the output tokens per second of all the deployment's GPUs together."""
+
+
 class InferenceEntry(_Strict):
-    """A serving measurement: time per output token (ITL) or one prefill (TTFT at concurrency 1)."""
+    """A serving measurement in one of INFERENCE_METRICS. `batch` is the concurrency; omitted only for
+    output_tokens_per_s under offline maximum load, where the server runs the largest batch that fits."""
 
     source: str
     system: str
     model: str
     tp: int = Field(ge=1)
     pp: int = Field(default=1, ge=1)
-    batch: int = Field(ge=1)
+    batch: int | None = Field(default=None, ge=1)
     input_tokens: int = Field(ge=1)
     output_tokens: int = Field(ge=1)
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
-    metric: Literal["time_per_output_token_s", "prefill_s"]
+    kv_precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    metric: Literal["time_per_output_token_s", "prefill_s", "batch_latency_s", "output_tokens_per_s"]
     value: float = Field(gt=0)
     where: str
     assumed: list[str] = []
+
+    @model_validator(mode="after")
+    def _batch_given_unless_max_load(self) -> InferenceEntry:
+        if self.batch is None and self.metric != "output_tokens_per_s":
+            raise ValueError(f"batch is required for metric {self.metric} (only output_tokens_per_s may "
+                             f"omit it, meaning maximum load)")
+        return self
 
 
 class EvidenceFile(_Strict):

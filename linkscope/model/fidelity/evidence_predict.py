@@ -11,7 +11,7 @@ from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.system import System
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
-from linkscope.model.step.infer import InferJob, estimate_inference
+from linkscope.model.step.infer import InferJob, batched_prefill_s, candidate_batches, estimate_inference
 from linkscope.model.step.layout import single_layout
 from linkscope.model.step.job import Job
 from linkscope.model.step.train import estimate_steps
@@ -51,13 +51,22 @@ def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
 
 
 def predicted_inference(entry: InferenceEntry, db: HardwareDB) -> float:
-    """Time per output token at the entry's batch, or one prefill, in seconds."""
+    """The entry's metric: seconds (time per output token, one prefill, a fixed batch's latency) or output
+    tokens per second of the deployment's GPUs together."""
     system = evidence_system(entry.system, db)
     job = InferJob(model=model_presets()[entry.model], tp=entry.tp, pp=entry.pp, input_tokens=entry.input_tokens,
-                   output_tokens=entry.output_tokens, precision=entry.precision)
-    est = estimate_inference(job, system, np.asarray([entry.batch]))
+                   output_tokens=entry.output_tokens, precision=entry.precision,
+                   kv_precision=entry.kv_precision)
+    # No batch: maximum load, the largest batch that fits.
+    batch = entry.batch if entry.batch is not None else int(candidate_batches(job, system)[-1])
+    est = estimate_inference(job, system, np.asarray([batch]))
     if entry.metric == "prefill_s":
         return float(est.prefill_s[0])
+    if entry.metric == "batch_latency_s":
+        # The batched prefill gives every sequence its first token; the rest are decode steps.
+        return batched_prefill_s(job, system, batch) + (entry.output_tokens - 1) * float(est.decode_step_s[0])
+    if entry.metric == "output_tokens_per_s":
+        return float(est.tokens_per_s_per_gpu[0]) * entry.tp * entry.pp
     return float(est.cycle_s[0]) / entry.output_tokens
 
 

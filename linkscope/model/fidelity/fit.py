@@ -2,9 +2,14 @@
 
 Fitted, each only from the evidence it affects:
 - the large-GEMM share of peak per GPU generation and number format (`ampere:bf16`, `hopper:fp8`, ...;
-  training entries, and inference prefills take the training value); `ampere:bf16` is `gemm_efficiency_max`;
+  training entries); `ampere:bf16` is `gemm_efficiency_max`;
 - `zero3_overlap` (ZeRO-3 entries) and `tp_comm_overlap` (entries run with TP comm overlap);
-- `decode_hbm_efficiency` (inference time per output token).
+- from the inference entries alone: the serving GEMM share per generation and format
+  (`infer_gemm_efficiency_by_arch`) and, per GPU vendor (each has its own serving stack), decode's share of
+  HBM bandwidth (`decode_hbm_efficiency_by_vendor`) and the fixed time per layer
+  (`decode_layer_overhead_us_by_vendor`). A serving share no entry pins (a memory-bound row) stays near the
+  training share: the loss adds INFER_SHARE_PRIOR_WEIGHT x log(share / training share)^2 per generation and
+  format.
 Everything else is physics, framework convention or the calibration set's earlier fit (compute.yaml).
 
 The loss is the sum of squared log errors. Each entry is priced exactly on a coarse grid of its own
@@ -38,7 +43,14 @@ FINE_SHARE = np.round(np.arange(0.25, 0.951, 0.005), 3)
 FINE_MIX = np.round(np.arange(0.0, 1.001, 0.02), 2)
 DEFAULT_ARCH_KEY = "ampere:bf16"
 CALIBRATION_WEIGHT = 10.0
-OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap", "decode_hbm_efficiency")
+OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap")
+INFER_COARSE_HBM = np.array([0.4, 0.55, 0.7, 0.85, 1.0])
+INFER_COARSE_OVERHEAD_US = np.array([0.0, 10.0, 20.0, 40.0, 80.0])
+INFER_COARSE_SHARE = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.95])
+INFER_FINE_SHARE = np.round(np.arange(0.1, 0.951, 0.01), 3)
+INFER_FINE_HBM = np.round(np.arange(0.4, 1.0001, 0.01), 3)
+INFER_FINE_OVERHEAD_US = np.arange(0.0, 80.01, 2.0)
+INFER_SHARE_PRIOR_WEIGHT = 0.02
 
 
 def gemm_key(entry: TrainingEntry | InferenceEntry, db: HardwareDB) -> str:
@@ -48,9 +60,7 @@ def gemm_key(entry: TrainingEntry | InferenceEntry, db: HardwareDB) -> str:
 
 
 def second_constant(entry: Entry) -> str | None:
-    """The other fitted constant the entry depends on, if any."""
-    if isinstance(entry, InferenceEntry):
-        return "decode_hbm_efficiency" if entry.metric == "time_per_output_token_s" else None
+    """The other fitted constant a training entry depends on, if any."""
     if not isinstance(entry, TrainingEntry):
         return None
     if entry.zero >= 3 and entry.gpus > entry.tp * entry.pp * entry.cp:
@@ -80,7 +90,7 @@ class _Priced:
 
 
 def _log_errors(entry: Entry, db: HardwareDB, base: ComputeConstants, key: str, other: str | None) -> np.ndarray:
-    mixes = COARSE_MIX if other != "decode_hbm_efficiency" else COARSE_MIX * 0.6 + 0.4
+    mixes = COARSE_MIX
     grid = np.empty((len(COARSE_SHARE), len(mixes) if other else 1))
     for i, share in enumerate(COARSE_SHARE):
         for j, mix in enumerate(mixes if other else [0.0]):
@@ -96,8 +106,47 @@ def _interpolate(grid: np.ndarray, mixes: np.ndarray | None) -> np.ndarray:
     along_share = np.stack([np.interp(u_fine, u_coarse, grid[::-1, j]) for j in range(grid.shape[1])], axis=1)
     if mixes is None:
         return along_share[:, 0]
-    fine_mix = FINE_MIX if mixes[0] == 0.0 else FINE_MIX * 0.6 + 0.4
-    return np.stack([np.interp(fine_mix, mixes, row) for row in along_share])
+    return np.stack([np.interp(FINE_MIX, mixes, row) for row in along_share])
+
+
+@dataclass
+class _PricedInfer:
+    """One inference entry's log error on the fine (share, hbm share, layer overhead) grid."""
+
+    entry: InferenceEntry
+    key: str
+    vendor: str
+    log_err: np.ndarray
+
+
+def _infer_constants(base: ComputeConstants, key: str, vendor: str, share: float, hbm: float, overhead_us: float
+                     ) -> ComputeConstants:
+    return base.model_copy(update={"infer_gemm_efficiency_by_arch": {key: share},
+                                   "decode_hbm_efficiency_by_vendor": {vendor: hbm},
+                                   "decode_layer_overhead_us_by_vendor": {vendor: overhead_us}})
+
+
+def _infer_log_errors(entry: InferenceEntry, db: HardwareDB, base: ComputeConstants, key: str, vendor: str
+                      ) -> np.ndarray:
+    grid = np.empty((len(INFER_COARSE_SHARE), len(INFER_COARSE_HBM), len(INFER_COARSE_OVERHEAD_US)))
+    for i, share in enumerate(INFER_COARSE_SHARE):
+        for j, hbm in enumerate(INFER_COARSE_HBM):
+            for k, overhead in enumerate(INFER_COARSE_OVERHEAD_US):
+                with constants_override(_infer_constants(base, key, vendor, float(share), float(hbm), float(overhead))):
+                    grid[i, j, k] = np.log(predicted(entry, db) / measured(entry))
+    # Times are close to linear in 1/share and 1/hbm share, and linear in the overhead.
+    grid = _interp_axis(grid, 0, 1.0 / INFER_COARSE_SHARE, 1.0 / INFER_FINE_SHARE)
+    grid = _interp_axis(grid, 1, 1.0 / INFER_COARSE_HBM, 1.0 / INFER_FINE_HBM)
+    return _interp_axis(grid, 2, INFER_COARSE_OVERHEAD_US, INFER_FINE_OVERHEAD_US)
+
+
+def _interp_axis(grid: np.ndarray, axis: int, coarse: np.ndarray, fine: np.ndarray) -> np.ndarray:
+    """Linear interpolation of `grid` along `axis` from the points `coarse` to `fine` (either order)."""
+    order = np.argsort(coarse)
+    moved = np.moveaxis(grid, axis, -1)[..., order]
+    flat = moved.reshape(-1, moved.shape[-1])
+    out = np.stack([np.interp(fine, coarse[order], row) for row in flat])
+    return np.moveaxis(out.reshape(*moved.shape[:-1], len(fine)), -1, axis)
 
 
 class PricedSet:
@@ -106,25 +155,61 @@ class PricedSet:
     def __init__(self, evidence: EvidenceSet, db: HardwareDB, base: ComputeConstants) -> None:
         self.base = base
         self.db = db
-        fitted_kinds: list[Entry] = [*evidence.training, *evidence.inference]
-        self.items = [self._price(e) for e in fitted_kinds]
+        self.items = [self._price(e) for e in evidence.training]
+        self.infer_items = [self._price_infer(e) for e in evidence.inference]
 
-    def _price(self, entry: Entry) -> _Priced:
-        assert isinstance(entry, (TrainingEntry, InferenceEntry))
+    def _price_infer(self, entry: InferenceEntry) -> _PricedInfer:
+        key, vendor = gemm_key(entry, self.db), evidence_system(entry.system, self.db).node.gpu.vendor
+        return _PricedInfer(entry, key, vendor, _infer_log_errors(entry, self.db, self.base, key, vendor))
+
+    def _price(self, entry: TrainingEntry) -> _Priced:
         key, other = gemm_key(entry, self.db), second_constant(entry)
         return _Priced(entry, key, other, _log_errors(entry, self.db, self.base, key, other))
 
     def fit(self, keep: Callable[[Entry], bool] = lambda e: True) -> ComputeConstants:
         """Constants fitted on the entries `keep` accepts."""
         items = [p for p in self.items if keep(p.entry)]
-        training = [p for p in items if isinstance(p.entry, TrainingEntry)]
-        shares, fitted = _fit_training(training)
-        inference = [p for p in items if isinstance(p.entry, InferenceEntry) and p.other]
-        if inference:
-            fitted["decode_hbm_efficiency"] = _fit_decode(inference, shares, self.base)
+        shares, fitted = _fit_training(items)
         shares.setdefault(DEFAULT_ARCH_KEY, self.base.priors["gemm_efficiency_max"])
-        others = {name: fitted.get(name, self.base.priors[name]) for name in OTHER_CONSTANTS}
-        return with_values(self.base, shares, others)
+        infer_shares: dict[str, float] = {}
+        infer_hbm: dict[str, float] = {}
+        infer_overhead: dict[str, float] = {}
+        inference = [p for p in self.infer_items if keep(p.entry)]
+        if inference:
+            trained = with_values(self.base, shares, {})
+            infer_shares, infer_hbm, infer_overhead = _fit_inference(inference, trained)
+        others = {name: fitted.get(name, self.base.priors.get(name, getattr(self.base, name)))
+                  for name in OTHER_CONSTANTS}
+        return with_values(self.base, shares, others).model_copy(
+            update={"infer_gemm_efficiency_by_arch": infer_shares, "decode_hbm_efficiency_by_vendor": infer_hbm,
+                    "decode_layer_overhead_us_by_vendor": infer_overhead,
+                    "decode_hbm_efficiency": self.base.priors.get("decode_hbm_efficiency",
+                                                                  self.base.decode_hbm_efficiency)})
+
+
+def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants
+                   ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Exhaustive search per vendor: the (HBM share, layer overhead) pair with the least loss, each pair with
+    the best serving share per generation and format."""
+    weight: dict[str, float] = {}
+    for p in items:
+        weight[p.entry.source] = weight.get(p.entry.source, 0.0) + 1.0
+    n_hbm, n_over = len(INFER_FINE_HBM), len(INFER_FINE_OVERHEAD_US)
+    vendor_loss: dict[str, np.ndarray] = {}
+    best_share: dict[tuple[str, str], np.ndarray] = {}
+    for vendor, key in sorted({(p.vendor, p.key) for p in items}):
+        arch, fmt = key.split(":")
+        prior = np.log(INFER_FINE_SHARE / trained.gemm_max(arch, fmt)) ** 2 * INFER_SHARE_PRIOR_WEIGHT
+        loss = np.broadcast_to(prior[:, None, None], (len(INFER_FINE_SHARE), n_hbm, n_over)).copy()
+        for p in (p for p in items if p.key == key and p.vendor == vendor):
+            loss += p.log_err ** 2 / weight[p.entry.source]
+        best_share[vendor, key] = np.argmin(loss, axis=0)
+        vendor_loss[vendor] = vendor_loss.get(vendor, np.zeros((n_hbm, n_over))) + np.min(loss, axis=0)
+    # Vendors share no serving stack, so no fitted constant but the GEMM shares' priors.
+    pick = {v: np.unravel_index(int(np.argmin(loss)), loss.shape) for v, loss in vendor_loss.items()}
+    shares = {key: float(INFER_FINE_SHARE[idx[pick[vendor]]]) for (vendor, key), idx in best_share.items()}
+    return (shares, {v: float(INFER_FINE_HBM[h]) for v, (h, _) in pick.items()},
+            {v: float(INFER_FINE_OVERHEAD_US[o]) for v, (_, o) in pick.items()})
 
 
 def _fit_training(items: list[_Priced]) -> tuple[dict[str, float], dict[str, float]]:
@@ -165,16 +250,6 @@ def _source_weights(items: list[_Priced]) -> dict[str, float]:
         counts[p.entry.source] = counts.get(p.entry.source, 0) + 1
     return {source: (CALIBRATION_WEIGHT if source == CALIBRATION_SOURCE else 1.0) / n
             for source, n in counts.items()}
-
-
-def _fit_decode(items: list[_Priced], shares: dict[str, float], base: ComputeConstants) -> float:
-    """HBM share of decode, given the GEMM shares the training entries fitted."""
-    loss = np.zeros(len(FINE_MIX))
-    for p in items:
-        share = shares.get(p.key, shares.get(DEFAULT_ARCH_KEY, base.gemm_efficiency_max))
-        row = int(np.argmin(np.abs(FINE_SHARE - share)))
-        loss += p.log_err[row] ** 2
-    return float(np.round(FINE_MIX[int(np.argmin(loss))] * 0.6 + 0.4, 3))
 
 
 def sources_of(entries: Iterable[Entry]) -> list[str]:

@@ -116,7 +116,9 @@ def fitted_summary(c: ComputeConstants) -> dict[str, Any]:
     """The fitted constants as `validate` reports them."""
     return {"gemm_share": {"ampere:bf16": c.gemm_efficiency_max, **c.gemm_efficiency_by_arch},
             "zero3_overlap": c.zero3_overlap, "tp_comm_overlap": c.tp_comm_overlap,
-            "decode_hbm_efficiency": c.decode_hbm_efficiency}
+            "decode_hbm_efficiency": dict(c.decode_hbm_efficiency_by_vendor),
+            "infer_gemm_share": dict(c.infer_gemm_efficiency_by_arch),
+            "decode_layer_overhead_us": dict(c.decode_layer_overhead_us_by_vendor)}
 
 
 def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants | None = None) -> Validation:

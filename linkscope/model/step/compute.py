@@ -44,6 +44,14 @@ class ComputeConstants(BaseModel):
     gemm_half_gflop: float = Field(ge=0)
     hbm_efficiency: float = Field(gt=0, le=1)
     decode_hbm_efficiency: float = Field(gt=0, le=1)
+    decode_hbm_efficiency_by_vendor: dict[str, float] = {}
+    """GPU vendor (its serving stack) -> the share of HBM bandwidth decode reaches streaming weights and KV."""
+    infer_gemm_efficiency_by_arch: dict[str, float] = {}
+    """`arch:precision` -> the share of dense peak serving GEMMs (prefill, large-batch decode) reach."""
+    decode_layer_overhead_us: float = Field(default=0.0, ge=0)
+    decode_layer_overhead_us_by_vendor: dict[str, float] = {}
+    """Fixed time per transformer layer per forward pass of a serving engine (the small kernels between
+    the GEMMs: norms, rotary embedding, attention launch, residual adds), microseconds."""
     flash_attention_efficiency: float = Field(gt=0, le=1)
     layer_overhead_us: float = Field(ge=0)
     weight_bytes: float = Field(gt=0)
@@ -63,6 +71,25 @@ class ComputeConstants(BaseModel):
             if key in self.gemm_efficiency_by_arch:
                 return self.gemm_efficiency_by_arch[key]
         return self.gemm_efficiency_max
+
+    def decode_hbm(self, vendor: str) -> float:
+        """Share of HBM bandwidth decode reaches on `vendor`'s GPUs and serving stack: the inference fit's
+        value, else `decode_hbm_efficiency` (the prior)."""
+        return self.decode_hbm_efficiency_by_vendor.get(vendor, self.decode_hbm_efficiency)
+
+    def serving_layer_overhead_us(self, vendor: str) -> float:
+        """Fixed serving time per layer per forward pass on `vendor`'s stack: the inference fit's value, else
+        `decode_layer_overhead_us` (the prior)."""
+        return self.decode_layer_overhead_us_by_vendor.get(vendor, self.decode_layer_overhead_us)
+
+    def infer_gemm_max(self, arch: str, precision: str) -> float:
+        """Share of dense peak serving GEMMs reach on `arch` in `precision`: the inference fit's value, with
+        the same fallback as `gemm_max` inside the inference values, then the training share."""
+        fmt = "bf16" if precision == "fp16" else precision
+        for key in _fallback_keys(arch, fmt):
+            if key in self.infer_gemm_efficiency_by_arch:
+                return self.infer_gemm_efficiency_by_arch[key]
+        return self.gemm_max(arch, precision)
 
 
 GENERATIONS = ("ampere", "hopper", "blackwell")

@@ -1,18 +1,27 @@
 """Inference: prefill time, per-token decode time and serving throughput, vectorized over batch sizes.
 
 Serving is modelled as a steady cycle: each of the B sequences in flight is prefilled once (I tokens) and
-then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch, without
-overlap (a simple, non-chunked scheduler). A user's decode speed is one token per decode step
-(tokens/s/user = 1/step, what latency budgets are stated in); the time per output token is the cycle over O,
-the decode step plus the B/O prefills of other users that stall the batch per step, which is what
-inter-token latency (ITL) measures under continuous batching. A GPU's throughput counts the prefills too.
-Decode reads all weights and the KV cache once per step (a roofline against HBM) and issues two tensor-parallel
-all-reduces per layer; prefill is GEMM-bound and its all-reduces carry every prompt token's hidden state
-(seed 001: ~20 GB per GPU for an 8K prompt on 70B).
+then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch. The scheduler
+chunks prefills into the decode steps (TensorRT-LLM's in-flight batching, vLLM's chunked prefill): the
+prompts' GEMMs share the steps' weight reads, while their attention and all-reduces run on their own.
+A user's decode speed is one token per decode step (tokens/s/user = 1/step, what latency budgets are
+stated in); the time per output token is the cycle over O, the decode step plus the share of other users'
+prefills it carries, which is what inter-token latency (ITL) measures under continuous batching. A GPU's
+throughput counts the prefills too.
+
+Every GEMM streams its weights while it computes (a roofline per kernel): a decode step's GEMMs take the
+longer of one weight read, at the decode share of HBM bandwidth, and their compute over the batch (the
+compute floor of a large batch); attention then reads the KV cache. Prefill is GEMM-bound over the tokens
+in flight unless one weight read takes longer (a short prompt). GEMMs run at the serving share of the
+generation's peak (`infer_gemm_max`); every forward pass pays a fixed time per layer for the small kernels
+between GEMMs (`serving_layer_overhead_us`) and two tensor-parallel all-reduces per layer priced by the
+collective model; prefill's carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K
+prompt on 70B).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,7 +38,6 @@ from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
 BYTES_PER_WEIGHT = {"bf16": 2, "fp16": 2, "fp8": 1}
-KV_BYTES = 2
 MAX_INFER_BATCH = 4096
 """Largest batch tried against a latency budget (`predict infer`, `advise infer`)."""
 
@@ -44,6 +52,8 @@ class InferJob:
     input_tokens: int
     output_tokens: int
     precision: str = "bf16"
+    kv_precision: str = "bf16"
+    """Format of the KV cache (fp8 halves its memory and the bytes each decode step reads)."""
 
 
 @dataclass
@@ -64,18 +74,37 @@ class InferEstimate:
     fits: np.ndarray
 
 
+SMALL_SIZES = 8
+"""Size vectors up to this length are memoized: the fitting procedure prices each evidence entry under
+hundreds of compute constants, and the collectives do not depend on them."""
+
+
 def _allreduce_s(tiers: CommTiers, size: np.ndarray, job: InferJob, gpus_per_node: int) -> np.ndarray:
-    ranks = np.full_like(size, job.tp, dtype=float)
+    size = np.asarray(size, dtype=float)
+    if size.size <= SMALL_SIZES:
+        return np.asarray(_allreduce_small_s(tiers, tuple(size.ravel().tolist()), job.tp, gpus_per_node)
+                          ).reshape(size.shape)
+    return _allreduce_vector_s(tiers, size, job.tp, gpus_per_node)
+
+
+@functools.lru_cache(maxsize=4096)
+def _allreduce_small_s(tiers: CommTiers, sizes: tuple[float, ...], tp: int, gpus_per_node: int
+                       ) -> tuple[float, ...]:
+    return tuple(_allreduce_vector_s(tiers, np.asarray(sizes), tp, gpus_per_node).tolist())
+
+
+def _allreduce_vector_s(tiers: CommTiers, size: np.ndarray, tp: int, gpus_per_node: int) -> np.ndarray:
+    ranks = np.full_like(size, tp, dtype=float)
     _, nodes = group_span(ranks, np.ones_like(ranks), gpus_per_node)
     time_us = collective_time("all_reduce", tiers, size, ranks, nodes, labels=False).time_us
-    return np.where(job.tp > 1, time_us * 1e-6, 0.0)
+    return np.where(tp > 1, time_us * 1e-6, 0.0)
 
 
 def _kv_bytes_per_token(job: InferJob) -> float:
     """KV cache of one token on one GPU (KV heads are replicated when tp exceeds them)."""
     m = job.model
     kv_split = min(job.tp, m.kv_heads)
-    return 2.0 * m.kv_dim / kv_split * KV_BYTES * m.layers / job.pp
+    return 2.0 * m.kv_dim / kv_split * BYTES_PER_WEIGHT[job.kv_precision] * m.layers / job.pp
 
 
 def _weights_bytes_per_gpu(job: InferJob) -> float:
@@ -83,31 +112,86 @@ def _weights_bytes_per_gpu(job: InferJob) -> float:
     return m.total_params() / (job.tp * job.pp) * BYTES_PER_WEIGHT[job.precision]
 
 
-def _prefill(job: InferJob, system: System, tiers: CommTiers) -> tuple[float, float]:
-    m, c = job.model, compute_constants()
-    peak = peak_tflops(system.node.gpu, job.precision)
-    top = c.gemm_max(system.node.gpu.arch, job.precision)
-    tokens = job.input_tokens
-    gemm = sum(gemm_time_s(np.asarray(2.0 * tokens * w / job.tp), peak, c, top)
-               for w in (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
-                         *([m.hidden * m.ffn_hidden] * m.ffn_matrices))) * m.layers
-    attention = 0.5 * 4.0 * tokens * tokens * m.hidden / job.tp * m.layers / (
-        peak_tflops(system.node.gpu, "bf16") * 1e12 * c.flash_attention_efficiency)
-    logits = gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab / job.tp), peak, c, top)
+def _layer_gemms(m: ModelConfig) -> tuple[float, ...]:
+    """Weights of each GEMM of one layer (QKV, output, FFN matrices), before the TP split."""
+    return (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden, *([m.hidden * m.ffn_hidden] * m.ffn_matrices))
+
+
+def _gemms_s(job: InferJob, system: System, tokens: np.ndarray) -> np.ndarray:
+    """All layers' GEMMs over `tokens` tokens in flight, per GPU, at the serving share of peak."""
+    m, c, gpu = job.model, compute_constants(), system.node.gpu
+    peak, top = peak_tflops(gpu, job.precision), c.infer_gemm_max(gpu.arch, job.precision)
+    per_layer = np.zeros_like(tokens, dtype=float)
+    for w in _layer_gemms(m):
+        per_layer = per_layer + gemm_time_s(2.0 * tokens * w / job.tp, peak, c, top)
+    return per_layer * m.layers
+
+
+def _weights_read_s(job: InferJob, system: System) -> float:
+    """One read of every pp stage's weights, one stage after another, at the decode share of HBM."""
+    bw = system.node.gpu.hbm_gb_per_s * 1e9 * compute_constants().decode_hbm(system.node.gpu.vendor)
+    return _weights_bytes_per_gpu(job) * job.pp / bw
+
+
+def _layer_overhead_s(job: InferJob, system: System) -> float:
+    return job.model.layers * compute_constants().serving_layer_overhead_us(system.node.gpu.vendor) * 1e-6
+
+
+@dataclass(frozen=True)
+class _Prefill:
+    total_s: float
+    comm_s: float
+    gemm_s: float
+    """The GEMMs alone: what rides in decode steps' weight reads under chunked prefill."""
+    serial_s: float
+    """Attention, logits and TP comm: kernels of their own that no decode step hides."""
+
+
+def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1) -> _Prefill:
+    """Prefill of `sequences` prompts of input_tokens each, batched in one pass."""
+    m, c, gpu = job.model, compute_constants(), system.node.gpu
+    peak = peak_tflops(gpu, job.precision)
+    tokens = float(job.input_tokens * sequences)
+    gemm = float(_gemms_s(job, system, np.asarray([tokens]))[0])
+    attention = sequences * 0.5 * 4.0 * job.input_tokens ** 2 * m.hidden / job.tp * m.layers / (
+        peak_tflops(gpu, "bf16") * 1e12 * c.flash_attention_efficiency)
+    logits = float(gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab * sequences / job.tp), peak, c,
+                               c.infer_gemm_max(gpu.arch, job.precision)))
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
-    return float(gemm + attention + logits + comm), float(comm)
+    serial = float(attention + logits + comm)
+    # A short prompt cannot beat one read of the weights, however few FLOPs it has.
+    total = max(gemm, _weights_read_s(job, system)) + serial + _layer_overhead_s(job, system)
+    return _Prefill(total_s=float(total), comm_s=float(comm), gemm_s=gemm, serial_s=serial)
 
 
-def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Decode:
+    gemm_s: np.ndarray
+    """The batch's GEMMs (and logits)."""
+    kv_s: np.ndarray
+    """Attention reading the KV cache: its own kernel, after the GEMMs, not hidden by them."""
+    fixed_s: np.ndarray
+    """Per-layer overhead and TP all-reduces."""
+    comm_s: np.ndarray
+
+
+def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) -> _Decode:
     m, c, gpu = job.model, compute_constants(), system.node.gpu
     context = job.input_tokens + job.output_tokens / 2.0
     # Every stage runs in turn for one token, so a step reads all pp stages' weights and KV, one after another.
-    streamed = (_weights_bytes_per_gpu(job) + batch * context * _kv_bytes_per_token(job)) * job.pp
-    memory = streamed / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm_efficiency)
-    flops = 2.0 * m.total_params() / job.tp * batch
-    compute = flops / (peak_tflops(gpu, job.precision) * 1e12 * c.gemm_max(gpu.arch, job.precision))
+    kv = batch * context * _kv_bytes_per_token(job) * job.pp / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm(gpu.vendor))
+    logits = gemm_time_s(2.0 * m.hidden * m.vocab * batch / job.tp, peak_tflops(gpu, job.precision), c,
+                         c.infer_gemm_max(gpu.arch, job.precision))
+    gemm = _gemms_s(job, system, batch) * job.pp + logits
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
-    return np.maximum(memory, compute) + comm, comm
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm, comm_s=comm)
+
+
+def _step_s(job: InferJob, system: System, d: _Decode, extra_gemm_s: np.ndarray | float = 0.0) -> np.ndarray:
+    """One decode step: each GEMM streams its weights while it computes (a roofline per kernel), so the
+    GEMMs take the longer of one weight read and their compute; attention's KV read and the fixed costs
+    follow. `extra_gemm_s`: prefill GEMMs riding in the same step (chunked prefill)."""
+    return np.maximum(_weights_read_s(job, system), d.gemm_s + extra_gemm_s) + d.kv_s + d.fixed_s
 
 
 def _memory_gib(job: InferJob, batch: np.ndarray) -> np.ndarray:
@@ -138,17 +222,26 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
     tiers = tiers or comm_tiers(system)
     check_multi_node(tiers, -(-job.tp * job.pp // system.node.gpus))
     batch = np.asarray(batches, dtype=float)
-    prefill, prefill_comm = _prefill(job, system, tiers)
-    step, step_comm = _decode(job, system, tiers, batch)
-    cycle = batch * prefill + job.output_tokens * step
+    pre = _prefill(job, system, tiers)
+    dec = _decode(job, system, tiers, batch)
+    step = _step_s(job, system, dec)
+    # Continuous batching with chunked prefill: the B prompts' GEMMs of a cycle are spread over its O decode
+    # steps and share their weight reads; their attention and all-reduces run on their own.
+    out = job.output_tokens
+    cycle = out * _step_s(job, system, dec, batch * pre.gemm_s / out) + batch * pre.serial_s
     memory = _memory_gib(job, batch)
     usable = usable_memory_gib(system.node.gpu)
     gpus = job.tp * job.pp
-    return InferEstimate(batch=batch, prefill_s=np.full_like(batch, prefill), decode_step_s=step,
-                         tp_comm_prefill_s=np.full_like(batch, prefill_comm), tp_comm_decode_s=step_comm,
+    return InferEstimate(batch=batch, prefill_s=np.full_like(batch, pre.total_s), decode_step_s=step,
+                         tp_comm_prefill_s=np.full_like(batch, pre.comm_s), tp_comm_decode_s=dec.comm_s,
                          cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
                          tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
                          memory_gib_per_gpu=memory, fits=memory <= usable)
+
+
+def batched_prefill_s(job: InferJob, system: System, sequences: int, tiers: CommTiers | None = None) -> float:
+    """Prefill of `sequences` prompts submitted together and run as one pass (a fixed batch's first token)."""
+    return _prefill(job, system, tiers or comm_tiers(system), sequences).total_s
 
 
 def best_batch_for_budget(est: InferEstimate, budget_tokens_per_s_per_user: float) -> int | None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from linkscope.hardware.loader import load_db
+from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.infer import InferJob, best_batch_for_budget, estimate_inference
 from linkscope.model.step.scaling import node_counts, predict_scaling
 from linkscope.model.step.search import LayoutRequest
@@ -84,3 +86,65 @@ def test_scaling_over_tcp_is_worse_than_over_infiniband(db) -> None:
 def test_node_counts() -> None:
     assert node_counts(1) == [1]
     assert node_counts(6) == [1, 2, 4, 6]
+
+
+def test_a_short_prompt_costs_at_least_one_weight_read(db) -> None:
+    # 70B in bf16 on one H200: 141 GB of weights; a 1-token prompt has almost no FLOPs but must stream them.
+    job = InferJob(model=model_presets()["llama3-70b"], tp=2, pp=1, input_tokens=1, output_tokens=16)
+    est = estimate_inference(job, db.systems["hgx-h200"], np.asarray([1]))
+    weights_s = 70.6e9 * 2 / 2 / (4.8e12 * compute_constants().decode_hbm("nvidia"))
+    assert est.prefill_s[0] >= weights_s * 0.99
+
+
+def test_decode_is_weight_bound_at_small_batch_and_compute_bound_at_large(db) -> None:
+    job = InferJob(model=model_presets()["llama3-8b"], tp=1, pp=1, input_tokens=128, output_tokens=128,
+                   precision="fp8")
+    est = estimate_inference(job, db.systems["hgx-h200"], np.asarray([1, 2, 2048, 4096]))
+    small = est.decode_step_s[1] / est.decode_step_s[0]
+    large = est.decode_step_s[3] / est.decode_step_s[2]
+    assert small < 1.05  # the weight read dominates: a second sequence is almost free
+    assert large > 1.6  # the GEMMs over the batch dominate: twice the batch, nearly twice the step
+
+
+def test_an_fp8_kv_cache_halves_the_cache_and_fits_twice_the_batch(db) -> None:
+    from linkscope.model.step.infer import candidate_batches
+
+    base = InferJob(model=model_presets()["llama3-8b"], tp=1, pp=1, input_tokens=2048, output_tokens=2048,
+                    precision="fp8")
+    fp8_kv = replace(base, kv_precision="fp8")
+    system = db.systems["dgx-h100"]
+    assert len(candidate_batches(fp8_kv, system)) == pytest.approx(2 * len(candidate_batches(base, system)), rel=0.05)
+
+
+def test_chunked_prefill_rides_in_the_decode_steps_weight_reads(db) -> None:
+    # A cycle costs less than its prefills and decode steps run one after another, and never less than
+    # the decode steps alone.
+    job = InferJob(model=model_presets()["llama3-70b"], tp=2, pp=1, input_tokens=2048, output_tokens=256,
+                   precision="fp8")
+    est = estimate_inference(job, db.systems["dgx-h100"], np.asarray([1, 8, 64]))
+    serial = est.batch * est.prefill_s + job.output_tokens * est.decode_step_s
+    assert np.all(est.cycle_s < serial)
+    assert np.all(est.cycle_s > job.output_tokens * est.decode_step_s)
+
+
+def test_serving_constants_fall_back_to_training_and_prior_values() -> None:
+    c = compute_constants()
+    # Blackwell has no serving evidence: the previous generation's serving share, as training shares fall back.
+    assert c.infer_gemm_max("blackwell", "fp8") == c.infer_gemm_efficiency_by_arch["hopper:fp8"]
+    assert c.infer_gemm_max("cdna4", "bf16") == c.gemm_max("cdna4", "bf16")  # no serving chain: training's
+    assert c.infer_gemm_max("hopper", "fp8") == c.infer_gemm_efficiency_by_arch["hopper:fp8"]
+    assert c.decode_hbm("cpu") == c.decode_hbm_efficiency
+    assert c.serving_layer_overhead_us("cpu") == c.decode_layer_overhead_us
+
+
+def test_a_fixed_batch_latency_is_one_batched_prefill_and_the_decode_steps(db) -> None:
+    from linkscope.model.fidelity.evidence import InferenceEntry
+    from linkscope.model.fidelity.evidence_predict import predicted
+    from linkscope.model.step.infer import batched_prefill_s
+
+    entry = InferenceEntry(source="s", system="hgx-h200", model="llama3-8b", tp=1, batch=8, input_tokens=32,
+                           output_tokens=128, metric="batch_latency_s", value=1.0, where="w")
+    job = InferJob(model=model_presets()["llama3-8b"], tp=1, pp=1, input_tokens=32, output_tokens=128)
+    system = db.systems["hgx-h200"]
+    step = estimate_inference(job, system, np.asarray([8])).decode_step_s[0]
+    assert predicted(entry, db) == pytest.approx(batched_prefill_s(job, system, 8) + 127 * step)
