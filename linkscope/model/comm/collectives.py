@@ -92,13 +92,36 @@ def _overheads(t: CommTiers, proto: int) -> float:
     return t.net_overhead_us() * (3.0 if proto == 2 else 1.0)
 
 
+def _channel_share(s: _Shape, proto: int, ring_ll: bool, halve_threads: bool = True) -> np.ndarray:
+    """Share of the communicator's bandwidth a collective of this size gets, as NCCL launches it.
+
+    NCCL (src/enqueue.cc, topoGetAlgoInfo) drops channels while nBytes < channels * threads * threshold,
+    then, down to one channel, halves the threads while that still holds and the thread count is a
+    multiple of 128 (512 -> 64 at most, 640 -> 320), keeping at least 3 warps. Each channel carries its
+    share of the bandwidth, as NCCL's cost model scaled it (bw / nChannels * channels used), so small and
+    mid-size messages run on a fraction of the links' rate. The ring's LL threshold is scaled by the rank
+    count (src/graph/tuning.cc); tree kernels always use every thread.
+    """
+    tune = nccl_tuning()
+    nt_max = tune.max_threads[proto]
+    units = s.size / (nt_max * tune.thread_threshold[proto] * (s.n if ring_ll else 1.0))
+    channels = np.minimum(np.floor(units), tune.coll_channels)
+    if not halve_threads:
+        return np.maximum(channels, 1.0) / tune.coll_channels
+    halvings_max = 3 if nt_max % 512 == 0 else 1
+    with np.errstate(divide="ignore"):
+        halvings = np.clip(np.ceil(-np.log2(units)), 0, halvings_max)
+    threads = np.maximum(np.exp2(-halvings), 96.0 / nt_max)
+    return np.where(units >= 1.0, channels, threads) / tune.coll_channels
+
+
 def _ring_latency(t: CommTiers, s: _Shape, proto: int, nsteps: np.ndarray, ninter: np.ndarray) -> np.ndarray:
     tune = nccl_tuning()
     overhead = _overheads(t, proto)
     intra = np.full_like(s.n, tune.hw_latency_us[t.intra_hw]["ring"][proto])
     intra = np.where(s.nn > 1, np.maximum(intra, overhead), intra)
     inter = tune.hw_latency_us["net"]["ring"][proto] + overhead * (2 if proto == 2 else 1) + t.net_latency_us_extra
-    return tune.base_latency_us["ring"][proto] + (nsteps - ninter) * intra + ninter * inter
+    return (tune.base_latency_us["ring"][proto] + (nsteps - ninter) * intra + ninter * inter)
 
 
 def _steps(op: str, s: _Shape) -> tuple[np.ndarray, np.ndarray]:
@@ -119,6 +142,7 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     bws = [np.minimum(ll_cap, 0.5 * bus), np.where(_ll128_allowed(t, s), tune.ll128_efficiency * bus, 0.0), bus]
     times, names = [], []
     for proto, bw in enumerate(bws):
+        bw = bw * _channel_share(s, proto, ring_ll=proto == 0)
         lat = _ring_latency(t, s, proto, nsteps, ninter)
         if op == "all_reduce" and proto == 2:
             plateau = (s.nn > 1) & (s.size >= s.n * 64 * 16)
@@ -143,11 +167,12 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     times, names = [], []
     for proto, bw in enumerate(bws):
         correction = np.asarray(tune.tree_correction[proto])[log_size]
-        algbw = bw * tune.tree_pattern_factor * 0.5 * correction
+        algbw = bw * tune.tree_pattern_factor * 0.5 * correction * _channel_share(s, proto, False, False)
         overhead = _overheads(t, proto)
         intra_lat = tune.hw_latency_us[t.intra_hw]["tree"][proto]
         inter_lat = tune.hw_latency_us["net"]["tree"][proto] + overhead + t.net_latency_us_extra
         lat = tune.base_latency_us["tree"][proto] + 2 * ((s.ppn - 1) * intra_lat + np.log2(s.nn) * inter_lat)
+        lat = lat
         transfer = np.where(algbw > 0, s.size / (1000.0 * algbw), INF)
         times.append(lat + transfer)
         names.append(_label(s, lat > transfer, "latency", limit))
@@ -205,7 +230,7 @@ def nvls_tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     algbw = np.minimum(intra, inter)
     overhead = _overheads(t, 2)
     inter_lat = tune.hw_latency_us["net"]["nvls_tree"][2] + overhead + t.net_latency_us_extra
-    lat = tune.hw_latency_us["nvlink"]["nvls_tree"][2] + 2 * np.log2(s.nn) * inter_lat
+    lat = (tune.hw_latency_us["nvlink"]["nvls_tree"][2] + 2 * np.log2(s.nn) * inter_lat)
     time = lat + s.size / (1000.0 * algbw)
     limit = _label(s, inter < intra, f"network ({t.fabric})", "nvlink (nvls)")
     valid = t.nvls & (s.nn > 1) & (s.ppn >= 2) & (op == "all_reduce")
@@ -220,6 +245,7 @@ def collnet(op: str, t: CommTiers, s: _Shape) -> Candidate:
     inter_t = s.size / (1000.0 * 0.9 * t.inter_bw(s.ppn))
     intra_lat = tune.hw_latency_us[t.intra_hw]["collnet_direct"][2]
     lat = 2 * (s.ppn - 1) * intra_lat + tune.hw_latency_us["net"]["collnet_direct"][2] + t.net_latency_us_extra
+    lat = lat
     time = lat + np.maximum(intra_t, inter_t)
     limit = _label(s, inter_t > intra_t, f"network ({t.fabric} SHARP)", "nvlink")
     valid = t.sharp & (s.nn > 1) & (op == "all_reduce")

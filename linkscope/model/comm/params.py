@@ -49,6 +49,9 @@ class NcclTuning(_Strict):
     tree_efficiency: float = Field(gt=0, le=1)
     tree_pattern_factor: float = Field(gt=0, le=1)
     ring_plateau_latency_factor: dict[str, float]
+    thread_threshold: Triple
+    max_threads: Triple
+    coll_channels: int = Field(ge=1)
 
 
 class FabricTraits(_Strict):
