@@ -8,7 +8,7 @@ import pytest
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.comm.predict import predict_sizes
-from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.collectives import _channel_share, _shape, collective_time
 from linkscope.model.comm.params import nccl_tuning
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.results.busbw import bus_factors
@@ -37,13 +37,14 @@ def test_tp2_allreduce_on_mesh_is_about_seven_times_slower(db) -> None:
 
 
 def test_ring_allreduce_takes_2n_minus_2_steps(db) -> None:
-    # At a tiny size the ring's time is its latency: base + 2(n-1) hops of NVLink latency (LL protocol).
+    # At a tiny size the ring's time is its latency: base + 2(n-1) hops of NVLink latency (LL protocol);
+    # 8 bytes on one channel of three warps add a hundredth of a microsecond.
     tiers = comm_tiers(db.systems["dgx-a100"])
     tune = nccl_tuning()
     for n in (2, 4, 8):
         got = collective_time("all_reduce", tiers, 8, n, 1, algo="ring").time_us[0]
         expected = tune.base_latency_us["ring"][0] + 2 * (n - 1) * tune.hw_latency_us["nvlink"]["ring"][0]
-        assert got == pytest.approx(expected, rel=1e-3)
+        assert got == pytest.approx(expected, rel=1e-2)
 
 
 def test_nvls_needs_fewer_steps_than_a_ring(db) -> None:
@@ -149,3 +150,65 @@ def test_predict_collective_cli_json_and_sweep() -> None:
     assert [r["bytes"] for r in rows] == [2**k for k in range(3, 21)]
     bad = run_cli("predict", "collective", "--system", "dgx-a100", "--op", "all_reduce", "--algo", "nvls")
     assert bad.exit_code == 2 and "nvls" in bad.stderr
+
+
+def _nccl_channels_and_threads(nbytes: int, proto: int, nranks: int, ring: bool) -> tuple[int, int]:
+    """A transcription of NCCL's loop (src/enqueue.cc, topoGetAlgoInfo) for ring and tree."""
+    tune = nccl_tuning()
+    nc, nt = tune.coll_channels, int(tune.max_threads[proto])
+    threshold = tune.thread_threshold[proto] * (nranks if ring and proto == 0 else 1)
+    while nbytes < nc * nt * threshold and nc >= 2:
+        nc -= 1
+    if ring:
+        while nbytes < nc * nt * threshold and nt % 128 == 0:
+            nt //= 2
+        nt = max(nt, 96)
+    else:
+        nt = int(tune.max_threads[proto])  # tree kernels use every thread
+    return nc, nt
+
+
+@pytest.mark.parametrize("nbytes", [8, 4096, 32768, 65536, 196608, 1 << 20, 1 << 24, 1 << 30])
+@pytest.mark.parametrize("proto", [0, 1, 2])
+def test_channel_share_is_nccls_channel_and_thread_choice(nbytes: int, proto: int) -> None:
+    tune = nccl_tuning()
+    for ring in (True, False):
+        nc, nt = _nccl_channels_and_threads(nbytes, proto, 8, ring)
+        share = _channel_share(_shape(nbytes, 8, 1), proto, ring_ll=ring and proto == 0, halve_threads=ring)[0]
+        assert share == pytest.approx(nc * nt / (tune.coll_channels * tune.max_threads[proto])), (ring, nc, nt)
+
+
+def test_protocol_switches_from_ll_to_ll128_to_simple_as_size_grows(db) -> None:
+    sizes = [2**k for k in range(3, 34)]
+    rows = predict_sizes(db.systems["dgx-a100"], "all_reduce", sizes, gpus=8, algo="ring")
+    order = {"LL": 0, "LL128": 1, "Simple": 2}
+    protocols = [order[r.protocol] for r in rows]
+    assert protocols == sorted(protocols)
+    assert protocols[0] == 0 and protocols[-1] == 2 and 1 in protocols
+    # Below one channel's worth of LL work the ring runs on fewer channels, so its time stays near the
+    # latency of one channel's transfer instead of growing from NCCL's bare latency.
+    small = {r.bytes: r.time_us for r in rows if r.bytes <= 32768}
+    assert small[32768] == pytest.approx(small[8192], rel=0.05)
+
+
+def test_a_recorded_a100_sweep_latency_and_plateau(db) -> None:
+    # OCI BM.GPU4.8 (8 x A100 40GB, NVSwitch), one process driving 8 GPUs: the latency regime and the
+    # bandwidth plateau are predicted within 15%; the mid-size regime (256 KiB .. 16 MiB) is still predicted
+    # faster than measured (docs/model.md, known gaps), by less than 55%.
+    from pathlib import Path
+
+    from linkscope.hardware.resolve import resolve_system
+    from linkscope.results.nccltests.importer import parse_nccl_tests_file
+
+    fixture = Path(__file__).parents[2] / "fixtures" / "nccl_tests" / "v2.13_all_reduce_a100_8gpu_oci.txt"
+    rows = parse_nccl_tests_file(fixture).rows
+    measured = {r.size_bytes: r.time_us for r in rows if r.placement == "out_of_place"}
+    sizes = sorted(measured)
+    system = resolve_system("oci/BM.GPU4.8", db)
+    predicted = {r.bytes: r.time_us for r in predict_sizes(system, "all_reduce", sizes, 8)}
+    for size in sizes:
+        ratio = predicted[size] / measured[size]
+        if 8192 <= size <= 32768 or size >= 64 * 2**20:
+            assert ratio == pytest.approx(1.0, abs=0.15), size
+        elif 256 * 2**10 <= size <= 16 * 2**20:
+            assert 0.45 < ratio < 1.0, size
