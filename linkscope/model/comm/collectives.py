@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linkscope.hardware.errors import UserError
-from linkscope.model.comm.params import PROTOCOLS, nccl_tuning
+from linkscope.model.comm.params import PROTOCOLS, comm_fit, nccl_tuning
 from linkscope.model.comm.tiers import CommTiers
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv", "gather",
@@ -92,27 +92,35 @@ def _overheads(t: CommTiers, proto: int) -> float:
     return t.net_overhead_us() * (3.0 if proto == 2 else 1.0)
 
 
-def _channel_share(s: _Shape, proto: int, ring_ll: bool, halve_threads: bool = True) -> np.ndarray:
-    """Share of the communicator's bandwidth a collective of this size gets, as NCCL launches it.
+def _channel_units(s: _Shape, proto: int, ring_ll: bool, halve_threads: bool = True) -> np.ndarray:
+    """How many full channels' worth of threads NCCL launches for a collective of this size.
 
     NCCL (src/enqueue.cc, topoGetAlgoInfo) drops channels while nBytes < channels * threads * threshold,
     then, down to one channel, halves the threads while that still holds and the thread count is a
-    multiple of 128 (512 -> 64 at most, 640 -> 320), keeping at least 3 warps. Each channel carries its
-    share of the bandwidth, as NCCL's cost model scaled it (bw / nChannels * channels used), so small and
-    mid-size messages run on a fraction of the links' rate. The ring's LL threshold is scaled by the rank
-    count (src/graph/tuning.cc); tree kernels always use every thread.
+    multiple of 128 (512 -> 64 at most, 640 -> 320), keeping at least 3 warps. The ring's LL threshold is
+    scaled by the rank count (src/graph/tuning.cc); tree kernels always use every thread.
     """
     tune = nccl_tuning()
     nt_max = tune.max_threads[proto]
     units = s.size / (nt_max * tune.thread_threshold[proto] * (s.n if ring_ll else 1.0))
     channels = np.minimum(np.floor(units), tune.coll_channels)
     if not halve_threads:
-        return np.maximum(channels, 1.0) / tune.coll_channels
+        return np.maximum(channels, 1.0)
     halvings_max = 3 if nt_max % 512 == 0 else 1
     with np.errstate(divide="ignore"):
         halvings = np.clip(np.ceil(-np.log2(units)), 0, halvings_max)
     threads = np.maximum(np.exp2(-halvings), 96.0 / nt_max)
-    return np.where(units >= 1.0, channels, threads) / tune.coll_channels
+    return np.where(units >= 1.0, channels, threads)
+
+
+def _per_channel_bw(per_channel_ll128: np.ndarray | float, proto: int, bus: np.ndarray) -> np.ndarray:
+    """Bus bandwidth one channel can carry: NCCL's per-channel LL128 cap, for LL that cap times LL's payload
+    share over LL128's (NCCL's 0.5 and 0.92: 8 of every 16 bytes against 120 of 128); Simple has no
+    per-channel cap in NCCL, so a channel carries its even share of the links."""
+    tune = nccl_tuning()
+    if proto == 2:
+        return bus / tune.coll_channels
+    return np.asarray(per_channel_ll128) * (0.5 / tune.ll128_efficiency if proto == 0 else 1.0)
 
 
 def _ring_latency(t: CommTiers, s: _Shape, proto: int, nsteps: np.ndarray, ninter: np.ndarray) -> np.ndarray:
@@ -141,8 +149,10 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)]
     bws = [np.minimum(ll_cap, 0.5 * bus), np.where(_ll128_allowed(t, s), tune.ll128_efficiency * bus, 0.0), bus]
     times, names = [], []
+    per_channel = np.asarray(tune.per_channel_max_ring_ll128_bw[t.arch])[_node_index(s.nn)]
     for proto, bw in enumerate(bws):
-        bw = bw * _channel_share(s, proto, ring_ll=proto == 0)
+        # Small and mid-size messages run on the channels NCCL launches for them, each at its own cap.
+        bw = np.minimum(bw, _channel_units(s, proto, ring_ll=proto == 0) * _per_channel_bw(per_channel, proto, bus))
         lat = _ring_latency(t, s, proto, nsteps, ninter)
         if op == "all_reduce" and proto == 2:
             plateau = (s.nn > 1) & (s.size >= s.n * 64 * 16)
@@ -164,10 +174,14 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     bws = [np.minimum(base / 3.8, ll_cap), np.where(_ll128_allowed(t, s), base * 120 / 128, 0.0),
            base * tune.tree_efficiency]
     log_size = np.clip(np.log2(np.maximum(s.size, 64) / 64).astype(int), 0, 21)
+    tree_ch_simple = np.asarray(tune.per_channel_max_tree_bw[t.arch])[_node_index(s.nn)]
+    tree_ch_ll128 = np.asarray(tune.per_channel_max_tree_ll128_bw[t.arch])[_node_index(s.nn)]
     times, names = [], []
     for proto, bw in enumerate(bws):
         correction = np.asarray(tune.tree_correction[proto])[log_size]
-        algbw = bw * tune.tree_pattern_factor * 0.5 * correction * _channel_share(s, proto, False, False)
+        cap = _channel_units(s, proto, False, False) * (tree_ch_simple if proto == 2 else
+                                                       _per_channel_bw(tree_ch_ll128, proto, base))
+        algbw = np.minimum(bw, cap) * tune.tree_pattern_factor * 0.5 * correction
         overhead = _overheads(t, proto)
         intra_lat = tune.hw_latency_us[t.intra_hw]["tree"][proto]
         inter_lat = tune.hw_latency_us["net"]["tree"][proto] + overhead + t.net_latency_us_extra
@@ -210,11 +224,30 @@ def _nvls_algbw(op: str, t: CommTiers, s: _Shape) -> np.ndarray:
     return bw * np.ones_like(s.ppn)
 
 
+def _nvls_chunk_bytes(s: _Shape, concurrent_ops: np.ndarray) -> np.ndarray:
+    """NCCL's NVLS chunk for this size (src/enqueue.cc calcCollChunking, unregistered buffers)."""
+    chunk = np.full_like(s.size, float(nccl_tuning().nvls_chunk_bytes))
+    for factor, smaller in ((64, 65536.0), (8, 32768.0), (2, 16384.0)):
+        chunk = np.where((s.size < factor * concurrent_ops * chunk) & (chunk > smaller), smaller, chunk)
+    return chunk
+
+
+def _nvls_chunk_extra_us(t: CommTiers, s: _Shape) -> np.ndarray:
+    """Time the chunks beyond a 128 KiB chunking cost: each channel-and-head slot handles its chunks one
+    after another, at the fitted per-chunk overhead (data/comm_fit.yaml)."""
+    overhead = comm_fit().nvls_chunk_overhead_us
+    if overhead == 0.0:
+        return np.zeros_like(s.size)
+    ops = nccl_tuning().nvls_channels.get(t.arch, 16) * s.ppn
+    chunk = _nvls_chunk_bytes(s, ops)
+    return overhead * s.size / ops * (1.0 / chunk - 1.0 / nccl_tuning().nvls_chunk_bytes)
+
+
 def nvls(op: str, t: CommTiers, s: _Shape) -> Candidate:
     """NVLink SHARP inside one NVSwitch domain: the switch reduces, so two synchronisations instead of 2(n-1)."""
     algbw = _nvls_algbw(op, t, s)
     lat = nccl_tuning().hw_latency_us["nvlink"]["nvls"][2]
-    transfer = s.size / (1000.0 * algbw)
+    transfer = s.size / (1000.0 * algbw) + _nvls_chunk_extra_us(t, s)
     valid = t.nvls & (s.nn <= 1) & (s.n >= 2) & (s.n <= t.domain_size)
     limit = _label(s, lat > transfer, "latency", "nvlink (nvls)")
     return _mask(Candidate("nvls", lat + transfer, _simple(s), limit), valid)
