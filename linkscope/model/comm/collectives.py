@@ -129,7 +129,7 @@ def _ring_latency(t: CommTiers, s: _Shape, proto: int, nsteps: np.ndarray, ninte
     intra = np.full_like(s.n, tune.hw_latency_us[t.intra_hw]["ring"][proto])
     intra = np.where(s.nn > 1, np.maximum(intra, overhead), intra)
     inter = tune.hw_latency_us["net"]["ring"][proto] + overhead * (2 if proto == 2 else 1) + t.net_latency_us_extra
-    return (tune.base_latency_us["ring"][proto] + (nsteps - ninter) * intra + ninter * inter)
+    return tune.base_latency_us["ring"][proto] + (nsteps - ninter) * intra + ninter * inter
 
 
 def _steps(op: str, s: _Shape) -> tuple[np.ndarray, np.ndarray]:
@@ -173,12 +173,13 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)]
     bws = [np.minimum(base / 3.8, ll_cap), np.where(_ll128_allowed(t, s), base * 120 / 128, 0.0),
            base * tune.tree_efficiency]
-    log_size = np.clip(np.log2(np.maximum(s.size, 64) / 64).astype(int), 0, 21)
+    log_size = np.log2(np.maximum(s.size, 64) / 64).astype(int)
+    in_table = log_size < 23  # NCCL corrects tree all-reduce below 2^23 x 64 bytes only
     tree_ch_simple = np.asarray(tune.per_channel_max_tree_bw[t.arch])[_node_index(s.nn)]
     tree_ch_ll128 = np.asarray(tune.per_channel_max_tree_ll128_bw[t.arch])[_node_index(s.nn)]
     times, names = [], []
     for proto, bw in enumerate(bws):
-        correction = np.asarray(tune.tree_correction[proto])[log_size]
+        correction = np.where(in_table, np.asarray(tune.tree_correction[proto])[np.minimum(log_size, 22)], 1.0)
         cap = _channel_units(s, proto, False, False) * (tree_ch_simple if proto == 2 else
                                                        _per_channel_bw(tree_ch_ll128, proto, base))
         algbw = np.minimum(bw, cap) * tune.tree_pattern_factor * 0.5 * correction
@@ -186,7 +187,6 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
         intra_lat = tune.hw_latency_us[t.intra_hw]["tree"][proto]
         inter_lat = tune.hw_latency_us["net"]["tree"][proto] + overhead + t.net_latency_us_extra
         lat = tune.base_latency_us["tree"][proto] + 2 * ((s.ppn - 1) * intra_lat + np.log2(s.nn) * inter_lat)
-        lat = lat
         transfer = np.where(algbw > 0, s.size / (1000.0 * algbw), INF)
         times.append(lat + transfer)
         names.append(_label(s, lat > transfer, "latency", limit))
@@ -224,23 +224,28 @@ def _nvls_algbw(op: str, t: CommTiers, s: _Shape) -> np.ndarray:
     return bw * np.ones_like(s.ppn)
 
 
-def _nvls_chunk_bytes(s: _Shape, concurrent_ops: np.ndarray) -> np.ndarray:
-    """NCCL's NVLS chunk for this size (src/enqueue.cc calcCollChunking, unregistered buffers)."""
-    chunk = np.full_like(s.size, float(nccl_tuning().nvls_chunk_bytes))
-    for factor, smaller in ((64, 65536.0), (8, 32768.0), (2, 16384.0)):
-        chunk = np.where((s.size < factor * concurrent_ops * chunk) & (chunk > smaller), smaller, chunk)
-    return chunk
+_NVLS_CHUNK_STEPS = ((64, 65536.0), (8, 32768.0), (2, 16384.0))
+"""NVLS inside a node: below factor x ops x chunk the chunk drops to the next size (calcCollChunking)."""
 
 
 def _nvls_chunk_extra_us(t: CommTiers, s: _Shape) -> np.ndarray:
-    """Time the chunks beyond a 128 KiB chunking cost: each channel-and-head slot handles its chunks one
-    after another, at the fitted per-chunk overhead (data/comm_fit.yaml)."""
+    """Time the chunks beyond a 128 KiB chunking cost, at the fitted per-chunk overhead (data/comm_fit.yaml).
+
+    NCCL cuts an NVLS collective into chunks, smaller for smaller buffers (src/enqueue.cc calcCollChunking,
+    unregistered buffers), spread over channels x heads concurrent slots (heads: the node's GPUs); each slot
+    handles its chunks one after another. NVLS-tree across nodes chunks by other rules and is left as NCCL
+    models it: the only multi-node NVLS-tree mid-size sweeps in the evidence (over InfiniBand and over
+    GPUDirect-TCPXO) disagree by a factor of several about what a chunk costs.
+    """
     overhead = comm_fit().nvls_chunk_overhead_us
     if overhead == 0.0:
         return np.zeros_like(s.size)
+    full = float(nccl_tuning().nvls_chunk_bytes)
     ops = nccl_tuning().nvls_channels.get(t.arch, 16) * s.ppn
-    chunk = _nvls_chunk_bytes(s, ops)
-    return overhead * s.size / ops * (1.0 / chunk - 1.0 / nccl_tuning().nvls_chunk_bytes)
+    chunk = np.full_like(s.size, full)
+    for factor, smaller in _NVLS_CHUNK_STEPS:
+        chunk = np.where((s.size < factor * ops * chunk) & (chunk > smaller), smaller, chunk)
+    return overhead * s.size / ops * (1.0 / chunk - 1.0 / full)
 
 
 def nvls(op: str, t: CommTiers, s: _Shape) -> Candidate:
@@ -263,8 +268,10 @@ def nvls_tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     algbw = np.minimum(intra, inter)
     overhead = _overheads(t, 2)
     inter_lat = tune.hw_latency_us["net"]["nvls_tree"][2] + overhead + t.net_latency_us_extra
-    lat = (tune.hw_latency_us["nvlink"]["nvls_tree"][2] + 2 * np.log2(s.nn) * inter_lat)
-    time = lat + s.size / (1000.0 * algbw)
+    lat = tune.hw_latency_us["nvlink"]["nvls_tree"][2] + 2 * np.log2(s.nn) * inter_lat
+    log_size = np.log2(np.maximum(s.size, 64) / 64).astype(int)
+    correction = np.where(log_size < 24, np.asarray(tune.tree_correction[2])[np.minimum(log_size, 23)], 1.0)
+    time = lat + s.size / (1000.0 * algbw * correction)
     limit = _label(s, inter < intra, f"network ({t.fabric})", "nvlink (nvls)")
     valid = t.nvls & (s.nn > 1) & (s.ppn >= 2) & (op == "all_reduce")
     return _mask(Candidate("nvls_tree", time, _simple(s), limit), valid)
@@ -278,7 +285,6 @@ def collnet(op: str, t: CommTiers, s: _Shape) -> Candidate:
     inter_t = s.size / (1000.0 * 0.9 * t.inter_bw(s.ppn))
     intra_lat = tune.hw_latency_us[t.intra_hw]["collnet_direct"][2]
     lat = 2 * (s.ppn - 1) * intra_lat + tune.hw_latency_us["net"]["collnet_direct"][2] + t.net_latency_us_extra
-    lat = lat
     time = lat + np.maximum(intra_t, inter_t)
     limit = _label(s, inter_t > intra_t, f"network ({t.fabric} SHARP)", "nvlink")
     valid = t.sharp & (s.nn > 1) & (op == "all_reduce")

@@ -231,3 +231,30 @@ def test_a_recorded_a100_sweep_driven_by_one_thread(db) -> None:
             assert ratio == pytest.approx(1.0, abs=0.15), size
         elif size < 16 * 2**20:
             assert ratio < 1.0, size
+
+
+def test_nvls_pays_for_smaller_chunks_only_below_ncclS_default_chunking(db) -> None:
+    # 8 H100s: 16 channels x 8 heads; NCCL chunks at 128 KiB from 64 x 128 x 128 KiB = 1 GiB up, so the
+    # fitted per-chunk overhead adds nothing there and something at 256 MiB (64 KiB chunks).
+    from linkscope.model.comm.collectives import _nvls_chunk_extra_us
+    from linkscope.model.comm.params import comm_fit
+
+    tiers = comm_tiers(db.systems["dgx-h100"])
+    extra = _nvls_chunk_extra_us(tiers, _shape([2**28, 2**30, 2**34], 8, 1))
+    per_chunk = comm_fit().nvls_chunk_overhead_us
+    assert extra[1] == 0.0 and extra[2] == 0.0
+    assert extra[0] == pytest.approx(per_chunk * 2**28 / 128 * (1 / 65536 - 1 / 131072))
+
+
+def test_nvls_tree_takes_ncclS_tree_correction(db) -> None:
+    tiers = comm_tiers(db.systems["dgx-h100"])
+    tune = nccl_tuning()
+    size = 2**24  # log2(size / 64) = 18
+    got = collective_time("all_reduce", tiers, size, 16, 2, algo="nvls_tree").time_us[0]
+    uncorrected_lat = tune.hw_latency_us["nvlink"]["nvls_tree"][2]
+    assert got > uncorrected_lat + size / (1000.0 * 300.0)  # slower than any uncorrected NVLS-tree bandwidth
+    inter_lat = tune.hw_latency_us["net"]["nvls_tree"][2] + 3 * tiers.net_overhead_us() + tiers.net_latency_us_extra
+    lat = uncorrected_lat + 2 * inter_lat
+    algbw = size / (1000.0 * (got - lat))
+    full = collective_time("all_reduce", tiers, 2**36, 16, 2, algo="nvls_tree").time_us[0]
+    assert algbw == pytest.approx(2**36 / (1000.0 * (full - lat)) * tune.tree_correction[2][18], rel=1e-6)
