@@ -113,14 +113,20 @@ def _channel_units(s: _Shape, proto: int, ring_ll: bool, halve_threads: bool = T
     return np.where(units >= 1.0, channels, threads)
 
 
-def _per_channel_bw(per_channel_ll128: np.ndarray | float, proto: int, bus: np.ndarray) -> np.ndarray:
-    """Bus bandwidth one channel can carry: NCCL's per-channel LL128 cap, for LL that cap times LL's payload
-    share over LL128's (NCCL's 0.5 and 0.92: 8 of every 16 bytes against 120 of 128); Simple has no
-    per-channel cap in NCCL, so a channel carries its even share of the links."""
+def _per_channel_bw(per_channel_ll128: np.ndarray | float, proto: int, proto_bw: np.ndarray) -> np.ndarray:
+    """Bus bandwidth one running channel can carry.
+
+    At most NCCL's per-channel LL128 cap (src/graph/tuning.cc), for LL that cap times LL's payload share over
+    LL128's (NCCL's 0.5 and 0.92: 8 of every 16 bytes against 120 of 128); Simple has no per-channel cap in
+    NCCL. And at most the links of one searched channel: NCCL duplicates the channels it found on fast
+    NVLink (src/graph/search.cc, ncclTopoDupChannels, halving each one's bandwidth), so one channel running
+    alone gets twice its even share of the protocol's bandwidth.
+    """
     tune = nccl_tuning()
+    links = 2.0 * proto_bw / tune.coll_channels
     if proto == 2:
-        return bus / tune.coll_channels
-    return np.asarray(per_channel_ll128) * (0.5 / tune.ll128_efficiency if proto == 0 else 1.0)
+        return links
+    return np.minimum(links, np.asarray(per_channel_ll128) * (0.5 / tune.ll128_efficiency if proto == 0 else 1.0))
 
 
 def _ring_latency(t: CommTiers, s: _Shape, proto: int, nsteps: np.ndarray, ninter: np.ndarray) -> np.ndarray:
@@ -152,7 +158,7 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     per_channel = np.asarray(tune.per_channel_max_ring_ll128_bw[t.arch])[_node_index(s.nn)]
     for proto, bw in enumerate(bws):
         # Small and mid-size messages run on the channels NCCL launches for them, each at its own cap.
-        bw = np.minimum(bw, _channel_units(s, proto, ring_ll=proto == 0) * _per_channel_bw(per_channel, proto, bus))
+        bw = np.minimum(bw, _channel_units(s, proto, ring_ll=proto == 0) * _per_channel_bw(per_channel, proto, bw))
         lat = _ring_latency(t, s, proto, nsteps, ninter)
         if op == "all_reduce" and proto == 2:
             plateau = (s.nn > 1) & (s.size >= s.n * 64 * 16)
@@ -180,8 +186,9 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     times, names = [], []
     for proto, bw in enumerate(bws):
         correction = np.where(in_table, np.asarray(tune.tree_correction[proto])[np.minimum(log_size, 22)], 1.0)
-        cap = _channel_units(s, proto, False, False) * (tree_ch_simple if proto == 2 else
-                                                       _per_channel_bw(tree_ch_ll128, proto, base))
+        cap = _channel_units(s, proto, False, False) * (
+            np.minimum(tree_ch_simple, 2.0 * bw / tune.coll_channels) if proto == 2 else
+            _per_channel_bw(tree_ch_ll128, proto, bw))
         algbw = np.minimum(bw, cap) * tune.tree_pattern_factor * 0.5 * correction
         overhead = _overheads(t, proto)
         intra_lat = tune.hw_latency_us[t.intra_hw]["tree"][proto]

@@ -188,15 +188,17 @@ def test_protocol_switches_from_ll_to_ll128_to_simple_as_size_grows(db) -> None:
 
 
 def test_small_messages_run_on_fewer_channels(db) -> None:
-    # 64 KiB of ring LL on 8 ranks fills two of NCCL's channels (512 threads x 64 bytes each), so it moves
-    # at two channels' cap, not at the links' rate; from about 1 MiB every channel runs.
+    # 64 KiB of ring LL on 8 ranks fills two of NCCL's 24 channels (512 threads x 64 bytes each), so it moves
+    # at two channels' worth (each at most twice an even share of LL's 141 GB/s, the channels being
+    # duplicated, and at most NCCL's per-channel cap), not at the links' rate; from about 1 MiB all run.
     tiers = comm_tiers(db.systems["dgx-h100"])
     tune = nccl_tuning()
     latency = tune.base_latency_us["ring"][0] + 14 * tune.hw_latency_us["nvlink"]["ring"][0]
     t64k, t1m = collective_time("all_reduce", tiers, [65536, 2**20], 8, 1, algo="ring").time_us
-    per_channel = tune.per_channel_max_ring_ll128_bw["hopper"][0] * 0.5 / tune.ll128_efficiency
-    assert t64k == pytest.approx(latency + 65536 * 14 / 8 / (1000 * 2 * per_channel), rel=1e-3)
     ll_cap = tune.ll_max_bw["hopper"][0]
+    per_channel = min(tune.per_channel_max_ring_ll128_bw["hopper"][0] * 0.5 / tune.ll128_efficiency,
+                      2 * ll_cap / tune.coll_channels)
+    assert t64k == pytest.approx(latency + 65536 * 14 / 8 / (1000 * 2 * per_channel), rel=1e-3)
     assert t1m == pytest.approx(latency + 2**20 * 14 / 8 / (1000 * ll_cap), rel=1e-3)
 
 

@@ -21,7 +21,7 @@ from linkscope.model.fidelity.fit import FINE_MIX, FINE_SHARE, PricedSet
 from linkscope.model.fidelity.validate import Validation, range_quantiles, validate
 
 # What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
-LOSO_MEDIAN_LIMIT_PCT = {"training": 7.0, "collectives": 7.5, "inference": 16.0}
+LOSO_MEDIAN_LIMIT_PCT = {"training": 7.0, "collectives": 6.3, "inference": 16.0}
 SHARE_STEP = float(FINE_SHARE[1] - FINE_SHARE[0])
 MIX_STEP = float(FINE_MIX[1] - FINE_MIX[0])
 
