@@ -1,11 +1,12 @@
 """The fitting procedure, rerun: the evidence fit (model/fidelity/fit.py) and, with --calibration-only, the older fit
 of the HBM share and per-layer overhead on the calibration set alone.
 
-The evidence fit prints the values compute.yaml carries (gemm shares per generation and format, ZeRO-3 and
-TP comm overlap, decode HBM share) and the content of accuracy.yaml (leave-one-source-out residual
-quantiles); both files are edited by hand from this output, and tests/model/test_validate.py checks that
-they agree with a fresh fit. Nothing outside the evidence set (model/data/evidence.yaml plus the
-calibration set) enters either fit.
+The evidence fit prints the value comm_fit.yaml carries (the NVLS per-chunk overhead, fitted on the
+collectives first, since training and inference predictions use the collective model), the values compute.yaml
+carries (gemm shares per generation and format, ZeRO-3 and TP comm overlap, decode HBM share) and the content
+of accuracy.yaml (leave-one-source-out residual quantiles); the three files are edited by hand from this
+output, and tests/model/fidelity/test_validate.py checks that they agree with a fresh fit. Nothing outside the
+evidence set (model/data/evidence.yaml plus the calibration set) enters any fit.
 
     python benchmarks/fit_calibration.py
     python benchmarks/fit_calibration.py --calibration-only
@@ -50,14 +51,19 @@ def errors_for(constants: compute.ComputeConstants, system) -> list[float]:  # t
 
 def evidence_fit() -> None:
     """Fit on the whole evidence set; print compute.yaml's fitted values and accuracy.yaml's kinds."""
+    from linkscope.model.comm.params import comm_fit_override
+    from linkscope.model.fidelity.comm_fit import PricedCollectives
     from linkscope.model.fidelity.evidence import load_evidence
     from linkscope.model.fidelity.fit import PricedSet
     from linkscope.model.fidelity.validate import fitted_summary, range_quantiles, validate
 
     db, evidence = load_db(include_user=False), load_evidence()
-    fitted = PricedSet(evidence, db, compute.packaged_constants()).fit()
-    print("compute.yaml (evidence fit):", fitted_summary(fitted))
-    result = validate(evidence, db, fitted)
+    comm = PricedCollectives(evidence.collectives, db).fit()
+    print("comm_fit.yaml (evidence fit): nvls_chunk_overhead_us", comm.nvls_chunk_overhead_us)
+    with comm_fit_override(comm):
+        fitted = PricedSet(evidence, db, compute.packaged_constants()).fit()
+    print("compute.yaml (evidence fit):", fitted_summary(fitted, comm))
+    result = validate(evidence, db, fitted, comm)
     print("accuracy.yaml kinds:", range_quantiles(result))
     for kind, s in result.kinds.items():
         print(f"  {kind:10s} n={s.n:3d} in-sample median {s.in_sample_median_pct:5.1f}%  "

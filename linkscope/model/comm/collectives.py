@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linkscope.hardware.errors import UserError
-from linkscope.model.comm.params import PROTOCOLS, nccl_tuning
+from linkscope.model.comm.params import PROTOCOLS, comm_fit, nccl_tuning
 from linkscope.model.comm.tiers import CommTiers
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv", "gather",
@@ -92,6 +92,43 @@ def _overheads(t: CommTiers, proto: int) -> float:
     return t.net_overhead_us() * (3.0 if proto == 2 else 1.0)
 
 
+def _channel_units(s: _Shape, proto: int, ring_ll: bool, halve_threads: bool = True) -> np.ndarray:
+    """How many full channels' worth of threads NCCL launches for a collective of this size.
+
+    NCCL (src/enqueue.cc, topoGetAlgoInfo) drops channels while nBytes < channels * threads * threshold,
+    then, down to one channel, halves the threads while that still holds and the thread count is a
+    multiple of 128 (512 -> 64 at most, 640 -> 320), keeping at least 3 warps. The ring's LL threshold is
+    scaled by the rank count (src/graph/tuning.cc); tree kernels always use every thread.
+    """
+    tune = nccl_tuning()
+    nt_max = tune.max_threads[proto]
+    units = s.size / (nt_max * tune.thread_threshold[proto] * (s.n if ring_ll else 1.0))
+    channels = np.minimum(np.floor(units), tune.coll_channels)
+    if not halve_threads:
+        return np.maximum(channels, 1.0)
+    halvings_max = 3 if nt_max % 512 == 0 else 1
+    with np.errstate(divide="ignore"):
+        halvings = np.clip(np.ceil(-np.log2(units)), 0, halvings_max)
+    threads = np.maximum(np.exp2(-halvings), 96.0 / nt_max)
+    return np.where(units >= 1.0, channels, threads)
+
+
+def _per_channel_bw(per_channel_ll128: np.ndarray | float, proto: int, proto_bw: np.ndarray) -> np.ndarray:
+    """Bus bandwidth one running channel can carry.
+
+    At most NCCL's per-channel LL128 cap (src/graph/tuning.cc), for LL that cap times LL's payload share over
+    LL128's (NCCL's 0.5 and 0.92: 8 of every 16 bytes against 120 of 128); Simple has no per-channel cap in
+    NCCL. And at most the links of one searched channel: NCCL duplicates the channels it found on fast
+    NVLink (src/graph/search.cc, ncclTopoDupChannels, halving each one's bandwidth), so one channel running
+    alone gets twice its even share of the protocol's bandwidth.
+    """
+    tune = nccl_tuning()
+    links = 2.0 * proto_bw / tune.coll_channels
+    if proto == 2:
+        return links
+    return np.minimum(links, np.asarray(per_channel_ll128) * (0.5 / tune.ll128_efficiency if proto == 0 else 1.0))
+
+
 def _ring_latency(t: CommTiers, s: _Shape, proto: int, nsteps: np.ndarray, ninter: np.ndarray) -> np.ndarray:
     tune = nccl_tuning()
     overhead = _overheads(t, proto)
@@ -118,7 +155,10 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)]
     bws = [np.minimum(ll_cap, 0.5 * bus), np.where(_ll128_allowed(t, s), tune.ll128_efficiency * bus, 0.0), bus]
     times, names = [], []
+    per_channel = np.asarray(tune.per_channel_max_ring_ll128_bw[t.arch])[_node_index(s.nn)]
     for proto, bw in enumerate(bws):
+        # Small and mid-size messages run on the channels NCCL launches for them, each at its own cap.
+        bw = np.minimum(bw, _channel_units(s, proto, ring_ll=proto == 0) * _per_channel_bw(per_channel, proto, bw))
         lat = _ring_latency(t, s, proto, nsteps, ninter)
         if op == "all_reduce" and proto == 2:
             plateau = (s.nn > 1) & (s.size >= s.n * 64 * 16)
@@ -139,11 +179,17 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)]
     bws = [np.minimum(base / 3.8, ll_cap), np.where(_ll128_allowed(t, s), base * 120 / 128, 0.0),
            base * tune.tree_efficiency]
-    log_size = np.clip(np.log2(np.maximum(s.size, 64) / 64).astype(int), 0, 21)
+    log_size = np.log2(np.maximum(s.size, 64) / 64).astype(int)
+    in_table = log_size < 23  # NCCL corrects tree all-reduce below 2^23 x 64 bytes only
+    tree_ch_simple = np.asarray(tune.per_channel_max_tree_bw[t.arch])[_node_index(s.nn)]
+    tree_ch_ll128 = np.asarray(tune.per_channel_max_tree_ll128_bw[t.arch])[_node_index(s.nn)]
     times, names = [], []
     for proto, bw in enumerate(bws):
-        correction = np.asarray(tune.tree_correction[proto])[log_size]
-        algbw = bw * tune.tree_pattern_factor * 0.5 * correction
+        correction = np.where(in_table, np.asarray(tune.tree_correction[proto])[np.minimum(log_size, 22)], 1.0)
+        cap = _channel_units(s, proto, False, False) * (
+            np.minimum(tree_ch_simple, 2.0 * bw / tune.coll_channels) if proto == 2 else
+            _per_channel_bw(tree_ch_ll128, proto, bw))
+        algbw = np.minimum(bw, cap) * tune.tree_pattern_factor * 0.5 * correction
         overhead = _overheads(t, proto)
         intra_lat = tune.hw_latency_us[t.intra_hw]["tree"][proto]
         inter_lat = tune.hw_latency_us["net"]["tree"][proto] + overhead + t.net_latency_us_extra
@@ -185,11 +231,35 @@ def _nvls_algbw(op: str, t: CommTiers, s: _Shape) -> np.ndarray:
     return bw * np.ones_like(s.ppn)
 
 
+_NVLS_CHUNK_STEPS = ((64, 65536.0), (8, 32768.0), (2, 16384.0))
+"""NVLS inside a node: below factor x ops x chunk the chunk drops to the next size (calcCollChunking)."""
+
+
+def _nvls_chunk_extra_us(t: CommTiers, s: _Shape) -> np.ndarray:
+    """Time the chunks beyond a 128 KiB chunking cost, at the fitted per-chunk overhead (data/comm_fit.yaml).
+
+    NCCL cuts an NVLS collective into chunks, smaller for smaller buffers (src/enqueue.cc calcCollChunking,
+    unregistered buffers), spread over channels x heads concurrent slots (heads: the node's GPUs); each slot
+    handles its chunks one after another. NVLS-tree across nodes chunks by other rules and is left as NCCL
+    models it: the only multi-node NVLS-tree mid-size sweeps in the evidence (over InfiniBand and over
+    GPUDirect-TCPXO) disagree by a factor of several about what a chunk costs.
+    """
+    overhead = comm_fit().nvls_chunk_overhead_us
+    if overhead == 0.0:
+        return np.zeros_like(s.size)
+    full = float(nccl_tuning().nvls_chunk_bytes)
+    ops = nccl_tuning().nvls_channels.get(t.arch, 16) * s.ppn
+    chunk = np.full_like(s.size, full)
+    for factor, smaller in _NVLS_CHUNK_STEPS:
+        chunk = np.where((s.size < factor * ops * chunk) & (chunk > smaller), smaller, chunk)
+    return overhead * s.size / ops * (1.0 / chunk - 1.0 / full)
+
+
 def nvls(op: str, t: CommTiers, s: _Shape) -> Candidate:
     """NVLink SHARP inside one NVSwitch domain: the switch reduces, so two synchronisations instead of 2(n-1)."""
     algbw = _nvls_algbw(op, t, s)
     lat = nccl_tuning().hw_latency_us["nvlink"]["nvls"][2]
-    transfer = s.size / (1000.0 * algbw)
+    transfer = s.size / (1000.0 * algbw) + _nvls_chunk_extra_us(t, s)
     valid = t.nvls & (s.nn <= 1) & (s.n >= 2) & (s.n <= t.domain_size)
     limit = _label(s, lat > transfer, "latency", "nvlink (nvls)")
     return _mask(Candidate("nvls", lat + transfer, _simple(s), limit), valid)
@@ -206,7 +276,9 @@ def nvls_tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     overhead = _overheads(t, 2)
     inter_lat = tune.hw_latency_us["net"]["nvls_tree"][2] + overhead + t.net_latency_us_extra
     lat = tune.hw_latency_us["nvlink"]["nvls_tree"][2] + 2 * np.log2(s.nn) * inter_lat
-    time = lat + s.size / (1000.0 * algbw)
+    log_size = np.log2(np.maximum(s.size, 64) / 64).astype(int)
+    correction = np.where(log_size < 24, np.asarray(tune.tree_correction[2])[np.minimum(log_size, 23)], 1.0)
+    time = lat + s.size / (1000.0 * algbw * correction)
     limit = _label(s, inter < intra, f"network ({t.fabric})", "nvlink (nvls)")
     valid = t.nvls & (s.nn > 1) & (s.ppn >= 2) & (op == "all_reduce")
     return _mask(Candidate("nvls_tree", time, _simple(s), limit), valid)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ class NcclTuning(_Strict):
     ll_max_bw: dict[str, Triple]
     per_channel_max_ring_ll128_bw: dict[str, Triple]
     per_channel_max_tree_bw: dict[str, Triple]
+    per_channel_max_tree_ll128_bw: dict[str, Triple]
     per_channel_max_nvls_tree_bw: dict[str, Triple]
     nvls_efficiency: dict[str, float]
     nvlink_per_link_bw: dict[str, float]
@@ -44,11 +47,24 @@ class NcclTuning(_Strict):
     pcie_x16_bw: dict[str, float]
     inter_socket_bw: dict[str, float]
     nvls_channels: dict[str, int]
+    nvls_chunk_bytes: int = Field(gt=0)
     tree_correction: list[list[float]]
     ll128_efficiency: float = Field(gt=0, le=1)
     tree_efficiency: float = Field(gt=0, le=1)
     tree_pattern_factor: float = Field(gt=0, le=1)
     ring_plateau_latency_factor: dict[str, float]
+    thread_threshold: Triple
+    max_threads: Triple
+    coll_channels: int = Field(ge=1)
+
+
+class CommFit(_Strict):
+    """The collective model's fitted constant (data/comm_fit.yaml)."""
+
+    source: str
+    as_of: date
+    nvls_chunk_overhead_us: float = Field(ge=0)
+    prior_nvls_chunk_overhead_us: float = Field(ge=0)
 
 
 class FabricTraits(_Strict):
@@ -78,6 +94,35 @@ def _load(path: Path, model: type[BaseModel]) -> Any:
 def nccl_tuning() -> NcclTuning:
     """NCCL's tuning constants, loaded once."""
     return _load(DATA_DIR / "nccl.yaml", NcclTuning)
+
+
+@functools.cache
+def packaged_comm_fit() -> CommFit:
+    """The fitted constant as packaged, loaded once."""
+    return _load(DATA_DIR / "comm_fit.yaml", CommFit)
+
+
+_COMM_FIT_OVERRIDE: list[CommFit] = []
+
+
+def comm_fit() -> CommFit:
+    """The fitted constant in force: an override (a fit being evaluated) or the packaged one."""
+    return _COMM_FIT_OVERRIDE[-1] if _COMM_FIT_OVERRIDE else packaged_comm_fit()
+
+
+@contextmanager
+def comm_fit_override(fit: CommFit) -> Iterator[None]:
+    """Predict collectives with `fit` inside the block (leave-one-source-out folds, the fitting grid)."""
+    _COMM_FIT_OVERRIDE.append(fit)
+    try:
+        yield
+    finally:
+        _COMM_FIT_OVERRIDE.pop()
+
+
+def with_nvls_chunk_overhead(overhead_us: float) -> CommFit:
+    """The packaged fit with another NVLS per-chunk overhead."""
+    return packaged_comm_fit().model_copy(update={"nvls_chunk_overhead_us": float(overhead_us)})
 
 
 @functools.cache

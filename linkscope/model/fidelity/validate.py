@@ -1,9 +1,10 @@
 """`linkscope validate`: the model's error on the evidence set, in-sample and leave-one-source-out.
 
 In-sample: every entry predicted with the packaged constants. Leave-one-source-out (LOSO): for each source,
-the fitted constants (model/fidelity/fit.py) are fitted again on every other source and the left-out source's entries
-are predicted with them. Collectives have no fitted constants, so their two errors agree. The LOSO residuals
-of each kind are also what the prediction ranges (`*_range`) are made of.
+the fitted constants (model/fidelity/fit.py for training and inference, model/fidelity/comm_fit.py for the
+collective model's NVLS chunk overhead) are fitted again on every other source and the left-out source's
+entries are predicted with them. The LOSO residuals of each kind are also what the prediction ranges
+(`*_range`) are made of.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from linkscope.hardware.loader import HardwareDB
+from linkscope.model.comm.params import CommFit, comm_fit, comm_fit_override
 from linkscope.model.step.compute import (
     ComputeConstants,
     constants_override,
@@ -27,6 +29,7 @@ from linkscope.model.fidelity.evidence import (
     EvidenceSet,
     TrainingEntry,
 )
+from linkscope.model.fidelity.comm_fit import PricedCollectives
 from linkscope.model.fidelity.evidence_predict import measured, predicted
 from linkscope.model.fidelity.fit import PricedSet, sources_of
 
@@ -107,35 +110,44 @@ def label_of(entry: Entry) -> str:
     return f"{entry.model} tp{entry.tp} batch {entry.batch} {entry.metric} on {entry.system}"
 
 
-def _predict_with(entries: list[Entry], db: HardwareDB, constants: ComputeConstants) -> list[float]:
-    with constants_override(constants):
+def _predict_with(entries: list[Entry], db: HardwareDB, constants: ComputeConstants,
+                  comm: CommFit | None = None) -> list[float]:
+    with constants_override(constants), comm_fit_override(comm or comm_fit()):
         return [predicted(e, db) for e in entries]
 
 
-def fitted_summary(c: ComputeConstants) -> dict[str, Any]:
+def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str, Any]:
     """The fitted constants as `validate` reports them."""
     return {"gemm_share": {"ampere:bf16": c.gemm_efficiency_max, **c.gemm_efficiency_by_arch},
             "zero3_overlap": c.zero3_overlap, "tp_comm_overlap": c.tp_comm_overlap,
             "decode_hbm_efficiency": dict(c.decode_hbm_efficiency_by_vendor),
             "infer_gemm_share": dict(c.infer_gemm_efficiency_by_arch),
-            "decode_layer_overhead_us": dict(c.decode_layer_overhead_us_by_vendor)}
+            "decode_layer_overhead_us": dict(c.decode_layer_overhead_us_by_vendor),
+            "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us}
 
 
-def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants | None = None) -> Validation:
-    """In-sample and leave-one-source-out errors of `constants` (the packaged ones by default)."""
+def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants | None = None,
+             comm: CommFit | None = None) -> Validation:
+    """In-sample and leave-one-source-out errors of `constants` and `comm` (the packaged ones by default)."""
     constants = constants or packaged_constants()
+    comm = comm or comm_fit()
     entries: list[Entry] = [e for kind in KINDS for e in evidence.entries(kind)]
-    in_sample = _predict_with(entries, db, constants)
-    priced = PricedSet(evidence, db, constants)
+    in_sample = _predict_with(entries, db, constants, comm)
+    with comm_fit_override(comm):
+        priced = PricedSet(evidence, db, constants)
+    with constants_override(constants):
+        priced_comm = PricedCollectives(evidence.collectives, db)
     loso = list(in_sample)
     for source in sources_of(entries):
         idx = [i for i, e in enumerate(entries) if e.source == source]
         fold = priced.fit(keep=_leaving_out(source))
-        for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold)):
+        comm_fold = priced_comm.fit(keep=_leaving_out(source)) if evidence.sources[source].kind == "collectives" \
+            else comm
+        for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold)):
             loso[i] = value
     results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q)
                for e, p, q in zip(entries, in_sample, loso)]
-    return _summarise(results, evidence, constants)
+    return _summarise(results, evidence, constants, comm)
 
 
 def _leaving_out(source: str) -> Callable[[Entry], bool]:
@@ -143,14 +155,15 @@ def _leaving_out(source: str) -> Callable[[Entry], bool]:
     return lambda entry: entry.source != source
 
 
-def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: ComputeConstants) -> Validation:
+def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: ComputeConstants,
+               comm: CommFit) -> Validation:
     kinds = {k: ErrorSummary.of(rs) for k in KINDS if (rs := [r for r in results if r.kind == k])}
     sources = []
     for source in sources_of(results):  # type: ignore[arg-type]
         rs = [r for r in results if r.source == source]
         sources.append({"source": source, "kind": rs[0].kind, "citation": evidence.sources[source].citation,
                         **asdict(ErrorSummary.of(rs))})
-    return Validation(kinds=kinds, sources=sources, entries=results, fitted=fitted_summary(constants))
+    return Validation(kinds=kinds, sources=sources, entries=results, fitted=fitted_summary(constants, comm))
 
 
 def range_quantiles(validation: Validation) -> dict[str, dict[str, float]]:

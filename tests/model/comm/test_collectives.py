@@ -8,7 +8,7 @@ import pytest
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.comm.predict import predict_sizes
-from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.collectives import _channel_units, _shape, collective_time
 from linkscope.model.comm.params import nccl_tuning
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.results.busbw import bus_factors
@@ -37,13 +37,14 @@ def test_tp2_allreduce_on_mesh_is_about_seven_times_slower(db) -> None:
 
 
 def test_ring_allreduce_takes_2n_minus_2_steps(db) -> None:
-    # At a tiny size the ring's time is its latency: base + 2(n-1) hops of NVLink latency (LL protocol).
+    # At a tiny size the ring's time is its latency: base + 2(n-1) hops of NVLink latency (LL protocol);
+    # 8 bytes on one channel of three warps add a hundredth of a microsecond.
     tiers = comm_tiers(db.systems["dgx-a100"])
     tune = nccl_tuning()
     for n in (2, 4, 8):
         got = collective_time("all_reduce", tiers, 8, n, 1, algo="ring").time_us[0]
         expected = tune.base_latency_us["ring"][0] + 2 * (n - 1) * tune.hw_latency_us["nvlink"]["ring"][0]
-        assert got == pytest.approx(expected, rel=1e-3)
+        assert got == pytest.approx(expected, rel=1e-2)
 
 
 def test_nvls_needs_fewer_steps_than_a_ring(db) -> None:
@@ -149,3 +150,113 @@ def test_predict_collective_cli_json_and_sweep() -> None:
     assert [r["bytes"] for r in rows] == [2**k for k in range(3, 21)]
     bad = run_cli("predict", "collective", "--system", "dgx-a100", "--op", "all_reduce", "--algo", "nvls")
     assert bad.exit_code == 2 and "nvls" in bad.stderr
+
+
+def _nccl_channels_and_threads(nbytes: int, proto: int, nranks: int, ring: bool) -> tuple[int, int]:
+    """A transcription of NCCL's loop (src/enqueue.cc, topoGetAlgoInfo) for ring and tree."""
+    tune = nccl_tuning()
+    nc, nt = tune.coll_channels, int(tune.max_threads[proto])
+    threshold = tune.thread_threshold[proto] * (nranks if ring and proto == 0 else 1)
+    while nbytes < nc * nt * threshold and nc >= 2:
+        nc -= 1
+    if ring:
+        while nbytes < nc * nt * threshold and nt % 128 == 0:
+            nt //= 2
+        nt = max(nt, 96)
+    else:
+        nt = int(tune.max_threads[proto])  # tree kernels use every thread
+    return nc, nt
+
+
+@pytest.mark.parametrize("nbytes", [8, 4096, 32768, 65536, 196608, 1 << 20, 1 << 24, 1 << 30])
+@pytest.mark.parametrize("proto", [0, 1, 2])
+def test_channel_units_are_nccls_channel_and_thread_choice(nbytes: int, proto: int) -> None:
+    tune = nccl_tuning()
+    for ring in (True, False):
+        nc, nt = _nccl_channels_and_threads(nbytes, proto, 8, ring)
+        units = _channel_units(_shape(nbytes, 8, 1), proto, ring_ll=ring and proto == 0, halve_threads=ring)[0]
+        assert units == pytest.approx(nc * nt / tune.max_threads[proto]), (ring, nc, nt)
+
+
+def test_protocol_switches_from_ll_to_ll128_to_simple_as_size_grows(db) -> None:
+    sizes = [2**k for k in range(3, 34)]
+    rows = predict_sizes(db.systems["dgx-a100"], "all_reduce", sizes, gpus=8, algo="ring")
+    order = {"LL": 0, "LL128": 1, "Simple": 2}
+    protocols = [order[r.protocol] for r in rows]
+    assert protocols == sorted(protocols)
+    assert protocols[0] == 0 and protocols[-1] == 2 and 1 in protocols
+
+
+def test_small_messages_run_on_fewer_channels(db) -> None:
+    # 64 KiB of ring LL on 8 ranks fills two of NCCL's 24 channels (512 threads x 64 bytes each), so it moves
+    # at two channels' worth (each at most twice an even share of LL's 141 GB/s, the channels being
+    # duplicated, and at most NCCL's per-channel cap), not at the links' rate; from about 1 MiB all run.
+    tiers = comm_tiers(db.systems["dgx-h100"])
+    tune = nccl_tuning()
+    latency = tune.base_latency_us["ring"][0] + 14 * tune.hw_latency_us["nvlink"]["ring"][0]
+    t64k, t1m = collective_time("all_reduce", tiers, [65536, 2**20], 8, 1, algo="ring").time_us
+    ll_cap = tune.ll_max_bw["hopper"][0]
+    per_channel = min(tune.per_channel_max_ring_ll128_bw["hopper"][0] * 0.5 / tune.ll128_efficiency,
+                      2 * ll_cap / tune.coll_channels)
+    assert t64k == pytest.approx(latency + 65536 * 14 / 8 / (1000 * 2 * per_channel), rel=1e-3)
+    assert t1m == pytest.approx(latency + 2**20 * 14 / 8 / (1000 * ll_cap), rel=1e-3)
+
+
+def _recorded_vs_predicted(db, fixture_name: str, system_id: str) -> dict[int, float]:
+    from pathlib import Path
+
+    from linkscope.hardware.resolve import resolve_system
+    from linkscope.results.nccltests.importer import parse_nccl_tests_file
+
+    fixture = Path(__file__).parents[2] / "fixtures" / "nccl_tests" / fixture_name
+    rows = [r for r in parse_nccl_tests_file(fixture).rows if r.placement == "out_of_place"]
+    predicted = predict_sizes(resolve_system(system_id, db), "all_reduce", [r.size_bytes for r in rows], 8)
+    return {r.size_bytes: p.time_us / r.time_us for r, p in zip(rows, predicted)}
+
+
+def test_a_recorded_h100_sweep_is_predicted_in_every_regime(db) -> None:
+    # p5.48xlarge (8 x H100, NVSwitch with NVLS), one process per GPU: latency (ring LL on the channels
+    # NCCL launches), mid-size (NVLS at its smaller chunks) and plateau all within 20%, half within 6%.
+    ratios = _recorded_vs_predicted(db, "v2.13_all_reduce_h100_8gpu_p5_mpi_prefixed.txt", "aws/p5.48xlarge")
+    errors = [abs(r - 1.0) for size, r in ratios.items() if size >= 64]
+    assert max(errors) < 0.20
+    assert float(np.median(errors)) < 0.06
+
+
+def test_a_recorded_a100_sweep_driven_by_one_thread(db) -> None:
+    # OCI BM.GPU4.8 (8 x A100 40GB), one thread driving all 8 GPUs (-t 1 -g 8): the plateau is predicted
+    # within 15%; below 16 MiB the run takes longer than the model, which leaves out the serial launch of
+    # eight kernels from one thread (docs/model.md, known gaps).
+    ratios = _recorded_vs_predicted(db, "v2.13_all_reduce_a100_8gpu_oci.txt", "oci/BM.GPU4.8")
+    for size, ratio in ratios.items():
+        if size >= 64 * 2**20:
+            assert ratio == pytest.approx(1.0, abs=0.15), size
+        elif size < 16 * 2**20:
+            assert ratio < 1.0, size
+
+
+def test_nvls_pays_for_smaller_chunks_only_below_ncclS_default_chunking(db) -> None:
+    # 8 H100s: 16 channels x 8 heads; NCCL chunks at 128 KiB from 64 x 128 x 128 KiB = 1 GiB up, so the
+    # fitted per-chunk overhead adds nothing there and something at 256 MiB (64 KiB chunks).
+    from linkscope.model.comm.collectives import _nvls_chunk_extra_us
+    from linkscope.model.comm.params import comm_fit
+
+    tiers = comm_tiers(db.systems["dgx-h100"])
+    extra = _nvls_chunk_extra_us(tiers, _shape([2**28, 2**30, 2**34], 8, 1))
+    per_chunk = comm_fit().nvls_chunk_overhead_us
+    assert extra[1] == 0.0 and extra[2] == 0.0
+    assert extra[0] == pytest.approx(per_chunk * 2**28 / 128 * (1 / 65536 - 1 / 131072))
+
+
+def test_nvls_tree_takes_ncclS_tree_correction(db) -> None:
+    tiers = comm_tiers(db.systems["dgx-h100"])
+    tune = nccl_tuning()
+    size = 2**24  # log2(size / 64) = 18
+    got = collective_time("all_reduce", tiers, size, 16, 2, algo="nvls_tree").time_us[0]
+    uncorrected_lat = tune.hw_latency_us["nvlink"]["nvls_tree"][2]
+    assert got > uncorrected_lat + size / (1000.0 * 300.0)  # slower than any uncorrected NVLS-tree bandwidth
+    inter_lat = tune.hw_latency_us["net"]["nvls_tree"][2] + 3 * tiers.net_overhead_us() + tiers.net_latency_us_extra
+    lat = uncorrected_lat + 2 * inter_lat
+    algbw = size / (1000.0 * (got - lat))
+    full = collective_time("all_reduce", tiers, 2**36, 16, 2, algo="nvls_tree").time_us[0]
+    assert algbw == pytest.approx(2**36 / (1000.0 * (full - lat)) * tune.tree_correction[2][18], rel=1e-6)
