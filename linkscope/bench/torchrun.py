@@ -9,6 +9,7 @@ signals reach the guard through the interpreter's wakeup file descriptor instead
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -99,10 +100,14 @@ class RankZeroGuard:
         self._stop = threading.Event()
         self._signals: SignalPipe | None = None
         self._thread = threading.Thread(target=self._loop, name="linkscope-guard", daemon=True)
+        self._stderr_fd = 2
 
     def start(self) -> None:
         """Start watching (from the main thread, which owns signal handling)."""
         self._signals = SignalPipe()
+        # A copy of stderr as it is now: the abort's message must reach the user even while fd 2 is caught
+        # (bench train catches it around the profiler's start and stop to drop kineto's markers).
+        self._stderr_fd = os.dup(2)
         self._thread.start()
 
     def stop(self) -> None:
@@ -111,6 +116,9 @@ class RankZeroGuard:
         self._thread.join(5.0)
         if self._signals is not None:
             self._signals.close()
+        if self._stderr_fd != 2:
+            os.close(self._stderr_fd)
+            self._stderr_fd = 2
 
     def _loop(self) -> None:
         assert self._signals is not None
@@ -129,7 +137,9 @@ class RankZeroGuard:
         # The main thread may be stuck in a collective: write through a connection of this thread's own.
         self.recorder.store = ResultStore(self.recorder.store.path)
         self.recorder.close("incomplete", message)
-        sys.stderr.write(f"error: {message}\nerror: partial results stored as run {self.recorder.info.run_id} "
-                         f"in {self.recorder.store.path} (status incomplete)\n")
         sys.stderr.flush()
+        text = (f"error: {message}\nerror: partial results stored as run {self.recorder.info.run_id} "
+                f"in {self.recorder.store.path} (status incomplete)\n")
+        with contextlib.suppress(OSError):
+            os.write(self._stderr_fd, text.encode())
         os._exit(EXIT_FAULT)

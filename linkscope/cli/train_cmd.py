@@ -38,7 +38,7 @@ def train(
     iters: int = typer.Option(10, "-n", "--iters", help="Timed steps per repeat."),
     warmup: int = typer.Option(3, "-w", "--warmup", help="Untimed steps before timing."),
     repeat: int = typer.Option(1, "--repeat", help="Whole runs of warmup + iters."),
-    dp: Optional[int] = typer.Option(None, "--dp", help="Data-parallel ranks (DDP); the same as --nproc here."),
+    dp: Optional[int] = typer.Option(None, "--dp", help="Data-parallel replicas; ranks = dp x tp (or --nproc)."),
     fsdp: bool = typer.Option(False, "--fsdp", help="FSDP2 (fully_shard), ZeRO-3 unless --zero says otherwise."),
     zero: int = typer.Option(0, "--zero", help="1, 2 or 3: FSDP2 sharding stage (0 = DDP)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks (torch.distributed.tensor.parallel)."),
@@ -68,8 +68,9 @@ def train(
     from linkscope.model.step.transformer import load_model
     from linkscope.trainbench.session import TrainRequest, run_request
 
-    if dp is not None and nproc is not None and dp != nproc:
-        raise UserError(f"--dp {dp} and --nproc {nproc} disagree; give one")
+    if dp is not None and nproc is not None and dp * tp != nproc:
+        raise UserError(f"--dp {dp} x --tp {tp} is {dp * tp} ranks, but --nproc is {nproc}; give one of --dp and "
+                        "--nproc")
     spec = scaled_model(load_model(model), layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
     run = RunOptions(backend=backend, nproc=nproc or (dp * tp if dp else None), timeout_s=timeout, label=label,
                      db_path=db, quiet=quiet or as_json)

@@ -8,6 +8,7 @@ as slow as its slowest rank) through the sink as it completes.
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import time
 from collections.abc import Callable
@@ -188,9 +189,13 @@ def _trace(ctx: RankContext, trainer: Trainer, sink: TrainSink) -> None:
             # The step marks HTA (and trace_comm) use to count iterations.
             with record_function(f"ProfilerStep#{i}"):
                 ctx.timer.loop_seconds(trainer.step, 1, None)
-    finally:
-        with without_marker_lines():
+    except BaseException:
+        # The step's own error is the one to report, not a profiler that cannot stop after it.
+        with contextlib.suppress(Exception), without_marker_lines():
             prof.stop()
+        raise
+    with without_marker_lines():
+        prof.stop()
     wall_s = time.perf_counter() - start
     prof.export_chrome_trace(str(path))
     ctx.progress.advance()

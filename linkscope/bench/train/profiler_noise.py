@@ -9,6 +9,7 @@ written back, so a real warning or error still reaches the terminal (late by the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -29,8 +30,13 @@ def without_marker_lines(prefixes: tuple[bytes, ...] = MARKER_PREFIXES) -> Itera
     """Run the block with fd 2 caught in a file (never a pipe, which a chatty block could fill), then write
     back what it wrote except the marker lines."""
     sys.stderr.flush()
+    try:
+        caught = tempfile.TemporaryFile()  # noqa: SIM115 - opened here to fall back when it cannot be, closed below
+    except OSError:  # no writable temporary directory: markers on the terminal beat a failed run
+        yield
+        return
     saved = os.dup(2)
-    with tempfile.TemporaryFile() as caught:
+    with caught:
         os.dup2(caught.fileno(), 2)
         try:
             yield
@@ -39,6 +45,11 @@ def without_marker_lines(prefixes: tuple[bytes, ...] = MARKER_PREFIXES) -> Itera
             os.dup2(saved, 2)
             os.close(saved)
             caught.seek(0)
-            rest = kept_lines(caught.read(), prefixes)
-            if rest:
-                os.write(2, rest)
+            _write_all(2, kept_lines(caught.read(), prefixes))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte (os.write may write part); a stderr that refuses must not hide the block's own error."""
+    with contextlib.suppress(OSError):
+        while data:
+            data = data[os.write(fd, data):]

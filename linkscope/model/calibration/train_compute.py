@@ -144,9 +144,25 @@ def fit_compute_scale(points: list[dict[str, Any]], docs: list[dict[str, Any]], 
     if not ratios:
         raise UserError("no timed training steps to calibrate from")
     precision = str(points[0]["settings"].get("precision", "bf16"))
+    if precision == "fp32":
+        # The step model has no FP32 GEMM peak and predicts such runs in BF16: the ratio would mix the two.
+        raise UserError("a GPU training run in fp32 cannot calibrate the compute model; measure with "
+                        "--precision bf16 or fp16", field="precision")
+    ratio = float(np.median([r.ratio for r in ratios]))
+    _check_physical(ratio)
     return ComputeScale(
-        compute_time_ratio=float(np.median([r.ratio for r in ratios])), gpu=system.node.gpu.id, precision=precision,
+        compute_time_ratio=ratio, gpu=system.node.gpu.id, precision=precision,
         points=[{**asdict(r), "ratio": r.ratio} for r in ratios], constants_as_of=str(compute_constants().as_of))
+
+
+def _check_physical(ratio: float) -> None:
+    """A ratio that puts any compute share above the datasheet peak is a measurement problem, not a profile."""
+    c = scaled_constants(compute_constants(), ratio)
+    shares = [c.gemm_efficiency_max, c.flash_attention_efficiency, c.hbm_efficiency,
+              *c.gemm_efficiency_by_arch.values()]
+    if not np.isfinite(ratio) or ratio <= 0 or max(shares) > 1.0:
+        raise UserError(f"the measured compute is {ratio:.3g}x the model's, faster than the GPU's datasheet peak "
+                        "allows; the trace's exposed communication is probably overestimated (not saved)")
 
 
 def scaled_constants(c: ComputeConstants, compute_time_ratio: float) -> ComputeConstants:

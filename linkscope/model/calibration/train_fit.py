@@ -76,6 +76,8 @@ def collective_calls(s: TrainShape) -> float:
     tensor parallelism's inside the layers plus data parallelism's over the dp group."""
     # Megatron's f and g: two all-reduces per layer forward, two in backward.
     tp_calls = 4.0 * s.model.layers if s.tp > 1 else 0.0
+    if s.tp > 1 and s.recompute == "full":
+        tp_calls += 2.0 * s.model.layers  # the forward's two, again, when backward recomputes it
     if s.dp <= 1:
         return tp_calls
     units = s.model.layers + 1  # fully_shard wraps each layer and the root (embedding, norm, output)
@@ -97,7 +99,8 @@ def bus_bytes(s: TrainShape) -> float:
     tp_bytes = 0.0
     if s.tp > 1:
         activations = s.micro_batch * m.seq_len * m.hidden * s.element_bytes
-        tp_bytes = 4 * m.layers * activations * 2 * (s.tp - 1) / s.tp
+        passes = 6 if s.recompute == "full" else 4  # a recomputed forward all-reduces again
+        tp_bytes = passes * m.layers * activations * 2 * (s.tp - 1) / s.tp
     if s.dp <= 1:
         return tp_bytes
     grads = m.total_params() / s.tp * s.element_bytes

@@ -31,6 +31,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.fidelity.accuracy import rate_range, time_range
 from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
 from linkscope.model.step.layout import group_span
 from linkscope.model.step.search import divisors
@@ -76,20 +77,22 @@ class InferEstimate:
 
 SMALL_SIZES = 8
 """Size vectors up to this length are memoized: the fitting procedure prices each evidence entry under
-hundreds of compute constants, and the collectives do not depend on them."""
+hundreds of compute constants, and the collectives do not depend on them (only on the tiers, the layout and
+the collective model's own fitted constant, which the key carries)."""
 
 
 def _allreduce_s(tiers: CommTiers, size: np.ndarray, job: InferJob, gpus_per_node: int) -> np.ndarray:
     size = np.asarray(size, dtype=float)
     if size.size <= SMALL_SIZES:
-        return np.asarray(_allreduce_small_s(tiers, tuple(size.ravel().tolist()), job.tp, gpus_per_node)
-                          ).reshape(size.shape)
+        return np.asarray(_allreduce_small_s(tiers, tuple(size.ravel().tolist()), job.tp, gpus_per_node,
+                                             comm_fit().nvls_chunk_overhead_us)).reshape(size.shape)
     return _allreduce_vector_s(tiers, size, job.tp, gpus_per_node)
 
 
 @functools.lru_cache(maxsize=4096)
-def _allreduce_small_s(tiers: CommTiers, sizes: tuple[float, ...], tp: int, gpus_per_node: int
-                       ) -> tuple[float, ...]:
+def _allreduce_small_s(tiers: CommTiers, sizes: tuple[float, ...], tp: int, gpus_per_node: int,
+                       nvls_chunk_overhead_us: float) -> tuple[float, ...]:
+    # nvls_chunk_overhead_us is only part of the key: collective_time reads the fit in force itself.
     return tuple(_allreduce_vector_s(tiers, np.asarray(sizes), tp, gpus_per_node).tolist())
 
 
@@ -182,7 +185,7 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     kv = batch * context * _kv_bytes_per_token(job) * job.pp / (gpu.hbm_gb_per_s * 1e9 * c.decode_hbm(gpu.vendor))
     logits = gemm_time_s(2.0 * m.hidden * m.vocab * batch / job.tp, peak_tflops(gpu, job.precision), c,
                          c.infer_gemm_max(gpu.arch, job.precision))
-    gemm = _gemms_s(job, system, batch) * job.pp + logits
+    gemm = _gemms_s(job, system, batch) + logits  # all layers: the stages run one after another
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
     return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm, comm_s=comm)
 

@@ -148,3 +148,17 @@ def test_a_fixed_batch_latency_is_one_batched_prefill_and_the_decode_steps(db) -
     system = db.systems["hgx-h200"]
     step = estimate_inference(job, system, np.asarray([8])).decode_step_s[0]
     assert predicted(entry, db) == pytest.approx(batched_prefill_s(job, system, 8) + 127 * step)
+
+
+def test_decode_gemm_time_does_not_grow_with_pipeline_stages() -> None:
+    # The stages run one after another for each token, so all layers' GEMMs are done once per step, not pp times.
+    from linkscope.model.comm.tiers import comm_tiers
+    from linkscope.model.step import infer
+
+    system = load_db().systems["dgx-h100"]
+    m = model_presets()["llama3-70b"]
+    batch = np.asarray([256.0])
+    times = [infer._decode(infer.InferJob(model=m, tp=4, pp=pp, input_tokens=2048, output_tokens=512,
+                                          precision="bf16"), system, comm_tiers(system), batch).gemm_s[0]
+             for pp in (1, 2)]
+    assert times[1] == pytest.approx(times[0])
