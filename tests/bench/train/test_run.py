@@ -128,7 +128,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     cases = [(["--tp", "3"], "--tp: 3 does not divide the 2 ranks"),
              (["--grad-compression", "bf16"], "bf16 needs the nccl backend"),
              (["--sweep", "lr=1,2"], "--sweep: expected KEY=V1,V2"),
-             (["--scaling", "2,1"], "--scaling: expected at least two ascending")]
+             (["--scaling", "2,1"], "--scaling: expected at least two ascending"),
+             (["--tp", "2", "--dp", "2", "--nproc", "2"], "--dp 2 x --tp 2 is 4 ranks, but --nproc is 2")]
     for extra, message in cases:
         result = _cli(["bench", "train", *SMALL, "--db", db, *extra])
         assert result.exit_code == 2, result.output

@@ -55,7 +55,7 @@ def _cfg() -> TrainConfig:
                        run=RunOptions(backend="nccl", nproc=8)).validated()
 
 
-def _gpu_run(db_path: Path) -> str:
+def _gpu_run(db_path: Path, ratio: float = RATIO) -> str:
     """Store a `bench train` run on 8 H100s as the GPU path writes it; the run id."""
     hw = load_db([])
     system = replace(hw.offerings[OFFERING].system, id="probe/gpu-host", origin="probe")
@@ -63,7 +63,7 @@ def _gpu_run(db_path: Path) -> str:
     prediction, _ = predict_point(cfg, 8, "bf16", None, system_dict(system))
     assert prediction is not None
     comm_s = sum(prediction.breakdown[k] for k in COMM_KEYS)
-    step_s = RATIO * (prediction.step_time_s - comm_s) + EXPOSED_S
+    step_s = ratio * (prediction.step_time_s - comm_s) + EXPOSED_S
     settings = _settings(TrainPlan("", cfg, 8), 8, "bf16")
     # A warm-up step, then timed steps whose median is step_s.
     steps = [{"repeat": 0, "step": i - 1, "step_time_s": step_s * f, "loss": 10.0 - i}
@@ -194,3 +194,11 @@ def test_a_stored_ratio_that_cannot_be_used_is_refused() -> None:
     profile = new_profile("x", "r", 8, 1, "nccl", {}, None, None, "", train_compute={"gpu": "H100"})
     with pytest.raises(UserError, match="not a valid GPU training calibration"):
         profile_scale(profile)
+
+
+def test_a_run_faster_than_the_datasheet_peak_allows_is_not_saved(tmp_path: Path) -> None:
+    # A third of the model's compute time would put the GEMMs above 100% of peak: a measurement problem.
+    run_id = _gpu_run(tmp_path / "r.db", ratio=0.3)
+    out = _cli(["calibrate", run_id, "--name", "too-fast", "--db", str(tmp_path / "r.db")])
+    assert out.exit_code == 2
+    assert "faster than the GPU's datasheet peak" in out.output and "Traceback" not in out.output
