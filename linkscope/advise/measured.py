@@ -44,12 +44,15 @@ def measured_system(offering: Offering) -> Measured | None:
     none."""
     try:
         profile = profile_for_offering(offering.id)
-        if profile is None:
-            return None
-        cpu = _cpu_training(profile, offering)
-        if cpu is not None:
-            return cpu
-        return Measured(profile.name, calibrated_tiers(profile, offering.system), profile_scale(profile))
     except UserError:
-        # A broken profile must not break advice for the whole catalog; the catalog figures stand in.
+        return None  # no readable profile names this offering
+    if profile is None:
         return None
+    cpu = _cpu_training(profile, offering)
+    if cpu is not None:
+        return cpu
+    try:
+        return Measured(profile.name, calibrated_tiers(profile, offering.system), profile_scale(profile))
+    except UserError as exc:
+        # A broken profile must not break advice for the whole catalog; the catalog figures stand in, and say so.
+        return Measured(profile.name, None, note=f"profile {profile.name} is unusable ({exc}): catalog figures used")
