@@ -55,6 +55,12 @@ class Progress:
         self.value += 1
         self._publish(self.value)
 
+    def skip(self, steps: int) -> None:
+        """`steps` further at once: a rank that sits a point out (`--scaling` under torchrun) stays level with
+        the ranks that run it, so a stall still names the rank that stopped."""
+        self.value += steps
+        self._publish(self.value)
+
 
 @dataclass
 class RankContext:
@@ -69,6 +75,8 @@ class RankContext:
     progress: Progress
     info: RankInfo
     cleanup: list[Callable[[], None]] = field(default_factory=list)
+    group: Any = None
+    """The process group the job's own collectives run over; None = the default group (every rank)."""
 
     @property
     def rank(self) -> int:

@@ -52,7 +52,8 @@ def train(
                                                                       "(default: the probed one on GPUs)."),
     sweep: Optional[str] = typer.Option(None, "--sweep", help="Compare settings: bucket-mb=1,25,100 or "
                                                               "grad-compression=none,fp16,powersgd."),
-    scaling: Optional[str] = typer.Option(None, "--scaling", help="Rank counts, e.g. 1,2,4: same per-rank work."),
+    scaling: Optional[str] = typer.Option(None, "--scaling", help="Rank counts, e.g. 1,2,4: same per-rank work "
+                                                                  "(under torchrun, on the job's first ranks)."),
     backend: str = BackendOpt,
     nproc: Optional[int] = NprocOpt,
     timeout: float = TimeoutOpt,

@@ -11,7 +11,7 @@ from typing import Any
 from linkscope.bench.comm import default_nproc, resolve_backend
 from linkscope.bench.layout import torchrun_env
 from linkscope.bench.train.config import SWEEP_KEYS, TrainConfig, check_backend, check_layout, resolved_precision
-from linkscope.bench.train.runner import Emit, TrainPlan, TrainRunResult, fixed_ranks_error, run_points
+from linkscope.bench.train.runner import Emit, TrainPlan, TrainRunResult, check_scaling_counts, run_points
 from linkscope.bench.train.trace_comm import analyze
 from linkscope.hardware.errors import UserError
 from linkscope.trainbench.document import point_document
@@ -28,7 +28,7 @@ class TrainRequest:
     sweep: str | None = None
     """`KEY=V1,V2,...` with KEY one of SWEEP_KEYS."""
     scaling: str | None = None
-    """`1,2,4`: rank counts."""
+    """`1,2,4`: rank counts (under torchrun, the first that many ranks of the job)."""
 
 
 @dataclass
@@ -91,7 +91,7 @@ def build_plans(req: TrainRequest) -> list[TrainPlan]:
         counts = parse_scaling(req.scaling)
         env = torchrun_env()
         if env is not None:
-            raise fixed_ranks_error(env.world)
+            check_scaling_counts(counts, env.world)
         return [TrainPlan(f"ranks={n}", base.validated(), n, {"ranks": n}) for n in counts]
     return [TrainPlan("", base.validated())]
 
@@ -113,7 +113,10 @@ def prepare_plans(req: TrainRequest, plans: list[TrainPlan]) -> tuple[list[Train
     probed = probed_system() if backend == "nccl" and not req.system else None
     out, predictions, note = [], [], ""
     for plan in plans:
-        ranks = env.world if env is not None else plan.ranks or plan.config.run.nproc or default_nproc(backend)
+        if env is not None:
+            ranks = plan.ranks or env.world
+        else:
+            ranks = plan.ranks or plan.config.run.nproc or default_nproc(backend)
         check_layout(plan.config, ranks)
         check_backend(plan.config, backend)
         precision = resolved_precision(plan.config, backend)

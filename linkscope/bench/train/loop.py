@@ -60,7 +60,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         model = Decoder(cfg.model, cfg.recompute).to(ctx.device)
         self.params = parameter_count(model)
-        self.wrapped: Wrapped = wrap_model(model, cfg, ctx.device, ctx.rank, ctx.world)
+        self.wrapped: Wrapped = wrap_model(model, cfg, ctx.device, ctx.rank, ctx.world, ctx.group)
         # The fused multi-tensor path cannot mix tensor-parallel DTensors with the replicated plain tensors.
         self.optimizer = torch.optim.AdamW(self.wrapped.module.parameters(), lr=cfg.lr, foreach=cfg.tp == 1)
         self.batches = synthetic_batches(cfg, self.wrapped.data_rank, ctx.device)

@@ -35,24 +35,45 @@ class Wrapped:
     data_ranks: int
 
 
-def wrap_model(model: Decoder, cfg: TrainConfig, device: torch.device, rank: int, world: int) -> Wrapped:
-    """The model wrapped for `cfg.layout` on this rank (tensor parallel inside data parallel when tp < world)."""
+def wrap_model(model: Decoder, cfg: TrainConfig, device: torch.device, rank: int, world: int,
+               group: dist.ProcessGroup | None = None) -> Wrapped:
+    """The model wrapped for `cfg.layout` on this rank (tensor parallel inside data parallel when tp < world),
+    over `group` (the first `world` ranks of a larger job) or, when None, over every rank."""
     if cfg.tp > 1:
-        return _tensor_parallel(model, cfg, device, world)
+        return _tensor_parallel(model, cfg, device, world, group)
     if cfg.layout == "fsdp":
-        return _fsdp(model, cfg, init_device_mesh(device.type, (world,)), rank, world)
-    return _ddp(model, cfg, device, None, rank, world)
+        return _fsdp(model, cfg, train_mesh(device.type, (world,), None, group), rank, world)
+    return _ddp(model, cfg, device, None, rank, world, group)
+
+
+def train_mesh(device_type: str, shape: tuple[int, ...], names: tuple[str, ...] | None,
+               group: dist.ProcessGroup | None) -> DeviceMesh:
+    """A DeviceMesh of `shape` over every rank, or over the ranks of `group` alone. The ranks outside `group`
+    take no part, so its sub-groups are created by their members only (`use_local_synchronization`)."""
+    if group is None:
+        return init_device_mesh(device_type, shape, mesh_dim_names=names)
+    if len(shape) == 1:
+        return DeviceMesh.from_group(group, device_type, mesh_dim_names=names)
+    ranks = torch.tensor(dist.get_process_group_ranks(group)).view(shape)
+    row, col = (int(i) for i in (ranks == dist.get_rank()).nonzero()[0])
+    # Every rank creates its dp group (its column) and then its tp group (its row); disjoint groups are named by
+    # their ranks, so they need not be created in the same order everywhere.
+    lines = [ranks[:, col].tolist(), ranks[row, :].tolist()]
+    groups = [dist.new_group(line, use_local_synchronization=True) for line in lines]
+    return DeviceMesh.from_group(groups, device_type, mesh=ranks, mesh_dim_names=names)
 
 
 def _ddp(model: Decoder, cfg: TrainConfig, device: torch.device, dp_mesh: DeviceMesh | None, data_rank: int,
-         data_ranks: int) -> Wrapped:
-    """DDP over every rank, or over the dp dimension of a 2-D mesh (`dp_mesh`), where PyTorch's DDP turns the
-    tensor-parallel DTensor parameters into local tensors and averages their gradients over the dp group only."""
+         data_ranks: int, group: dist.ProcessGroup | None = None) -> Wrapped:
+    """DDP over `group` (None = every rank), or over the dp dimension of a 2-D mesh (`dp_mesh`), where PyTorch's
+    DDP turns the tensor-parallel DTensor parameters into local tensors and averages their gradients over the dp
+    group only."""
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index] if device.type == "cuda" else None
-    ddp = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=cfg.bucket_mb, device_mesh=dp_mesh)
-    group = dp_mesh.get_group() if dp_mesh is not None else None
+    ddp = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=cfg.bucket_mb, device_mesh=dp_mesh,
+                                  process_group=group if dp_mesh is None else None)
+    group = dp_mesh.get_group() if dp_mesh is not None else group
     _register_compression(ddp, cfg.grad_compression, group)
     if cfg.overlap:
         return Wrapped(ddp, nullcontext, lambda: None, data_rank, data_ranks)
@@ -118,13 +139,14 @@ def _fsdp(model: Decoder, cfg: TrainConfig, mesh: DeviceMesh, data_rank: int, da
     return Wrapped(model, nullcontext, lambda: None, data_rank, data_ranks)
 
 
-def _tensor_parallel(model: Decoder, cfg: TrainConfig, device: torch.device, world: int) -> Wrapped:
+def _tensor_parallel(model: Decoder, cfg: TrainConfig, device: torch.device, world: int,
+                     group: dist.ProcessGroup | None) -> Wrapped:
     """Megatron-style TP over `cfg.tp` ranks; with more ranks, a 2-D mesh (dp, tp), tp innermost as torchtitan
     lays it out (neighbouring ranks, on one node where the fast links are), and DDP or FSDP2 over dp."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     dp = world // cfg.tp
-    mesh = init_device_mesh(device.type, (dp, cfg.tp), mesh_dim_names=("dp", "tp"))
+    mesh = train_mesh(device.type, (dp, cfg.tp), ("dp", "tp"), group)
     plan: dict[str, Any] = {"attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
                             "attn.o": RowwiseParallel(), "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
     if model.config.gated_mlp:

@@ -133,6 +133,9 @@ class TrainRecorder:
 
     def close(self, status: str, error: str | None) -> None:
         """Store the final status."""
+        if status != "complete" and self.points and self.points[-1].status == "running":
+            # Ended from outside the point (rank 0's guard under torchrun): the point's steps so far stay.
+            self.end_point("incomplete")
         self.info.status = status  # type: ignore[assignment]
         self.info.error = error
         self.info.ended_at = utc_now()

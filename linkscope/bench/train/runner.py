@@ -3,9 +3,10 @@
     from linkscope.bench.train.runner import TrainPlan, run_points
     result = run_points([TrainPlan("", cfg, 2)], emit=print)
 
-Each point is one launch of the ranks; all points of a call are one stored run of kind `train`. A rank that
-dies or hangs, or Ctrl-C, ends the run with exit code 3 and every step measured so far stored as
-`incomplete`; the points not yet started are not run.
+Each point is one launch of the ranks (under torchrun, one pass of the ranks already started, or of the first
+of them for a `--scaling` count); all points of a call are one stored run of kind `train`. A rank that dies or
+hangs, or Ctrl-C, ends the run with exit code 3 and every step measured so far stored as `incomplete`; the
+points not yet started are not run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,9 @@ from linkscope.bench.layout import RankEnv, torchrun_env
 from linkscope.bench.recorder import final_status
 from linkscope.bench.runinfo import build_run_info
 from linkscope.bench.train.config import TrainConfig, check_layout
-from linkscope.bench.train.loop import points_where, where_label
+from linkscope.bench.train.loop import point_advances, points_where, where_label
 from linkscope.bench.train.recorder import TrainPoint, TrainRecorder
+from linkscope.bench.train.subworld import first_ranks, release, wait_group
 from linkscope.hardware.errors import UserError
 from linkscope.results.store import ResultStore
 
@@ -68,7 +71,7 @@ def resolve_plans(plans: list[TrainPlan], world: int | None = None) -> tuple[str
     backend = resolve_backend(first.run.backend)
     out = []
     for plan in plans:
-        ranks = world or plan.ranks or plan.config.run.nproc or default_nproc(backend)
+        ranks = (plan.ranks or world) if world else plan.ranks or plan.config.run.nproc or default_nproc(backend)
         if backend == "nccl" and world is None and ranks > default_nproc("nccl"):
             raise UserError(f"{ranks} is more than the {default_nproc('nccl')} visible GPUs", field="nproc")
         check_layout(plan.config, ranks)
@@ -137,33 +140,35 @@ def _finish(recorder: TrainRecorder, outcome_status: str, message: str, backend:
 
 
 def _run_torchrun(plans: list[TrainPlan], env: RankEnv, emit: Emit) -> TrainRunResult:
-    """Under torchrun every rank calls this with the same plans and runs them in order over one process group
-    (each point builds its own model, wrapper and optimizer); rank 0 records, the others only measure."""
+    """Under torchrun every rank calls this with the same plans and runs them in order (each point builds its
+    own model, wrapper and optimizer); a point of fewer ranks than the job (`--scaling`) runs on the first ones
+    over a group of their own while the rest wait. Rank 0 records, the others only measure."""
     from linkscope.bench import torchrun
 
-    if any(p.ranks not in (None, env.world) for p in plans):
-        raise fixed_ranks_error(env.world)
     backend, plans = resolve_plans(plans, env.world)
-    ctx = init_rank(env, backend, "env://", plans[0].config.run.timeout_s + 60.0, torchrun.store_publisher(env.rank))
+    timeout_s = plans[0].config.run.timeout_s
+    ctx = init_rank(env, backend, "env://", timeout_s + 60.0, torchrun.store_publisher(env.rank))
+    waiter = wait_group() if any(p.ranks != env.world for p in plans) else None
     if env.rank != 0:
         for plan in plans:
-            run_job(Job("train", replace(plan.config, trace_dir=_shared_trace_dir(ctx, ""))), ctx, NullSink())
+            cfg = replace(plan.config, trace_dir=_shared_trace_dir(ctx, ""))
+            _on_first_ranks(ctx, plan, Job("train", cfg), waiter, _measured)
         ctx.close()
         return TrainRunResult("", Path(plans[0].config.run.db_path or ""), "complete", 0, [])
     recorder = _recorder(plans[0].config, backend, env.world, emit)
     configs = [_point_config(recorder, plan, i) for i, plan in enumerate(plans)]
     where = points_where([(plan.label, cfg) for plan, cfg in zip(plans, configs)])
-    timeout_s = plans[0].config.run.timeout_s
     guard = torchrun.RankZeroGuard(recorder, ctx.progress, env.world, timeout_s,  # type: ignore[arg-type]
                                    lambda values, own: stall_message(values, timeout_s, where)[0]
                                    if values else where(own))
     guard.start()
     status, message = "complete", ""
+    guarded = partial(_guarded, recorder=recorder)
     try:
         for plan, cfg in zip(plans, configs):
             _shared_trace_dir(ctx, cfg.trace_dir)
-            recorder.begin_point(plan.label, env.world, plan.settings)
-            status, message = _guarded(Job("train", cfg), ctx, recorder)
+            recorder.begin_point(plan.label, plan.ranks or env.world, plan.settings)
+            status, message = _on_first_ranks(ctx, plan, Job("train", cfg), waiter, guarded)
             recorder.end_point("complete" if status == "complete" else "incomplete")
             if status != "complete":
                 break
@@ -174,10 +179,40 @@ def _run_torchrun(plans: list[TrainPlan], env: RankEnv, emit: Emit) -> TrainRunR
     return _finish(recorder, status, message, backend)
 
 
-def fixed_ranks_error(world: int) -> UserError:
-    """Why `--scaling` cannot run under torchrun: the points would need rank counts torchrun did not start."""
-    return UserError(f"--scaling: under torchrun the {world} ranks are fixed; run one torchrun per rank count, "
-                     "or --scaling outside torchrun")
+def _on_first_ranks(ctx: Any, plan: TrainPlan, job: Job, waiter: Any,
+                    run: Callable[[Job, Any], tuple[str, str]]) -> tuple[str, str]:
+    """Run one point on the first `plan.ranks` ranks; the others skip its progress and wait for it to end."""
+    ranks = plan.ranks or ctx.world
+    if ctx.rank < ranks:
+        sub = first_ranks(ctx, ranks, plan.config.run.timeout_s + 60.0)
+        status, message = run(job, sub)
+        if status != "complete":  # the peers may be dead: neither tear down nor wait
+            return status, message
+        release(sub, ctx)
+    else:
+        ctx.progress.skip(point_advances(job.config))  # type: ignore[arg-type]
+    if waiter is not None:
+        _barrier(waiter)
+    return "complete", ""
+
+
+def _barrier(group: Any) -> None:
+    import torch.distributed as dist
+
+    dist.barrier(group=group)
+
+
+def _measured(job: Job, ctx: Any) -> tuple[str, str]:
+    run_job(job, ctx, NullSink())
+    return "complete", ""
+
+
+def check_scaling_counts(counts: list[int], world: int) -> None:
+    """Under torchrun each count runs on the first ranks of the job: it must fit the ranks torchrun started."""
+    for count in counts:
+        if count > world or world % count:
+            raise UserError(f"--scaling: {count} ranks do not fit the {world} ranks torchrun started; give counts "
+                            f"that divide {world} (e.g. the ranks of 1, 2, 4 ... nodes)")
 
 
 def _shared_trace_dir(ctx: Any, mine: str) -> str:
@@ -189,7 +224,7 @@ def _shared_trace_dir(ctx: Any, mine: str) -> str:
     return str(box[0])
 
 
-def _guarded(job: Job, ctx: Any, recorder: TrainRecorder) -> tuple[str, str]:
+def _guarded(job: Job, ctx: Any, *, recorder: TrainRecorder) -> tuple[str, str]:
     try:
         run_job(job, ctx, recorder)
     except UserError as exc:
