@@ -29,17 +29,15 @@ class PricedCollectives:
 
     @staticmethod
     def _price(entry: CollectiveEntry, db: HardwareDB) -> np.ndarray:
-        ends = []
-        for overhead in (OVERHEAD_GRID_US[0], OVERHEAD_GRID_US[-1]):
+        def log_error(overhead: float) -> float:
             with comm_fit_override(with_nvls_chunk_overhead(float(overhead))):
-                ends.append(np.log(predicted(entry, db) / measured(entry)))
-        if ends[0] == ends[1]:
-            return np.full(len(OVERHEAD_GRID_US), ends[0])
-        row = []
-        for overhead in OVERHEAD_GRID_US:
-            with comm_fit_override(with_nvls_chunk_overhead(float(overhead))):
-                row.append(np.log(predicted(entry, db) / measured(entry)))
-        return np.asarray(row)
+                return float(np.log(predicted(entry, db) / measured(entry)))
+
+        first, last = log_error(OVERHEAD_GRID_US[0]), log_error(OVERHEAD_GRID_US[-1])
+        if first == last:
+            return np.full(len(OVERHEAD_GRID_US), first)
+        inner = [log_error(overhead) for overhead in OVERHEAD_GRID_US[1:-1]]
+        return np.asarray([first, *inner, last])
 
     def fit(self, keep: Callable[[CollectiveEntry], bool] = lambda e: True) -> CommFit:
         """The constant fitted on the entries `keep` accepts (the prior where none depends on it)."""

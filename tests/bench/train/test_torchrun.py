@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -26,16 +27,21 @@ SMALL = ["--model", "llama2-7b", "--layers", "1", "--hidden", "64", "--heads", "
          "--seq-len", "32"]
 
 
+
+def _torchrun_json(db: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`bench train --json` on 2 torchrun ranks of the small model; the process and rank 0's document."""
+    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "--max-restarts", "0", "-m", "linkscope",
+           "bench", "train", *SMALL, "-n", "2", "-w", "1", "--profile-steps", "1", *extra,
+           "--db", str(db), "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=840, env={**os.environ})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, json.loads(done.stdout[done.stdout.index("{"):])  # rank 0 alone prints, one document
+
 @pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed next to this python")
 @pytest.mark.timeout(900)
 def test_a_sweep_under_torchrun_measures_every_point_on_the_same_ranks(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "--max-restarts", "0", "-m", "linkscope",
-           "bench", "train", *SMALL, "-n", "2", "-w", "1", "--profile-steps", "1", "--sweep", "bucket-mb=1,25",
-           "--db", str(db), "--json"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=840, env={**os.environ})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout[done.stdout.index("{"):])  # rank 0 alone prints, one document
+    done, out = _torchrun_json(db, "--sweep", "bucket-mb=1,25")
     assert [p["label"] for p in out["points"]] == ["bucket-mb=1", "bucket-mb=25"]
     assert [p["parallelism"]["bucket_mb"] for p in out["points"]] == [1.0, 25.0]
     assert all(p["ranks"] == 2 and p["steps"]["steps"] == 2 for p in out["points"])
@@ -51,12 +57,7 @@ def test_a_sweep_under_torchrun_measures_every_point_on_the_same_ranks(tmp_path:
 @pytest.mark.timeout(900)
 def test_scaling_under_torchrun_runs_each_count_on_the_first_ranks(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "--max-restarts", "0", "-m", "linkscope",
-           "bench", "train", *SMALL, "-n", "2", "-w", "1", "--profile-steps", "1", "--scaling", "1,2",
-           "--db", str(db), "--json"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=840, env={**os.environ})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout[done.stdout.index("{"):])
+    _, out = _torchrun_json(db, "--scaling", "1,2")
     assert [p["label"] for p in out["points"]] == ["ranks=1", "ranks=2"]
     assert [p["ranks"] for p in out["points"]] == [1, 2]
     assert all(p["steps"]["steps"] == 2 for p in out["points"])
