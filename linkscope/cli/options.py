@@ -98,7 +98,12 @@ RunDbOpt = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB
 
 
 # The catalog filters: `linkscope catalog` and `linkscope advise` take the same ones.
-GpuOpt = typer.Option(None, "--gpu", help="GPU id, alias or family (H100 matches every H100 variant).")
+GPU_FAMILIES_IN_HELP = ("A100", "H100", "H200", "B200", "B300", "MI300X")
+"""Families named in `--gpu`'s help (a test checks each is a family in the data); `catalog --help` is read before
+any data file is loaded, so the list is written out here."""
+GpuOpt = typer.Option(None, "--gpu", help=f"A family ({', '.join(GPU_FAMILIES_IN_HELP)}, ...) matches every variant "
+                                          "of it (A100: SXM4 and PCIe, 40 and 80 GB); an exact id or alias "
+                                          "(A100-SXM4-80GB) matches that GPU alone.")
 MinGpusOpt = typer.Option(None, "--min-gpus", help="At least this many GPUs per node.")
 NvlinkOpt = typer.Option(False, "--nvlink", help="Any NVLink inside the node.")
 NvswitchOpt = typer.Option(False, "--nvswitch", help="NVSwitch inside the node.")

@@ -137,3 +137,13 @@ def test_plan_validation_errors_exit_2(args: list[str], message: str) -> None:
     result = run("plan", *args)
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_advise_takes_a_gpu_family_as_every_variant_of_it() -> None:
+    from linkscope.hardware.loader import load_db
+
+    family = {o.id for o in load_db().offerings.values() if o.system.node.gpu.family_name == "A100"}
+    doc = json.loads(run("advise", "infer", "--model", "llama2-7b", "--latency-budget", "20", "--gpu", "A100",
+                         "--json", "--all").stdout)
+    assert doc["offerings_evaluated"] == len(family)
+    assert {r["offering"] for r in doc["rows"]} <= family
