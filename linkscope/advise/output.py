@@ -5,49 +5,71 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from linkscope.advise.frontier import thin
 from linkscope.advise.infer import InferOption, InferRequest
 from linkscope.advise.interconnect import InterconnectComparison
 from linkscope.advise.train import TrainAdvice, TrainOption
 
+FRONTIER = "frontier"
+LIST = "list"
+NEAREST_OTHERS = 3
+"""Below a frontier of `--top` plans, still this many other offerings: where to go if the frontier's is full."""
+
 
 @dataclass
 class TrainSelection:
-    """The rows to show: the top feasible ones, every infeasible one (with --all), and the nearest misses
-    when nothing is feasible."""
+    """The rows to show: the top feasible ones (the frontier's plans, in that view), every infeasible one (with
+    --all), and the nearest misses when nothing is feasible. `others` (frontier view): the next offerings by cost,
+    each at its own cheapest plan within the limits, below the frontier (marked `frontier: false` in JSON)."""
 
+    view: str
     top: list[TrainOption]
     infeasible: list[TrainOption]
     closest: list[TrainOption]
     hidden_infeasible: int
+    others: list[TrainOption]
 
 
-def select_train(advice: TrainAdvice, top: int, show_all: bool) -> TrainSelection:
-    """Top `top` feasible rows; infeasible rows only with `show_all`; near misses when nothing is feasible."""
+def select_train(advice: TrainAdvice, top: int, show_all: bool, view: str = LIST) -> TrainSelection:
+    """`list`: the top `top` offerings by the objective. `frontier`: the frontier, thinned to `top` plans (its
+    ends always kept), then the other feasible offerings. Infeasible rows only with `show_all`; near misses when
+    nothing is feasible."""
     feasible, infeasible = advice.feasible, advice.infeasible
     closest = [] if feasible else infeasible[:top]
     shown = infeasible if show_all else []
-    return TrainSelection(feasible[:top], shown, closest, len(infeasible) - len(shown))
+    if view == FRONTIER and advice.frontier:
+        front = thin(advice.frontier, top)
+        on = {(p.offering, p.nodes) for p in front}
+        others = [r for r in feasible if (r.offering, r.nodes) not in on][:max(NEAREST_OTHERS, top - len(front))]
+        return TrainSelection(view, front, shown, closest, len(infeasible) - len(shown), others)
+    # A list asked for, or feasible offerings without a price (no cost frontier): the offerings by the objective.
+    view = LIST if feasible else view
+    return TrainSelection(view, feasible[:top], shown, closest, len(infeasible) - len(shown), [])
 
 
-def _request_dict(advice: TrainAdvice) -> dict[str, Any]:
+def _request_dict(advice: TrainAdvice, view: str) -> dict[str, Any]:
     req = advice.request
     return {"model": req.model.id, "tokens": req.tokens, "seq_len": req.seq_len, "global_batch": req.global_batch,
             "global_batch_is_default": req.global_batch_is_default, "precision": req.precision,
             "gpus": req.gpus.gpus, "gpus_range": None if req.gpus.gpus else [req.gpus.low, req.gpus.high],
-            "objective": req.objective.value, "deadline_s": req.limits.deadline_s,
+            "view": view, "objective": req.objective.value if view == LIST else None,
+            "deadline_s": req.limits.deadline_s, "deadline_is_default": req.limits.deadline_is_default,
             "budget_usd": req.limits.budget_usd}
 
 
 def train_json(advice: TrainAdvice, selection: TrainSelection,
                comparison: InterconnectComparison | None) -> dict[str, Any]:
-    """The `advise train --json` document: the request as understood, the rows, and the search size."""
-    rows = selection.top + selection.infeasible
+    """The `advise train --json` document: the request as understood, the rows (in the frontier view the frontier's
+    plans first, then the other offerings, each with `frontier: true|false`), and the search size."""
+    rows = selection.top + selection.others + selection.infeasible
     doc: dict[str, Any] = {
-        "request": _request_dict(advice),
+        "request": _request_dict(advice, selection.view),
         "rows": [r.as_dict() for r in rows],
         "closest": [r.as_dict() for r in selection.closest],
         "offerings_evaluated": len(advice.rows),
         "feasible": len(advice.feasible),
+        "frontier_plans": len(advice.frontier),
+        "plans_priced": len(advice.plans),
         "layouts_enumerated": advice.layouts_enumerated,
         "layouts_priced": advice.layouts_priced,
     }

@@ -6,14 +6,17 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from linkscope.advise.bookable import GpuRequest
 from linkscope.advise.infer import InferOption, InferRequest, advise_infer
-from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, batch_and_length, parse_count, parse_duration_s,
+from dataclasses import replace
+
+from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, batch_and_length, parse_count, parse_deadline,
                                      parse_gpu_range, parse_money_usd)
 from linkscope.advise.interconnect import InterconnectComparison, compare_interconnect
-from linkscope.advise.objective import Limits, parse_objective
-from linkscope.advise.output import infer_json, select_train, train_json
+from linkscope.advise.objective import DEFAULT_DEADLINE_S, Objective, parse_objective
+from linkscope.advise.output import FRONTIER, LIST, TrainSelection, infer_json, select_train, train_json
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt,
@@ -25,8 +28,9 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.transformer import load_model
-from linkscope.report.advise import (infer_table, interconnect_table, profile_lines, reasons_table, train_header,
-                                     train_table, winner_text)
+from linkscope.report.advise import (duration_text, infer_table, interconnect_table, money_text, no_plan_text,
+                                     profile_lines, reasons_table, spread_note, train_header, train_table,
+                                     winner_text)
 
 advise_app = typer.Typer(help="Rank cloud offerings for a training or serving job, each with its best layout.",
                          no_args_is_help=True)
@@ -52,36 +56,67 @@ def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
 
 
 def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | None, seq_len: int | None,
-                   global_batch: int | None, deadline: str | None, budget: str | None, objective: str,
+                   global_batch: int | None, deadline: str | None, budget: str | None, objective: str | None,
                    precision: str) -> TrainRequest:
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
+    limits = replace(parse_deadline(deadline), budget_usd=parse_money_usd(budget) if budget else None)
     return TrainRequest(
         model=config, tokens=parse_count(tokens, "--tokens"), global_batch=batch, seq_len=length,
-        gpus=_gpu_request(gpus, gpus_range), objective=parse_objective(objective),
-        limits=Limits(parse_duration_s(deadline) if deadline else None,
-                      parse_money_usd(budget) if budget else None),
-        precision=precision, global_batch_is_default=global_batch is None)
+        gpus=_gpu_request(gpus, gpus_range),
+        objective=parse_objective(objective) if objective is not None else Objective.COST,
+        limits=limits, precision=precision, global_batch_is_default=global_batch is None)
 
 
-def _print_train(advice: TrainAdvice, top: int, show_all: bool) -> None:
-    selection = select_train(advice, top, show_all)
-    console.print(train_header(advice), highlight=False)
-    if selection.top:
+def _print_train(advice: TrainAdvice, selection: TrainSelection) -> None:
+    frontier = selection.view == FRONTIER
+    console.print(train_header(advice, frontier), highlight=False)
+    if selection.top and frontier:
+        _print_frontier(advice, selection)
+    elif selection.top:
         title = f"{len(advice.feasible)} of {len(advice.rows)} offerings can run it; best {len(selection.top)}"
         console.print(train_table(selection.top, title, console.width))
         console.print(winner_text(selection.top[0]), highlight=False)
     elif not advice.rows:
         console.print("No offering matches these filters.")
     else:
-        console.print("[bold]No offering can run this job as asked[/] (GPU count, memory, deadline, budget). "
-                      "The closest:")
+        why = no_plan_text(advice)
+        console.print(f"[bold]{escape(why[0].upper() + why[1:])}.[/] The closest, and why not:" if why else
+                      "[bold]No offering can run this job as asked[/] (GPU count, memory, deadline, budget). "
+                      "The closest:", highlight=False)
         console.print(reasons_table(selection.closest, "closest options"))
+    _print_train_footer(advice, selection)
+
+
+def _print_frontier(advice: TrainAdvice, selection: TrainSelection) -> None:
+    shown = len(selection.top)
+    title = (f"{len(advice.frontier)} plans on the frontier, cheapest first (vs #1: times as fast, extra cost)"
+             + (f"; {shown} shown, --top for more" if shown < len(advice.frontier) else ""))
+    console.print(train_table(selection.top, title, console.width, versus=selection.top[0]))
+    note = spread_note(selection.top, console.width)
+    if note:
+        console.print(f"[dim]{note}[/]", highlight=False)
+    console.print(winner_text(selection.top[0], "Cheapest"), highlight=False)
+    fastest = selection.top[-1]
+    if fastest is not selection.top[0]:
+        console.print(f"[bold]Fastest: {fastest.offering}[/] ({fastest.gpus} x {fastest.gpu}): "
+                      f"{duration_text(fastest.time_to_train_s)}, {money_text(fastest.cost_usd)}", highlight=False)
+    if selection.others:
+        title = "the other offerings, each at its cheapest plan within the limits (vs #1 above)"
+        console.print(train_table(selection.others, title, console.width, versus=selection.top[0], start=shown + 1))
+    hidden = len({r.offering for r in advice.feasible} - {r.offering for r in selection.top + selection.others})
+    if hidden > 0:
+        console.print(f"[dim]{hidden} more offerings can run it within the limits; --objective cost or --objective "
+                      "time lists every offering.[/]", highlight=False)
+
+
+def _print_train_footer(advice: TrainAdvice, selection: TrainSelection) -> None:
+    top = selection.top
     for line in profile_lines(advice.rows):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     if selection.infeasible:
         console.print(reasons_table(selection.infeasible, "cannot run this job"))
-    elif selection.hidden_infeasible and selection.top:
+    elif selection.hidden_infeasible and top:
         console.print(f"[dim]{selection.hidden_infeasible} more cannot run it; --all lists them with the reason.[/]")
     console.print(f"[dim]searched {advice.layouts_enumerated:,} layouts ({advice.layouts_priced:,} that fit memory "
                   f"priced by the step model) over {len(advice.rows)} offerings[/]", highlight=False)
@@ -97,9 +132,13 @@ def train(
                                              help="Try power-of-two node counts in LOW..HIGH GPUs (default 8..1024)."),
     seq_len: Optional[int] = SeqLenOpt,
     global_batch: Optional[int] = GlobalBatchOpt,
-    deadline: Optional[str] = typer.Option(None, "--deadline", help="Finish within this time: 30d, 36h, 2w."),
+    deadline: Optional[str] = typer.Option(
+        None, "--deadline", help=f"Finish within this time: 30d, 36h, 2w, 1y (default {DEFAULT_DEADLINE_S / 86400:g}d; "
+                                 "none: no deadline)."),
     budget: Optional[str] = typer.Option(None, "--budget", help="Spend at most this many USD: 50000, 50k, 1.2M."),
-    objective: str = typer.Option("cost", "--objective", help="Rank by total cost or total time."),
+    objective: Optional[str] = typer.Option(
+        None, "--objective", help="cost or time: rank a flat list of offerings by total cost or total time instead "
+                                  "of showing the time-cost frontier."),
     precision: str = PrecisionOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the winner's job on PCIe/NVLink mesh/NVSwitch x IB/RoCE/EFA/TCP."),
@@ -109,7 +148,8 @@ def train(
     max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
     top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
-    """Rank offerings for a training job by total cost or time, each with its best layout and node count."""
+    """The time-cost frontier of a training job over the catalog (each plan an offering, node count and layout),
+    or offerings ranked by total cost or time."""
     if top < 1:
         raise UserError(f"--top must be at least 1 (got {top})")
     check_option(gpus, "--gpus")
@@ -123,15 +163,16 @@ def train(
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
     offerings = _offerings(db, wanted)
     advice = advise_train(request, offerings)
-    winner = advice.feasible[0] if advice.feasible else None
+    selection = select_train(advice, top, show_all, LIST if objective is not None else FRONTIER)
+    winner = selection.top[0] if selection.top else None
     comparison = None
     if compare and winner is not None:
         comparison = compare_interconnect(request, winner, db.offerings[winner.offering], db)
-    warn_stale([db.offerings[r.offering] for r in advice.feasible[:top]])
+    warn_stale([db.offerings[r.offering] for r in selection.top])
     if as_json:
-        print_json(train_json(advice, select_train(advice, top, show_all), comparison))
+        print_json(train_json(advice, selection, comparison))
         return
-    _print_train(advice, top, show_all)
+    _print_train(advice, selection)
     if compare:
         _print_comparison(comparison)
 

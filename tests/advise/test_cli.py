@@ -30,14 +30,14 @@ def run(*args: str) -> Result:
 
 
 def test_train_json_rows_carry_the_documented_keys() -> None:
-    result = run(*TRAIN, "--json", "--all")
+    result = run(*TRAIN, "--objective", "cost", "--json", "--all")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["request"]["global_batch"] == 1024 and doc["request"]["global_batch_is_default"]
     assert doc["request"]["tokens"] == 2e9
     keys = {"offering", "nodes", "gpus", "parallelism", "step_time_s", "time_to_train_s", "cost_usd", "mfu",
             "bottleneck", "feasible", "reason"}
-    assert doc["rows"] and all(keys <= set(row) for row in doc["rows"])
+    assert doc["rows"] and all(keys | {"frontier", "frontier_role"} <= set(row) for row in doc["rows"])
     feasible = [r for r in doc["rows"] if r["feasible"]]
     assert [r["cost_usd"] for r in feasible if r["cost_usd"] is not None] == sorted(
         r["cost_usd"] for r in feasible if r["cost_usd"] is not None)
@@ -45,7 +45,7 @@ def test_train_json_rows_carry_the_documented_keys() -> None:
 
 
 def test_train_table_fits_a_100_column_terminal_and_names_the_winner() -> None:
-    result = run(*TRAIN, "--top", "3")
+    result = run(*TRAIN, "--top", "3", "--objective", "cost")
     assert result.exit_code == 0, result.stderr
     assert "Best: " in result.stdout and "ranked by total cost" in result.stdout
     assert "default ~4M tokens" in result.stdout
@@ -64,7 +64,7 @@ def test_compare_interconnect_adds_the_what_if_table() -> None:
 def test_nothing_within_the_budget_says_so_with_the_closest_options() -> None:
     result = run(*TRAIN, "--budget", "1")
     assert result.exit_code == 0
-    assert "No offering can run this job as asked" in result.stdout
+    assert "No plan fits the budget ($1.00): the cheapest costs" in " ".join(result.stdout.split())
     assert "over budget" in result.stdout
     doc = json.loads(run(*TRAIN, "--budget", "1", "--json").stdout)
     assert doc["rows"] == [] and doc["closest"] and doc["feasible"] == 0
@@ -74,6 +74,61 @@ def test_an_empty_filter_says_so() -> None:
     result = run("advise", "train", "--model", "llama2-7b", "--tokens", "1B", "--gpu", "L40S", "--nvswitch")
     assert result.exit_code == 0
     assert "No offering matches these filters" in result.stdout
+
+
+def test_the_default_answer_is_the_frontier_within_the_default_deadline() -> None:
+    from linkscope.advise.objective import DEFAULT_DEADLINE_S
+
+    # The done-when case of the frontier: whole catalog, free node count, 2T tokens.
+    args = ["advise", "train", "--model", "llama2-70b", "--tokens", "2T"]
+    doc = json.loads(run(*args, "--json").stdout)
+    assert doc["request"]["view"] == "frontier" and doc["request"]["deadline_is_default"]
+    assert doc["request"]["deadline_s"] == DEFAULT_DEADLINE_S
+    rows = doc["rows"]
+    front = [r for r in rows if r["frontier"]]
+    assert rows[: len(front)] == front and len(front) == doc["frontier_plans"] >= 2
+    assert all(r["time_to_train_s"] <= DEFAULT_DEADLINE_S for r in rows)
+    # Cheapest first, fastest last, each faster than the one before and dearer.
+    assert [r["cost_usd"] for r in front] == sorted(r["cost_usd"] for r in front)
+    assert [r["time_to_train_s"] for r in front] == sorted((r["time_to_train_s"] for r in front), reverse=True)
+    assert front[0]["frontier_role"] == "cheapest" and front[-1]["frontier_role"] == "fastest"
+    others = rows[len(front):]
+    assert others and not any(r["frontier"] for r in others)
+    # Every other offering is beaten on both time and cost by some plan of the frontier.
+    for r in others:
+        if r["cost_usd"] is not None:
+            assert any(f["time_to_train_s"] <= r["time_to_train_s"] and f["cost_usd"] <= r["cost_usd"] for f in front)
+    text = run(*TRAIN).stdout
+    assert "deadline 90 d (the default" in text and "plans on the frontier" in text and "Cheapest: " in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_no_deadline_and_a_flat_list_on_request() -> None:
+    doc = json.loads(run(*TRAIN, "--deadline", "none", "--json").stdout)
+    assert doc["request"]["deadline_s"] is None and doc["request"]["view"] == "frontier"
+    flat = json.loads(run(*TRAIN, "--objective", "time", "--json").stdout)
+    assert flat["request"]["view"] == "list" and flat["request"]["objective"] == "time"
+    times = [r["time_to_train_s"] for r in flat["rows"]]
+    assert times == sorted(times) and any(r["frontier"] for r in flat["rows"])
+
+
+def test_nothing_meets_the_deadline_names_the_fastest_plan_and_exits_0() -> None:
+    result = run(*TRAIN, "--deadline", "1h")
+    assert result.exit_code == 0
+    assert "No plan meets the deadline (60 min): the fastest takes" in " ".join(result.stdout.split())
+    doc = json.loads(run(*TRAIN, "--deadline", "1h", "--json").stdout)
+    assert doc["rows"] == [] and doc["closest"] and doc["frontier_plans"] == 0
+
+
+@pytest.mark.parametrize(("deadline", "message"), [
+    ("0", "must be longer than zero"), ("0d", "must be longer than zero"), ("-3d", "must be longer than zero"),
+    ("soon", "cannot read 'soon'"), ("30", "cannot read '30'"), ("1000y", "longer than 10 years"),
+    ("nan", "cannot read"), ("1e400d", "cannot read"),
+])
+def test_bad_deadlines_are_one_line_and_exit_2(deadline: str, message: str) -> None:
+    result = run("advise", "train", "--model", "llama2-7b", "--tokens", "1B", f"--deadline={deadline}")
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("args", "message"), [
