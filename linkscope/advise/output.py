@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from linkscope.advise.frontier import thin
-from linkscope.advise.infer import InferOption, InferRequest
+from linkscope.advise.infer import InferAdvice, InferOption
 from linkscope.advise.interconnect import InterconnectComparison
 from linkscope.advise.train import TrainAdvice, TrainOption
 
@@ -78,15 +78,45 @@ def train_json(advice: TrainAdvice, selection: TrainSelection,
     return doc
 
 
-def infer_json(request: InferRequest, rows: list[InferOption], top: int, show_all: bool) -> dict[str, Any]:
-    """The `advise infer --json` document."""
-    feasible = [r for r in rows if r.feasible]
-    infeasible = [r for r in rows if not r.feasible]
+@dataclass
+class InferSelection:
+    """What `advise infer` shows: the frontier's plans (or the top offerings by the objective), the next
+    offerings below the frontier, and the offerings that cannot serve the job (all with --all)."""
+
+    view: str
+    top: list[InferOption]
+    others: list[InferOption]
+    infeasible: list[InferOption]
+    hidden_infeasible: int
+
+
+def select_infer(advice: InferAdvice, top: int, show_all: bool, view: str = LIST) -> InferSelection:
+    """As `select_train`: the frontier thinned to `top` plans, then the next offerings by $/Mtok; or the top
+    offerings by the objective (also when no plan has a price, so there is no cost frontier)."""
+    feasible = [r for r in advice.rows if r.feasible]
+    infeasible = [r for r in advice.rows if not r.feasible]
+    shown = infeasible if show_all else (infeasible[:top] if not feasible else [])
+    if view == FRONTIER and advice.frontier:
+        front = thin(advice.frontier, top)
+        on = {r.offering for r in front}
+        others = [r for r in feasible if r.offering not in on][:max(NEAREST_OTHERS, top - len(front))]
+        return InferSelection(view, front, others, shown, len(infeasible) - len(shown))
+    return InferSelection(LIST if feasible else view, feasible[:top], [], shown, len(infeasible) - len(shown))
+
+
+def infer_json(advice: InferAdvice, selection: InferSelection) -> dict[str, Any]:
+    """The `advise infer --json` document: rows as `train_json`'s, each with `frontier: true|false`."""
+    request = advice.request
+    feasible = [r for r in advice.rows if r.feasible]
     return {
         "request": {"model": request.model.id, "tokens_per_s_per_user": request.tokens_per_s_per_user,
                     "input_tokens": request.input_tokens, "output_tokens": request.output_tokens,
-                    "qps": request.qps, "precision": request.precision},
-        "rows": [r.as_dict() for r in feasible[:top] + (infeasible if show_all else [])],
-        "offerings_evaluated": len(rows),
+                    "qps": request.qps, "precision": request.precision, "view": selection.view,
+                    "objective": request.objective.value if selection.view == LIST else None},
+        "rows": [r.as_dict() for r in selection.top + selection.others
+                 + (selection.infeasible if feasible else [])],
+        "closest": [] if feasible else [r.as_dict() for r in selection.infeasible],
+        "offerings_evaluated": len(advice.rows),
         "feasible": len(feasible),
+        "frontier_plans": len(advice.frontier),
     }

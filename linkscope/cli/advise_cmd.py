@@ -9,14 +9,15 @@ import typer
 from rich.markup import escape
 
 from linkscope.advise.bookable import GpuRequest
-from linkscope.advise.infer import InferOption, InferRequest, advise_infer
+from linkscope.advise.infer import InferAdvice, InferRequest, plan_infer
 from dataclasses import replace
 
 from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, batch_and_length, parse_count, parse_deadline,
                                      parse_gpu_range, parse_money_usd)
 from linkscope.advise.interconnect import InterconnectComparison, compare_interconnect
 from linkscope.advise.objective import DEFAULT_DEADLINE_S, Objective, parse_objective
-from linkscope.advise.output import FRONTIER, LIST, TrainSelection, infer_json, select_train, train_json
+from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelection, infer_json, select_infer,
+                                     select_train, train_json)
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt,
@@ -195,6 +196,9 @@ def infer(
     input_tokens: int = InputTokensOpt,
     output_tokens: int = OutputTokensOpt,
     qps: Optional[float] = typer.Option(None, "--qps", help="Requests per second to serve: sizes the fleet."),
+    objective: Optional[str] = typer.Option(
+        None, "--objective", help="cost or time: rank a flat list of offerings by $/Mtok or by per-user speed "
+                                  "instead of showing the time-cost frontier."),
     precision: str = PrecisionOpt,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
@@ -202,7 +206,8 @@ def infer(
     max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
     top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
-    """Rank offerings for serving a model at a per-user speed, by dollars per million output tokens."""
+    """The time-cost frontier of serving a model at a per-user speed (each plan an offering, layout and batch),
+    or offerings ranked by dollars per million output tokens or by per-user speed."""
     if top < 1:
         raise UserError(f"--top must be at least 1 (got {top})")
     check_option(latency_budget, "--latency-budget")
@@ -210,35 +215,59 @@ def infer(
     check_option(output_tokens, "--output-tokens")
     check_option(qps, "--qps")
     db = load_db(extra or [])
-    request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision)
+    request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
+                           parse_objective(objective) if objective is not None else Objective.COST)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
-    rows = advise_infer(request, _offerings(db, wanted))
-    warn_stale([db.offerings[r.offering] for r in rows if r.feasible][:top])
+    advice = plan_infer(request, _offerings(db, wanted))
+    selection = select_infer(advice, top, show_all, LIST if objective is not None else FRONTIER)
+    warn_stale([db.offerings[r.offering] for r in selection.top + selection.others])
     if as_json:
-        print_json(infer_json(request, rows, top, show_all))
+        print_json(infer_json(advice, selection))
     else:
-        _print_infer(request, rows, top, show_all)
+        _print_infer(advice, selection)
 
 
-def _print_infer(request: InferRequest, rows: list[InferOption], top: int, show_all: bool) -> None:
+def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
+    request, rows = advice.request, advice.rows
     feasible = [r for r in rows if r.feasible]
-    infeasible = [r for r in rows if not r.feasible]
-    console.print(f"[bold]{request.model.id}[/] at {request.tokens_per_s_per_user:g} tokens/s per user, "
+    frontier = selection.view == FRONTIER
+    console.print(f"[bold]{request.model.id}[/] at {request.tokens_per_s_per_user:g} tokens/s per user or more, "
                   f"{request.input_tokens} in / {request.output_tokens} out, {request.precision}"
-                  + (f", {request.qps:g} requests/s" if request.qps else ""), highlight=False)
-    if feasible:
-        title = f"{len(feasible)} of {len(rows)} offerings meet the budget; best {min(top, len(feasible))} by $/Mtok"
-        console.print(infer_table(feasible[:top], title, request.qps is not None))
+                  + (f", {request.qps:g} requests/s" if request.qps else "")
+                  + (": the time-cost frontier" if frontier else f": ranked by {_INFER_RANKING[request.objective]}"),
+                  highlight=False)
+    with_qps = request.qps is not None
+    if selection.top and frontier:
+        title = (f"{len(advice.frontier)} plans on the frontier, cheapest first (vs #1: times the speed per user and "
+                 "extra $/Mtok)" + (f", {len(selection.top)} shown" if len(selection.top) < len(advice.frontier)
+                                    else ""))
+        console.print(infer_table(selection.top, title, with_qps, versus=selection.top[0]))
+        if selection.others:
+            console.print(infer_table(selection.others, "the other offerings, each at its cheapest plan at the "
+                                      "budget (vs #1 above)", with_qps, versus=selection.top[0],
+                                      start=len(selection.top) + 1))
+    elif selection.top:
+        title = (f"{len(feasible)} of {len(rows)} offerings meet the budget; best {len(selection.top)} by "
+                 f"{_INFER_RANKING[request.objective]}")
+        console.print(infer_table(selection.top, title, with_qps))
     else:
         console.print("[bold]No offering meets this budget.[/] The closest, and why not:" if rows
                       else "No offering matches these filters.")
-    if infeasible and (show_all or not feasible):
-        shown = infeasible if show_all else infeasible[:top]
-        console.print(reasons_table(shown, "cannot serve it at this budget" if show_all else "closest options"))
-    elif infeasible:
-        console.print(f"[dim]{len(infeasible)} more cannot; --all lists them with the reason.[/]")
+    shown = {r.offering for r in selection.top + selection.others}
+    hidden = len({r.offering for r in feasible} - shown)
+    if hidden:
+        console.print(f"[dim]{hidden} more offerings meet the budget; --objective cost or --objective time lists "
+                      "every offering.[/]", highlight=False)
+    if selection.infeasible:
+        console.print(reasons_table(selection.infeasible, "closest options" if not feasible
+                                    else "cannot serve it at this budget"))
+    elif selection.hidden_infeasible:
+        console.print(f"[dim]{selection.hidden_infeasible} more cannot; --all lists them with the reason.[/]")
+
+
+_INFER_RANKING = {Objective.COST: "$/Mtok", Objective.TIME: "tokens/s per user"}
 
 
 def register(app: typer.Typer) -> None:

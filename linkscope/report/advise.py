@@ -135,18 +135,18 @@ def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS, 
 
 def _versus(row: TrainOption, first: TrainOption) -> str:
     """What the plan buys over the first row: `2.1x +4%` (2.1 times as fast, 4% dearer); `-` on the first."""
-    if row is first or not row.time_to_train_s:
+    speedup = (first.time_to_train_s or 0.0) / row.time_to_train_s if row.time_to_train_s else 0.0
+    return _ratio_text(row is first, speedup, row.cost_usd, first.cost_usd)
+
+
+def _ratio_text(same: bool, speedup: float, cost: float | None, first_cost: float | None) -> str:
+    """`2.1x +4%`: as fast as the first row times 2.1, 4% dearer; `0.5x slower`; `-` for the first row itself."""
+    if same or speedup <= 0:
         return "-"
-    if row.time_to_train_s > (first.time_to_train_s or 0.0):
-        return f"{row.time_to_train_s / (first.time_to_train_s or 1.0):.1f}x slower" + _dearer(row, first)
-    speedup = (first.time_to_train_s or 0.0) / row.time_to_train_s
-    return f"{speedup:.1f}x" + _dearer(row, first)
-
-
-def _dearer(row: TrainOption, first: TrainOption) -> str:
-    if row.cost_usd is None or not first.cost_usd:
-        return ""
-    return f" {row.cost_usd / first.cost_usd - 1.0:+.0%}"
+    text = f"{speedup:.1f}x" if speedup >= 1.0 else f"{1.0 / speedup:.1f}x slower"
+    if cost is None or not first_cost:
+        return text
+    return f"{text} {cost / first_cost - 1.0:+.0%}"
 
 
 def spread_note(rows: list[TrainOption], width: int) -> str | None:
@@ -265,15 +265,20 @@ def interconnect_table(c: InterconnectComparison, width: int = WIDE_COLUMNS) -> 
     return table
 
 
-def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
-    """Feasible serving options by $/Mtok."""
+def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: InferOption | None = None,
+                start: int = 1) -> Table:
+    """Feasible serving options in ranking order, numbered from `start`; `versus` (the frontier's cheapest plan):
+    a column says how much faster each row serves a user than it, and how much dearer a token is."""
     columns = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
                ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right"),
                ("p10..p90", "right")]
     if with_qps:
         columns += [("repl", "right"), ("nodes", "right"), ("$/h", "right")]
+    if versus is not None:
+        columns.append(("vs #1", "right"))
     table = _table(title, columns)
-    for i, r in enumerate(rows, 1):
+    table.collapse_padding = versus is not None
+    for i, r in enumerate(rows, start):
         price = UNKNOWN if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:.2f}"
         layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "")
         cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
@@ -281,6 +286,9 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
                  _spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range)]
         if with_qps:
             cells += [str(r.replicas), str(r.nodes_needed), money_text(r.fleet_usd_per_hour)]
+        if versus is not None:
+            speedup = (r.tokens_per_s_per_user or 0.0) / (versus.tokens_per_s_per_user or 1.0)
+            cells.append(_ratio_text(r is versus, speedup, r.usd_per_million_tokens, versus.usd_per_million_tokens))
         table.add_row(*cells)
     return table
 

@@ -155,8 +155,13 @@ def test_unknown_model_is_exit_2() -> None:
 def test_infer_json_and_table() -> None:
     args = ["advise", "infer", "--model", "llama2-13b", "--latency-budget", "30", "--provider", "nebius,lambda"]
     doc = json.loads(run(*args, "--qps", "5", "--json").stdout)
-    assert {"offering", "tp", "pp", "batch", "tokens_per_s_per_gpu", "usd_per_million_tokens", "replicas"} <= set(
-        doc["rows"][0])
+    assert {"offering", "tp", "pp", "batch", "tokens_per_s_per_gpu", "usd_per_million_tokens", "replicas",
+            "frontier", "frontier_role"} <= set(doc["rows"][0])
+    assert doc["request"]["view"] == "frontier" and doc["rows"][0]["frontier_role"] == "cheapest"
+    front = [r for r in doc["rows"] if r["frontier"]]
+    assert doc["rows"][: len(front)] == front and not any(r["frontier"] for r in doc["rows"][len(front):])
+    flat = json.loads(run(*args, "--objective", "cost", "--json").stdout)
+    assert flat["request"]["view"] == "list" and flat["rows"][0]["offering"] == front[0]["offering"]
     text = run(*args, "--qps", "5").stdout
     assert "$/Mtok" in text and max(len(line) for line in text.splitlines()) <= 100
     bad = run("advise", "infer", "--model", "llama2-13b", "--latency-budget", "-3")
