@@ -15,7 +15,7 @@ the budget to the fastest any offering serves; batches are tried on a ladder of 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -47,6 +47,8 @@ class InferRequest:
     precision: str = "bf16"
     objective: Objective = Objective.COST
     """Each offering's row: its cheapest plan at the budget (cost) or its fastest (time)."""
+    tp: int | None = None
+    """Serve at this tensor-parallel size only; None tries every size inside a node."""
 
 
 def validate_infer_request(request: InferRequest) -> None:
@@ -114,9 +116,10 @@ class InferAdvice:
     frontier: list[InferOption]
 
 
-def _layouts(offering: Offering, model: ModelConfig) -> list[tuple[int, int]]:
-    """(tp, pp): every TP inside one node, then the widest TP with pipeline stages over 2, 4, 8 nodes."""
-    tps = tp_options(model, offering.system.node.gpus)
+def _layouts(offering: Offering, model: ModelConfig, tp: int | None = None) -> list[tuple[int, int]]:
+    """(tp, pp): every TP inside one node (or `tp` alone), then the widest TP with pipeline stages over 2, 4, 8
+    nodes."""
+    tps = [t for t in tp_options(model, offering.system.node.gpus) if tp is None or t == tp]
     if not tps:
         return []
     widest = max(tps)
@@ -149,7 +152,7 @@ def _tries(offering: Offering, request: InferRequest) -> tuple[list[_Try], list[
     """Single-node layouts; pipeline stages across nodes only when no single node holds the model."""
     tries: list[_Try] = []
     blocks: list[str] = []
-    for tp, pp in _layouts(offering, request.model):
+    for tp, pp in _layouts(offering, request.model, request.tp):
         if pp > 1 and any(bool(t.est.fits[0]) for t in tries):
             break
         result = _try(offering, request, tp, pp)
@@ -210,6 +213,9 @@ def _why_not(option: InferOption, tries: list[_Try], blocks: list[str], request:
                f"(batch 1, tp {fastest.tp}, pp {fastest.pp})"
     if blocks:
         return f"the model needs more than one node; {blocks[0]}"
+    if not tries and request.tp is not None:
+        return f"tp {request.tp} does not fit a node of {option.gpus_per_node} GPUs or divide {request.model.id}'s " \
+               "heads"
     if not tries:
         return f"no tensor-parallel size divides both the node's GPUs and {request.model.id}'s heads"
     least = min(tries, key=lambda t: float(t.est.memory_gib_per_gpu[0]))
@@ -270,6 +276,12 @@ def _option(offering: Offering, request: InferRequest) -> tuple[InferOption, lis
         return _fill(option, fastest.tried, request, offering, fastest.index), own
     best = max(good, key=lambda t: (float(t.est.tokens_per_s_per_gpu[t.pick or 0]), -t.tp * t.pp))
     return _fill(option, best, request, offering), own
+
+
+def serve(offering: Offering, request: InferRequest) -> InferOption:
+    """One offering's row of `advise infer` by cost: its layout and batch with the most tokens/s per GPU at the
+    budget, or why there is none."""
+    return _option(offering, replace(request, objective=Objective.COST))[0]
 
 
 def _sort_key(option: InferOption, objective: Objective) -> tuple[float, float, str]:

@@ -104,14 +104,15 @@ def select_infer(advice: InferAdvice, top: int, show_all: bool, view: str = LIST
     return InferSelection(LIST if feasible else view, feasible[:top], [], shown, len(infeasible) - len(shown))
 
 
-def infer_json(advice: InferAdvice, selection: InferSelection) -> dict[str, Any]:
+def infer_json(advice: InferAdvice, selection: InferSelection,
+               comparison: InterconnectComparison | None = None) -> dict[str, Any]:
     """The `advise infer --json` document: rows as `train_json`'s, each with `frontier: true|false`."""
     request = advice.request
     feasible = [r for r in advice.rows if r.feasible]
-    return {
+    doc: dict[str, Any] = {
         "request": {"model": request.model.id, "tokens_per_s_per_user": request.tokens_per_s_per_user,
                     "input_tokens": request.input_tokens, "output_tokens": request.output_tokens,
-                    "qps": request.qps, "precision": request.precision, "view": selection.view,
+                    "qps": request.qps, "precision": request.precision, "tp": request.tp, "view": selection.view,
                     "objective": request.objective.value if selection.view == LIST else None},
         "rows": [r.as_dict() for r in selection.top + selection.others
                  + (selection.infeasible if feasible else [])],
@@ -120,3 +121,6 @@ def infer_json(advice: InferAdvice, selection: InferSelection) -> dict[str, Any]
         "feasible": len(feasible),
         "frontier_plans": len(advice.frontier),
     }
+    if comparison is not None:
+        doc["interconnect"] = comparison.as_dict()
+    return doc

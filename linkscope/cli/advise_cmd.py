@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, batch_and_length, parse_count, parse_deadline,
                                      parse_gpu_range, parse_money_usd)
-from linkscope.advise.interconnect import InterconnectComparison, compare_interconnect
+from linkscope.advise.interconnect import InterconnectComparison, compare_infer, compare_train
 from linkscope.advise.objective import DEFAULT_DEADLINE_S, Objective, parse_objective
 from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelection, infer_json, select_infer,
                                      select_train, train_json)
@@ -29,7 +29,8 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.transformer import load_model
-from linkscope.report.advise import (duration_text, infer_table, interconnect_table, money_text, no_plan_text,
+from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
+from linkscope.report.advise import (duration_text, infer_table, money_text, no_plan_text,
                                      profile_lines, reasons_table, spread_note, train_header, train_table,
                                      winner_text)
 
@@ -39,6 +40,9 @@ advise_app = typer.Typer(help="Rank cloud offerings for a training or serving jo
 TopOpt = typer.Option(10, "--top", help="Show the best K offerings.")
 AllOpt = typer.Option(False, "--all", help="Also list every offering that cannot run the job, with the reason.")
 JsonOpt = typer.Option(False, "--json", help="JSON instead of tables.")
+PricePerGpuHourOpt = typer.Option(None, "--price-per-gpu-hour",
+                                  help="With --compare-interconnect: cost every variant at this USD per GPU-hour "
+                                       "(default: the price of the closest real offering to each).")
 
 
 def _offerings(db: HardwareDB, f: OfferingFilter) -> list[Offering]:
@@ -142,7 +146,9 @@ def train(
                                   "of showing the time-cost frontier."),
     precision: str = PrecisionOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
-                                 help="Also run the winner's job on PCIe/NVLink mesh/NVSwitch x IB/RoCE/EFA/TCP."),
+                                 help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
+                                      "(/ NVL72-class) x IB / RoCE / EFA / TCP, each at its price."),
+    price_per_gpu_hour: Optional[float] = PricePerGpuHourOpt,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
     min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
@@ -156,6 +162,7 @@ def train(
     check_option(gpus, "--gpus")
     check_option(seq_len, "--seq-len")
     check_option(global_batch, "--global-batch")
+    check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     db = load_db(extra or [])
     request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
                              precision)
@@ -168,7 +175,7 @@ def train(
     winner = selection.top[0] if selection.top else None
     comparison = None
     if compare and winner is not None:
-        comparison = compare_interconnect(request, winner, db.offerings[winner.offering], db)
+        comparison = compare_train(request, winner, db.offerings[winner.offering], db, price_per_gpu_hour)
     warn_stale([db.offerings[r.offering] for r in selection.top])
     if as_json:
         print_json(train_json(advice, selection, comparison))
@@ -178,13 +185,16 @@ def train(
         _print_comparison(comparison)
 
 
-def _print_comparison(comparison: InterconnectComparison | None) -> None:
+def _print_comparison(comparison: InterconnectComparison | None, budget: float = 0.0) -> None:
     if comparison is None:
-        console.print("No winner to compare interconnects for.")
+        console.print("No plan to compare interconnects for.")
         return
-    console.print(interconnect_table(comparison, console.width))
+    table = train_comparison_table(comparison) if comparison.kind == "train" else \
+        infer_comparison_table(comparison, budget)
+    console.print(table)
+    console.print("price per GPU-hour from: " + "; ".join(price_lines(comparison)), highlight=False, markup=False)
     for note in comparison.notes:
-        console.print(f"[dim]note: {note}[/]", highlight=False)
+        console.print(f"note: {note}", highlight=False, markup=False, style="dim")
 
 
 @advise_app.command("infer")
@@ -199,6 +209,12 @@ def infer(
     objective: Optional[str] = typer.Option(
         None, "--objective", help="cost or time: rank a flat list of offerings by $/Mtok or by per-user speed "
                                   "instead of showing the time-cost frontier."),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Serve at this tensor-parallel size only (default: every "
+                                                        "size inside a node is tried)."),
+    compare: bool = typer.Option(False, "--compare-interconnect",
+                                 help="Also serve on one node of the first plan's GPU with PCIe / NVLink mesh / "
+                                      "NVSwitch (/ NVL72-class), each at its price."),
+    price_per_gpu_hour: Optional[float] = PricePerGpuHourOpt,
     precision: str = PrecisionOpt,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
@@ -214,19 +230,27 @@ def infer(
     check_option(input_tokens, "--input-tokens")
     check_option(output_tokens, "--output-tokens")
     check_option(qps, "--qps")
+    check_option(tp, "--tp")
+    check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     db = load_db(extra or [])
     request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
-                           parse_objective(objective) if objective is not None else Objective.COST)
+                           parse_objective(objective) if objective is not None else Objective.COST, tp)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
     advice = plan_infer(request, _offerings(db, wanted))
     selection = select_infer(advice, top, show_all, LIST if objective is not None else FRONTIER)
     warn_stale([db.offerings[r.offering] for r in selection.top + selection.others])
+    first = selection.top[0] if selection.top else None
+    comparison = None
+    if compare and first is not None:
+        comparison = compare_infer(request, db.offerings[first.offering], db, price_per_gpu_hour)
     if as_json:
-        print_json(infer_json(advice, selection))
-    else:
-        _print_infer(advice, selection)
+        print_json(infer_json(advice, selection, comparison))
+        return
+    _print_infer(advice, selection)
+    if compare:
+        _print_comparison(comparison, request.tokens_per_s_per_user)
 
 
 def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:

@@ -14,6 +14,7 @@ from linkscope.model.step.compute import PRECISIONS
 _COUNT = 10_000_000  # GPUs, nodes, parallel sizes: far beyond any machine
 _LENGTH = 100_000_000  # sequences, tokens: far beyond any real job, keeps the layout search bounded
 _RATE = 1e12  # tokens/s, requests/s
+_PRICE = 1e6  # USD per GPU-hour: far beyond any GPU's
 
 # flag -> (lowest, highest) accepted value. 0 is a value, never "not given": it must lie in range.
 OPTION_RANGES: dict[str, tuple[float, float]] = {
@@ -21,7 +22,7 @@ OPTION_RANGES: dict[str, tuple[float, float]] = {
     "--cp": (1, _COUNT), "--interleave": (1, _COUNT), "--batch": (1, _LENGTH), "--global-batch": (1, _LENGTH),
     "--micro-batch": (1, _LENGTH),
     "--seq-len": (1, _LENGTH), "--input-tokens": (1, _LENGTH), "--output-tokens": (1, _LENGTH),
-    "--latency-budget": (1e-9, _RATE), "--qps": (1e-9, _RATE),
+    "--latency-budget": (1e-9, _RATE), "--qps": (1e-9, _RATE), "--price-per-gpu-hour": (1e-9, _PRICE),
 }
 
 

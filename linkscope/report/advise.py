@@ -8,7 +8,6 @@ from rich.table import Table
 
 from linkscope.advise.bottleneck import bottleneck_short
 from linkscope.advise.infer import InferOption
-from linkscope.advise.interconnect import InterconnectComparison
 from linkscope.advise.launch import LaunchPlan
 from linkscope.advise.placement import DIMS, Placement
 from linkscope.advise.plan import PlanResult
@@ -247,22 +246,6 @@ def winner_text(r: TrainOption, heading: str = "Best") -> str:
              f"  bottleneck: {r.bottleneck_detail}"]
     lines += [f"  note: {n}" for n in r.notes]
     return "\n".join(lines)
-
-
-def interconnect_table(c: InterconnectComparison, width: int = WIDE_COLUMNS) -> Table:
-    """The winner's job on every interconnect, relative to the offering as offered."""
-    title = f"What if: {c.offering} ({c.nodes} x {c.gpu} nodes) with another interconnect"
-    columns = _narrow([("in the node", "left"), ("between nodes", "left"), ("layout", "left"), ("step", "right"),
-                       ("time", "right"), ("cost", "right"), ("vs offered", "right")], width)
-    table = _table(title, columns)
-    for v in c.variants:
-        change = "as offered" if v.as_offered else ("-" if v.time_change is None else f"{v.time_change:+.0%}")
-        step = "-" if v.step_time_s is None else f"{v.step_time_s:.2f} s"
-        table.add_row(*_cells(columns, {
-            "in the node": v.scale_up, "between nodes": v.scale_out, "layout": layout_text(v.parallelism),
-            "step": step, "time": duration_text(v.time_to_train_s), "cost": money_text(v.cost_usd),
-            "vs offered": change}), style="bold" if v.as_offered else None)
-    return table
 
 
 def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: InferOption | None = None,

@@ -56,9 +56,26 @@ def test_compare_interconnect_adds_the_what_if_table() -> None:
     result = run(*TRAIN, "--compare-interconnect", "--json")
     doc = json.loads(result.stdout)
     variants = doc["interconnect"]["variants"]
-    assert variants[0]["as_offered"] and len(variants) == 13
-    text = run(*TRAIN, "--compare-interconnect", "--top", "1").stdout
-    assert "What if" in text and "price held constant" in text
+    assert variants[0]["as_offered"] and doc["interconnect"]["offering"] == doc["rows"][0]["offering"]
+    classes = {v["scale_up_class"] for v in variants}
+    # The first plan is a B200 one, and B200 is sold in GB200 NVL72 racks: four kinds inside the node.
+    assert classes == {"pcie", "nvlink-mesh", "nvswitch", "rack"} and len(variants) == 16
+    assert all({"usd_per_gpu_hour", "source", "match"} <= set(v["price"]) for v in variants)
+    text = run(*TRAIN, "--compare-interconnect", "--top", "1", "--price-per-gpu-hour", "3").stdout
+    assert "on every interconnect" in text and "3 USD per GPU-hour" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_advise_infer_compares_interconnects_in_one_table() -> None:
+    args = ["advise", "infer", "--model", "llama3.1-70b", "--latency-budget", "30", "--input-tokens", "8192",
+            "--output-tokens", "256", "--gpu", "H200", "--tp", "2", "--top", "2", "--compare-interconnect"]
+    doc = json.loads(run(*args, "--json").stdout)
+    variants = doc["interconnect"]["variants"]
+    assert doc["interconnect"]["kind"] == "infer" and all(v["tp"] == 2 for v in variants if v["tp"])
+    assert {"nvswitch", "nvlink-mesh", "pcie"} <= {v["scale_up_class"] for v in variants}
+    text = run(*args).stdout
+    assert "NVLink mesh" in text and "$/Mtok" in text and "price per GPU-hour from" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
 
 
 def test_nothing_within_the_budget_says_so_with_the_closest_options() -> None:
