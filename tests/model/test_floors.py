@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import linkscope.model
+from tests.imports import imported_modules
 
 MODEL = Path(linkscope.model.__file__).parent
 FLOORS = ("ranges", "comm", "step", "calibration", "fidelity")
 """From the ground up: ranges, then the predictors, then what fits them to measurements."""
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every module a file imports, wherever the import stands (inside functions and TYPE_CHECKING included)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
 
 
 def _room(module: str) -> str | None:
