@@ -19,7 +19,7 @@ from linkscope.advise.bookable import multi_node_block
 from linkscope.advise.measured import measured_system
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.fidelity.accuracy import rate_range
+from linkscope.model.ranges.accuracy import rate_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
                                         estimate_inference, tp_options)

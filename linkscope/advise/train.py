@@ -22,7 +22,7 @@ from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.model.calibration.train_compute import ComputeScale, compute_scaling
-from linkscope.model.fidelity.accuracy import time_range
+from linkscope.model.ranges.accuracy import time_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, summarize

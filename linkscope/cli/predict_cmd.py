@@ -17,12 +17,12 @@ from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, L
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.system import System
-from linkscope.model.comm.predict import predict_from_profile, predict_sizes
+from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
                                         estimate_inference, pick_tp, summary)
 from linkscope.model.step.predict import predict_train
-from linkscope.model.calibration.profiles import Profile, load_profile
+from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
 from linkscope.model.calibration.train_compute import ComputeScale, compute_scaling, profile_scale, scale_note
 from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
 from linkscope.model.step.scaling import predict_scaling

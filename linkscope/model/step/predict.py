@@ -14,7 +14,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.fidelity.accuracy import rate_range, time_range
+from linkscope.model.ranges.accuracy import rate_range, time_range
 from linkscope.model.step.compute import usable_memory_gib
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.search import LayoutRequest, SearchResult, search

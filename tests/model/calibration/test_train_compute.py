@@ -39,9 +39,9 @@ from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
 from linkscope.results.records import RunInfo
 from linkscope.results.store import ResultStore
-from linkscope.trainbench.document import point_document
-from linkscope.trainbench.predict import predict_point
-from linkscope.trainbench.session import _settings
+from linkscope.traincheck.document import point_document
+from linkscope.traincheck.predict import predict_point
+from linkscope.traincheck.session import _settings
 
 OFFERING = "lambda/gpu_8x_h100_sxm5"
 RATIO = 1.25
