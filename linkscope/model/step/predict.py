@@ -8,7 +8,7 @@ flagged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import Job
 from linkscope.model.step.train import StepEstimate
+
+if TYPE_CHECKING:  # the resolved System carries calibrations, which load the step model: imported for types only
+    from linkscope.model.calibration.systems import ResolvedSystem
 
 BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s",
                   "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s")
@@ -143,4 +146,12 @@ def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers
     prediction = summarize(job, system, result)
     if not result.any_fits:
         prediction.flags.insert(0, "no layout fits in memory; showing the one that needs the least")
+    return prediction
+
+
+def predict_train_on(job: Job, resolved: ResolvedSystem, req: LayoutRequest) -> TrainPrediction:
+    """`predict_train` on a resolved `--system`: its tiers, its compute calibration, and its notes as flags."""
+    with resolved.computing():
+        prediction = predict_train(job, resolved.system, req, resolved.tiers)
+    prediction.flags.extend(resolved.training_notes)
     return prediction
