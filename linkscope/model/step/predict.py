@@ -7,8 +7,9 @@ flagged.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -22,8 +23,26 @@ from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import Job
 from linkscope.model.step.train import StepEstimate
 
-if TYPE_CHECKING:  # the resolved System carries calibrations, which load the step model: imported for types only
-    from linkscope.model.calibration.systems import ResolvedSystem
+
+
+class SystemInForce(Protocol):
+    """What `--system` resolved to, as the step model sees it (`model.calibration.systems.ResolvedSystem`).
+
+    A protocol rather than the class: the resolved System carries calibrations, which sit a floor above the step
+    model and load it."""
+
+    @property
+    def system(self) -> System: ...
+
+    @property
+    def tiers(self) -> CommTiers: ...
+
+    @property
+    def training_notes(self) -> tuple[str, ...]: ...
+
+    def with_nodes(self, nodes: int) -> SystemInForce: ...
+
+    def computing(self) -> AbstractContextManager[None]: ...
 
 BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s",
                   "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s")
@@ -149,7 +168,7 @@ def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers
     return prediction
 
 
-def predict_train_on(job: Job, resolved: ResolvedSystem, req: LayoutRequest) -> TrainPrediction:
+def predict_train_on(job: Job, resolved: SystemInForce, req: LayoutRequest) -> TrainPrediction:
     """`predict_train` on a resolved `--system`: its tiers, its compute calibration, and its notes as flags."""
     with resolved.computing():
         prediction = predict_train(job, resolved.system, req, resolved.tiers)

@@ -12,16 +12,13 @@ up to the baseline is assumed, and said.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from linkscope.hardware.errors import UserError
 from linkscope.model.step.layout import Layout
-from linkscope.model.step.predict import predict_train_on
+from linkscope.model.step.predict import SystemInForce, predict_train_on
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
-
-if TYPE_CHECKING:  # calibrations load the step model: the resolved System is imported for types only
-    from linkscope.model.calibration.systems import ResolvedSystem
 
 
 @dataclass
@@ -68,7 +65,7 @@ def global_batch_at(global_batch: int, nodes: int, max_nodes: int, strong: bool)
     return global_batch if strong else max(1, round(global_batch * nodes / max_nodes))
 
 
-def _point(job: Job, resolved: ResolvedSystem, req: LayoutRequest) -> ScalingPoint:
+def _point(job: Job, resolved: SystemInForce, req: LayoutRequest) -> ScalingPoint:
     """The count of `resolved` as `predict train` answers it, or a point without figures saying why."""
     system = resolved.system
     base = ScalingPoint(nodes=system.nodes, gpus=system.gpus, global_batch=job.global_batch, fits=False)
@@ -84,7 +81,7 @@ def _point(job: Job, resolved: ResolvedSystem, req: LayoutRequest) -> ScalingPoi
                    tokens_per_s_range=p.tokens_per_s_range)
 
 
-def predict_scaling(job: Job, resolved: ResolvedSystem, max_nodes: int, req: LayoutRequest,
+def predict_scaling(job: Job, resolved: SystemInForce, max_nodes: int, req: LayoutRequest,
                     strong: bool = False) -> tuple[list[ScalingPoint], str]:
     """A point for each node count of the resolved System, each with its own searched layout, and a note on
     the baseline."""
