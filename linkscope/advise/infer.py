@@ -21,15 +21,14 @@ from typing import Any
 
 from linkscope.advise.bookable import multi_node_block
 from linkscope.advise.frontier import pareto, roles
-from linkscope.advise.measured import measured_system
 from linkscope.advise.objective import Objective
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.fidelity.accuracy import rate_range
+from linkscope.model.ranges.accuracy import rate_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
                                         estimate_inference, tp_options)
-from linkscope.model.comm.tiers import comm_tiers
+from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
 from linkscope.model.step.transformer import ModelConfig
 
 MAX_PIPELINE_NODES = 8
@@ -136,26 +135,26 @@ class _Try:
     pick: int | None
 
 
-def _try(offering: Offering, request: InferRequest, tp: int, pp: int) -> _Try | str:
+def _try(offering: Offering, resolved: ResolvedSystem, request: InferRequest, tp: int, pp: int) -> _Try | str:
     """Price one layout over every batch size, or say why it cannot be booked."""
     nodes = math.ceil(tp * pp / offering.system.node.gpus)
-    block = multi_node_block(offering, comm_tiers(offering.system), nodes)
+    block = multi_node_block(offering, resolved.tiers, nodes)
     if block is not None:
         return block
     job = InferJob(request.model, tp, pp, request.input_tokens, request.output_tokens, request.precision)
-    system = offering.system.with_nodes(nodes)
-    est = estimate_inference(job, system, candidate_batches(job, system))
+    system = resolved.system.with_nodes(nodes)
+    est = estimate_inference(job, system, candidate_batches(job, system), resolved.tiers)
     return _Try(tp, pp, est, best_batch_for_budget(est, request.tokens_per_s_per_user))
 
 
-def _tries(offering: Offering, request: InferRequest) -> tuple[list[_Try], list[str]]:
+def _tries(offering: Offering, resolved: ResolvedSystem, request: InferRequest) -> tuple[list[_Try], list[str]]:
     """Single-node layouts; pipeline stages across nodes only when no single node holds the model."""
     tries: list[_Try] = []
     blocks: list[str] = []
     for tp, pp in _layouts(offering, request.model, request.tp):
         if pp > 1 and any(bool(t.est.fits[0]) for t in tries):
             break
-        result = _try(offering, request, tp, pp)
+        result = _try(offering, resolved, request, tp, pp)
         if isinstance(result, str):
             blocks.append(result)
         else:
@@ -163,16 +162,13 @@ def _tries(offering: Offering, request: InferRequest) -> tuple[list[_Try], list[
     return tries, blocks
 
 
-def _base(offering: Offering) -> InferOption:
+def _base(offering: Offering, resolved: ResolvedSystem) -> InferOption:
     o = offering
     option = InferOption(offering=o.id, provider=o.provider, gpu=o.system.node.gpu.id,
                          gpus_per_node=o.system.node.gpus, price_per_gpu_hour=o.price_per_gpu_hour)
     if o.price_per_hour is None:
         option.notes.append("price unknown")
-    measured = measured_system(o)
-    if measured is not None:
-        # The inference model derives its links from the System itself, so a profile cannot enter it yet.
-        option.notes.append(f"profile {measured.profile} exists; inference uses the catalog figures")
+    option.notes.extend(resolved.notes)
     return option
 
 
@@ -228,6 +224,7 @@ class _Point:
     """One plan of one offering: a layout at one batch index, with what the frontier compares."""
 
     offering: Offering
+    resolved: ResolvedSystem
     tried: _Try
     index: int
     time_per_token_s: float
@@ -243,7 +240,7 @@ def _ladder(pick: int) -> list[int]:
     return out + [0]
 
 
-def _points(offering: Offering, good: list[_Try], budget: float) -> list[_Point]:
+def _points(offering: Offering, resolved: ResolvedSystem, good: list[_Try], budget: float) -> list[_Point]:
     """Every layout's plans on the batch ladder that fit and meet the budget."""
     price = offering.price_per_gpu_hour
     points = []
@@ -254,22 +251,23 @@ def _points(offering: Offering, good: list[_Try], budget: float) -> list[_Point]
                 continue
             per_gpu = float(t.est.tokens_per_s_per_gpu[i])
             cost = None if price is None or per_gpu <= 0 else price / (per_gpu * 3600.0) * 1e6
-            points.append(_Point(offering, t, i, 1.0 / speed, cost))
+            points.append(_Point(offering, resolved, t, i, 1.0 / speed, cost))
     return points
 
 
 def _option(offering: Offering, request: InferRequest) -> tuple[InferOption, list[_Point]]:
     """The offering's row by the objective, and its own frontier (the plans no other plan of it beats)."""
-    option = _base(offering)
+    resolved = resolve_offering(offering)
+    option = _base(offering, resolved)
     if request.precision == "fp8" and offering.system.node.gpu.fp8_dense_tflops is None:
         option.reason = f"no FP8 tensor cores on {option.gpu}"
         return option, []
-    tries, blocks = _tries(offering, request)
+    tries, blocks = _tries(offering, resolved, request)
     good = [t for t in tries if t.pick is not None]
     if not good:
         option.reason = _why_not(option, tries, blocks, request)
         return option, []
-    points = _points(offering, good, request.tokens_per_s_per_user)
+    points = _points(offering, resolved, good, request.tokens_per_s_per_user)
     own = pareto(points, lambda p: p.time_per_token_s, lambda p: p.usd_per_million_tokens)
     if request.objective is Objective.TIME:
         fastest = min(points, key=lambda p: (p.time_per_token_s, p.usd_per_million_tokens or math.inf))
@@ -298,7 +296,7 @@ def _frontier(points: list[_Point], request: InferRequest) -> list[InferOption]:
                    lambda p: p.usd_per_million_tokens)
     out = []
     for point, role in zip(front, roles(len(front))):
-        option = _fill(_base(point.offering), point.tried, request, point.offering, point.index)
+        option = _fill(_base(point.offering, point.resolved), point.tried, request, point.offering, point.index)
         option.frontier, option.frontier_role = True, role
         out.append(option)
     return out

@@ -21,7 +21,7 @@ from linkscope.advise.variants import Variant, as_offered, variants
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
 from linkscope.model.comm.params import fabric_traits
-from linkscope.model.comm.tiers import comm_tiers
+from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
 from linkscope.model.step.infer import tp_options
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import summarize
@@ -98,16 +98,19 @@ def _result(v: Variant, price: PriceBasis) -> VariantResult:
                          v.system.gpus, price)
 
 
-def _train_one(pool: LayoutPool, request: TrainRequest, v: Variant, price: PriceBasis) -> VariantResult:
-    """The best layout of the job on the variant's System (all its nodes), at its price."""
-    system = v.system
+def _train_one(pool: LayoutPool, request: TrainRequest, v: Variant, price: PriceBasis,
+               resolved: ResolvedSystem) -> VariantResult:
+    """The best layout of the job on the variant's System (all its nodes, as `resolved`), at its price."""
+    system = resolved.system
     result = _result(v, price)
-    counts = evaluate_node_type(pool, system.with_nodes(1), [system.nodes], comm_tiers(system))
+    with resolved.computing():
+        counts = evaluate_node_type(pool, system.with_nodes(1), [system.nodes], resolved.tiers)
     best = counts.counts[system.nodes].best
     if best is None or counts.search is None:
         result.reason = "no layout fits in memory"
         return result
-    prediction = summarize(pool.job, system, counts.search, best)
+    with resolved.computing():
+        prediction = summarize(pool.job, system, counts.search, best)
     result.step_time_s, result.mfu, result.parallelism = prediction.step_time_s, prediction.mfu, prediction.parallelism
     result.time_to_train_s = request.tokens / prediction.tokens_per_s
     result.tokens_per_s_per_gpu = prediction.tokens_per_s / system.gpus
@@ -133,13 +136,18 @@ def _notes(price_per_gpu_hour: float | None, spans_nodes: bool) -> list[str]:
 
 def compare_train(request: TrainRequest, plan: TrainOption, offering: Offering, db: HardwareDB,
                   price_per_gpu_hour: float | None = None) -> InterconnectComparison:
-    """The plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch / rack-scale x IB / RoCE / EFA / TCP."""
-    system = offering.system.with_nodes(plan.nodes or 1)
+    """The plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch / rack-scale x IB / RoCE / EFA / TCP. The row
+    as offered is the offering as `advise` resolved it (a profile's measured figures included), so it repeats the
+    plan's numbers; the variants are catalog figures."""
+    resolved = resolve_offering(offering).with_nodes(plan.nodes or 1)
+    system = resolved.system
     pool = LayoutPool(request.job(), LayoutRequest())
     spans = system.nodes > 1
     offered = as_offered(system)
-    results = [_train_one(pool, request, v, _price(v, offering, db, price_per_gpu_hour))
-               for v in [offered, *_others(offered, variants(system, db, fabrics=spans))]]
+    results = [_train_one(pool, request, offered, _price(offered, offering, db, price_per_gpu_hour), resolved)]
+    for v in _others(offered, variants(system, db, fabrics=spans)):
+        price = _price(v, offering, db, price_per_gpu_hour)
+        results.append(_train_one(pool, request, v, price, ResolvedSystem.plain(v.system)))
     base = results[0].time_to_train_s
     for r in results[1:]:
         if r.time_to_train_s is not None and base:
@@ -154,9 +162,11 @@ def compare_train(request: TrainRequest, plan: TrainOption, offering: Offering, 
 def _serve_one(request: InferRequest, v: Variant, offering: Offering, price: PriceBasis) -> VariantResult:
     """`advise infer`'s answer on one node of the variant, at its price."""
     node_price = None if price.usd_per_gpu_hour is None else price.usd_per_gpu_hour * v.system.node.gpus
-    what_if = replace(offering, id=f"{offering.id} ({v.scale_up_label})", system=v.system.with_nodes(1),
-                      price_per_hour=node_price, unconfirmed=(), multi_node=True if not v.as_offered
-                      else offering.multi_node)
+    # The offering itself as offered (a profile of it then counts, as in `advise infer`); a what-if as the catalog
+    # would describe it, bookable across nodes.
+    what_if = offering if v.as_offered and price.source == offering.id else replace(
+        offering, id=f"{offering.id} ({v.scale_up_label})", system=v.system.with_nodes(1), price_per_hour=node_price,
+        unconfirmed=(), multi_node=offering.multi_node if v.as_offered else True)
     option = serve(what_if, request)
     result = _result(v, price)
     result.gpus = option.gpus_per_replica or 0
