@@ -38,14 +38,25 @@ def pareto(items: Sequence[T], time_s: Callable[[T], float | None], cost: Callab
     return front[::-1]
 
 
-def thin(front: list[T], keep: int) -> list[T]:
-    """At most `keep` points of a frontier (cheapest first): always its two ends, the rest evenly spread."""
+def thin(front: list[T], keep: int, time_s: Callable[[T], float | None] | None = None) -> list[T]:
+    """At most `keep` points of a frontier (cheapest first): always its two ends, the rest evenly spread in
+    log time when `time_s` is given (so a run of points that buy a fraction of a percent each counts once), else
+    by position."""
     if keep >= len(front):
         return list(front)
     if keep <= 1:
         return front[:1]
-    step = (len(front) - 1) / (keep - 1)
-    return [front[round(k * step)] for k in range(keep)]
+    if time_s is None:
+        step = (len(front) - 1) / (keep - 1)
+        return [front[round(k * step)] for k in range(keep)]
+    logs = [math.log(max(time_s(p) or 0.0, 1e-300)) for p in front]
+    chosen = {0, len(front) - 1}
+    for k in range(1, keep - 1):
+        target = logs[0] + (logs[-1] - logs[0]) * k / (keep - 1)
+        free = [i for i in range(len(front)) if i not in chosen]
+        if free:
+            chosen.add(min(free, key=lambda i: abs(logs[i] - target)))
+    return [front[i] for i in sorted(chosen)]
 
 
 def roles(count: int) -> list[str | None]:

@@ -38,7 +38,7 @@ def select_train(advice: TrainAdvice, top: int, show_all: bool, view: str = LIST
     closest = [] if feasible else infeasible[:top]
     shown = infeasible if show_all else []
     if view == FRONTIER and advice.frontier:
-        front = thin(advice.frontier, top)
+        front = thin(advice.frontier, top, lambda p: p.time_to_train_s)
         on = {(p.offering, p.nodes) for p in front}
         others = [r for r in feasible if (r.offering, r.nodes) not in on][:max(NEAREST_OTHERS, top - len(front))]
         return TrainSelection(view, front, shown, closest, len(infeasible) - len(shown), others)
@@ -97,7 +97,7 @@ def select_infer(advice: InferAdvice, top: int, show_all: bool, view: str = LIST
     infeasible = [r for r in advice.rows if not r.feasible]
     shown = infeasible if show_all else (infeasible[:top] if not feasible else [])
     if view == FRONTIER and advice.frontier:
-        front = thin(advice.frontier, top)
+        front = thin(advice.frontier, top, lambda p: p.time_per_output_token_s)
         on = {r.offering for r in front}
         others = [r for r in feasible if r.offering not in on][:max(NEAREST_OTHERS, top - len(front))]
         return InferSelection(view, front, others, shown, len(infeasible) - len(shown))

@@ -3,8 +3,8 @@
 An NVSwitch node and a PCIe box of the same GPU are not rented at the same price, so a comparison that holds the
 price constant says only that faster is cheaper. Each variant is priced instead as the catalog sells the nearest
 thing to it: the same GPU family in the same scale-up class (PCIe, NVLink mesh, NVSwitch, a rack-scale domain),
-preferring the same board, then the same network between nodes, a node at least as large, and a confirmed price;
-among equals the cheapest, as a buyer would. Where the catalog sells nothing of that class, the variant keeps the
+preferring the same network between nodes (for a job across nodes, something bookable across nodes), a node at
+least as large, the same board, and a confirmed price; among equals the cheapest, as a buyer would. Where the catalog sells nothing of that class, the variant keeps the
 price of the offering it was built from, and says so. `--price-per-gpu-hour` replaces all of this with one price.
 """
 
@@ -40,12 +40,13 @@ def user_price(usd_per_gpu_hour: float) -> PriceBasis:
 
 
 def _score(o: Offering, v: Variant, gpu_id: str) -> tuple[bool, bool, bool, bool, bool, float]:
+    """Closer first: network, bookable across nodes, node size, board, confirmed price, then the cheaper."""
     node = o.system.node
     spans = v.system.nodes > 1
     fabric = v.fabric in ("none", node.scale_out.fabric) or not spans
     # A job across nodes is priced as something that can be booked across nodes.
     clusters = not spans or (node.scale_out.fabric != "none" and o.multi_node is not False)
-    return (node.gpu.id == gpu_id, fabric, clusters, node.gpus >= v.system.node.gpus,
+    return (fabric, clusters, node.gpus >= v.system.node.gpus, node.gpu.id == gpu_id,
             "price_per_hour" not in o.unconfirmed, -(o.price_per_gpu_hour or 0.0))
 
 
@@ -58,6 +59,8 @@ def _differences(o: Offering, v: Variant) -> list[str]:
         out.append("single node only")
     elif v.system.nodes > 1 and v.fabric not in ("none", node.scale_out.fabric):
         out.append(f"other network: {node.scale_out.fabric}")
+    elif v.system.nodes > 1 and v.fabric == "tcp" and node.scale_out.transport:
+        out.append(f"TCP through {node.scale_out.transport}, not sockets")
     if node.gpus < want.gpus:
         out.append(f"{node.gpus}-GPU node")
     if "price_per_hour" in o.unconfirmed:

@@ -95,8 +95,7 @@ def _print_train(advice: TrainAdvice, selection: TrainSelection) -> None:
 
 def _print_frontier(advice: TrainAdvice, selection: TrainSelection) -> None:
     shown = len(selection.top)
-    title = (f"{len(advice.frontier)} plans on the frontier, cheapest first (vs #1: times as fast, extra cost)"
-             + (f"; {shown} shown, --top for more" if shown < len(advice.frontier) else ""))
+    title = _frontier_title(len(advice.frontier), shown, "times as fast, extra cost")
     console.print(train_table(selection.top, title, console.width, versus=selection.top[0]))
     note = spread_note(selection.top, console.width)
     if note:
@@ -111,8 +110,14 @@ def _print_frontier(advice: TrainAdvice, selection: TrainSelection) -> None:
         console.print(train_table(selection.others, title, console.width, versus=selection.top[0], start=shown + 1))
     hidden = len({r.offering for r in advice.feasible} - {r.offering for r in selection.top + selection.others})
     if hidden > 0:
-        console.print(f"[dim]{hidden} more offerings can run it within the limits; --objective cost or --objective "
-                      "time lists every offering.[/]", highlight=False)
+        console.print(f"[dim]{hidden} more offerings can run it within the limits (--objective cost or time lists "
+                      "them all).[/]", highlight=False)
+
+
+def _frontier_title(plans: int, shown: int, versus: str) -> str:
+    """`12 plans on the frontier, 10 shown, cheapest first; vs #1: ...` (--top shows more)."""
+    part = f", {shown} shown" if shown < plans else ""
+    return f"{plans} plans on the frontier{part}, cheapest first; vs #1: {versus}"
 
 
 def _print_train_footer(advice: TrainAdvice, selection: TrainSelection) -> None:
@@ -264,9 +269,7 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
                   highlight=False)
     with_qps = request.qps is not None
     if selection.top and frontier:
-        title = (f"{len(advice.frontier)} plans on the frontier, cheapest first (vs #1: times the speed per user and "
-                 "extra $/Mtok)" + (f", {len(selection.top)} shown" if len(selection.top) < len(advice.frontier)
-                                    else ""))
+        title = _frontier_title(len(advice.frontier), len(selection.top), "times the speed per user, extra $/Mtok")
         console.print(infer_table(selection.top, title, with_qps, versus=selection.top[0]))
         if selection.others:
             console.print(infer_table(selection.others, "the other offerings, each at its cheapest plan at the "
@@ -282,8 +285,8 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
     shown = {r.offering for r in selection.top + selection.others}
     hidden = len({r.offering for r in feasible} - shown)
     if hidden:
-        console.print(f"[dim]{hidden} more offerings meet the budget; --objective cost or --objective time lists "
-                      "every offering.[/]", highlight=False)
+        console.print(f"[dim]{hidden} more offerings meet the budget (--objective cost or time lists them all).[/]",
+                      highlight=False)
     if selection.infeasible:
         console.print(reasons_table(selection.infeasible, "closest options" if not feasible
                                     else "cannot serve it at this budget"))

@@ -33,6 +33,12 @@ def test_thinning_keeps_both_ends() -> None:
     assert thin(front, 2) == [0, 9] and thin(front, 1) == [0] and thin(front, 20) == front
 
 
+def test_thinning_in_log_time_counts_a_crowd_of_near_equal_points_once() -> None:
+    # Times 1000 s down to 10 s, then four points within 1% of 10 s (each only a little faster, much dearer).
+    times = [1000.0, 300.0, 100.0, 30.0, 10.0, 9.98, 9.96, 9.94, 9.92]
+    assert thin(times, 5, lambda t: t) == [1000.0, 300.0, 100.0, 30.0, 9.92]
+
+
 def test_roles_name_the_two_ends() -> None:
     assert roles(3) == ["cheapest", None, "fastest"]
     assert roles(1) == ["cheapest, fastest"] and roles(0) == []
