@@ -4,8 +4,9 @@ An NVSwitch node and a PCIe box of the same GPU are not rented at the same price
 price constant says only that faster is cheaper. Each variant is priced instead as the catalog sells the nearest
 thing to it: the same GPU family in the same scale-up class (PCIe, NVLink mesh, NVSwitch, a rack-scale domain),
 preferring the same network between nodes (for a job across nodes, something bookable across nodes), a node at
-least as large, the same board, and a confirmed price; among equals the cheapest, as a buyer would. Where the catalog sells nothing of that class, the variant keeps the
-price of the offering it was built from, and says so. `--price-per-gpu-hour` replaces all of this with one price.
+least as large, the same board, and a confirmed price; among equals the cheapest, as a buyer would. Where the
+catalog sells nothing of that class, the variant keeps the price of the offering it was built from, and says so.
+`--price-per-gpu-hour` replaces all of this with one price.
 """
 
 from __future__ import annotations
