@@ -1,21 +1,27 @@
-"""`advise infer`: serving one model on every offering at a per-user speed budget, ranked by dollars per
-million output tokens.
+"""`advise infer`: serving one model on every offering at a per-user speed budget, as a time–cost frontier or
+ranked by dollars per million output tokens (or by per-user speed).
 
 Per offering: tensor parallelism inside one node (every TP that divides the node's GPUs and the model's
 heads), and pipeline stages across nodes only when the weights fit nowhere in one node. For each layout the
 largest batch that still gives every user the budgeted tokens/s; the layout with the most tokens/s per GPU
 wins, since the price per GPU-hour is the same for all of them. $/Mtok = price per GPU-hour /
 (tokens/s per GPU x 3600) x 1e6. With a request rate, replicas = ceil(QPS x output tokens / replica tokens/s).
+
+A smaller batch (or a wider TP) buys each user more speed at a higher price per token. The frontier is the plans
+(offering, layout, batch) that no other beats on both the time per output token and $/Mtok, from the cheapest at
+the budget to the fastest any offering serves; batches are tried on a ladder of powers of two below the budget's.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
 from linkscope.advise.bookable import multi_node_block
+from linkscope.advise.frontier import pareto, roles
+from linkscope.advise.objective import Objective
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.model.ranges.accuracy import rate_range
@@ -38,6 +44,10 @@ class InferRequest:
     output_tokens: int = 512
     qps: float | None = None
     precision: str = "bf16"
+    objective: Objective = Objective.COST
+    """Each offering's row: its cheapest plan at the budget (cost) or its fastest (time)."""
+    tp: int | None = None
+    """Serve at this tensor-parallel size only; None tries every size inside a node."""
 
 
 def validate_infer_request(request: InferRequest) -> None:
@@ -82,15 +92,33 @@ class InferOption:
     nodes_needed: int | None = None
     fleet_usd_per_hour: float | None = None
     notes: list[str] = field(default_factory=list)
+    frontier: bool = False
+    """This plan (offering, layout and batch) is on the time–cost frontier across every offering."""
+    frontier_role: str | None = None
+
+    @property
+    def time_per_output_token_s(self) -> float | None:
+        """What each user waits per token: one over the per-user speed."""
+        return 1.0 / self.tokens_per_s_per_user if self.tokens_per_s_per_user else None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return dict(self.__dict__)
 
 
-def _layouts(offering: Offering, model: ModelConfig) -> list[tuple[int, int]]:
-    """(tp, pp): every TP inside one node, then the widest TP with pipeline stages over 2, 4, 8 nodes."""
-    tps = tp_options(model, offering.system.node.gpus)
+@dataclass
+class InferAdvice:
+    """Every offering's row (feasible ones by the objective, then the near misses) and the frontier's plans."""
+
+    request: InferRequest
+    rows: list[InferOption]
+    frontier: list[InferOption]
+
+
+def _layouts(offering: Offering, model: ModelConfig, tp: int | None = None) -> list[tuple[int, int]]:
+    """(tp, pp): every TP inside one node (or `tp` alone), then the widest TP with pipeline stages over 2, 4, 8
+    nodes."""
+    tps = [t for t in tp_options(model, offering.system.node.gpus) if tp is None or t == tp]
     if not tps:
         return []
     widest = max(tps)
@@ -123,7 +151,7 @@ def _tries(offering: Offering, resolved: ResolvedSystem, request: InferRequest) 
     """Single-node layouts; pipeline stages across nodes only when no single node holds the model."""
     tries: list[_Try] = []
     blocks: list[str] = []
-    for tp, pp in _layouts(offering, request.model):
+    for tp, pp in _layouts(offering, request.model, request.tp):
         if pp > 1 and any(bool(t.est.fits[0]) for t in tries):
             break
         result = _try(offering, resolved, request, tp, pp)
@@ -144,8 +172,10 @@ def _base(offering: Offering, resolved: ResolvedSystem) -> InferOption:
     return option
 
 
-def _fill(option: InferOption, best: _Try, request: InferRequest, offering: Offering) -> InferOption:
-    i = best.pick if best.pick is not None else 0
+def _fill(option: InferOption, best: _Try, request: InferRequest, offering: Offering,
+          index: int | None = None) -> InferOption:
+    """`option` as the plan of layout `best` at batch index `index` (default: the budget's pick)."""
+    i = index if index is not None else best.pick if best.pick is not None else 0
     est = best.est
     option.feasible = True
     option.tp, option.pp, option.gpus_per_replica = best.tp, best.pp, best.tp * best.pp
@@ -179,6 +209,9 @@ def _why_not(option: InferOption, tries: list[_Try], blocks: list[str], request:
                f"(batch 1, tp {fastest.tp}, pp {fastest.pp})"
     if blocks:
         return f"the model needs more than one node; {blocks[0]}"
+    if not tries and request.tp is not None:
+        return f"tp {request.tp} does not fit a node of {option.gpus_per_node} GPUs or divide {request.model.id}'s " \
+               "heads"
     if not tries:
         return f"no tensor-parallel size divides both the node's GPUs and {request.model.id}'s heads"
     least = min(tries, key=lambda t: float(t.est.memory_gib_per_gpu[0]))
@@ -186,32 +219,109 @@ def _why_not(option: InferOption, tries: list[_Try], blocks: list[str], request:
            f"(tp {least.tp}, pp {least.pp})"
 
 
-def _option(offering: Offering, request: InferRequest) -> InferOption:
+@dataclass(frozen=True)
+class _Point:
+    """One plan of one offering: a layout at one batch index, with what the frontier compares."""
+
+    offering: Offering
+    resolved: ResolvedSystem
+    tried: _Try
+    index: int
+    time_per_token_s: float
+    usd_per_million_tokens: float | None
+
+
+def _ladder(pick: int) -> list[int]:
+    """Batch indices from the budget's pick down to batch 1 by halving: the speeds a smaller batch buys."""
+    out, i = [], pick
+    while i > 0:
+        out.append(i)
+        i = (i + 1) // 2 - 1
+    return out + [0]
+
+
+def _points(offering: Offering, resolved: ResolvedSystem, good: list[_Try], budget: float) -> list[_Point]:
+    """Every layout's plans on the batch ladder that fit and meet the budget."""
+    price = offering.price_per_gpu_hour
+    points = []
+    for t in good:
+        for i in _ladder(t.pick or 0):
+            speed = float(t.est.tokens_per_s_per_user[i])
+            if not (bool(t.est.fits[i]) and speed >= budget):
+                continue
+            per_gpu = float(t.est.tokens_per_s_per_gpu[i])
+            cost = None if price is None or per_gpu <= 0 else price / (per_gpu * 3600.0) * 1e6
+            points.append(_Point(offering, resolved, t, i, 1.0 / speed, cost))
+    return points
+
+
+def _option(offering: Offering, request: InferRequest) -> tuple[InferOption, list[_Point]]:
+    """The offering's row by the objective, and its own frontier (the plans no other plan of it beats)."""
     resolved = resolve_offering(offering)
     option = _base(offering, resolved)
     if request.precision == "fp8" and offering.system.node.gpu.fp8_dense_tflops is None:
         option.reason = f"no FP8 tensor cores on {option.gpu}"
-        return option
+        return option, []
     tries, blocks = _tries(offering, resolved, request)
     good = [t for t in tries if t.pick is not None]
     if not good:
         option.reason = _why_not(option, tries, blocks, request)
-        return option
+        return option, []
+    points = _points(offering, resolved, good, request.tokens_per_s_per_user)
+    own = pareto(points, lambda p: p.time_per_token_s, lambda p: p.usd_per_million_tokens)
+    if request.objective is Objective.TIME:
+        fastest = min(points, key=lambda p: (p.time_per_token_s, p.usd_per_million_tokens or math.inf))
+        return _fill(option, fastest.tried, request, offering, fastest.index), own
     best = max(good, key=lambda t: (float(t.est.tokens_per_s_per_gpu[t.pick or 0]), -t.tp * t.pp))
-    return _fill(option, best, request, offering)
+    return _fill(option, best, request, offering), own
 
 
-def _sort_key(option: InferOption) -> tuple[float, float, str]:
+def serve(offering: Offering, request: InferRequest) -> InferOption:
+    """One offering's row of `advise infer` by cost: its layout and batch with the most tokens/s per GPU at the
+    budget, or why there is none."""
+    return _option(offering, replace(request, objective=Objective.COST))[0]
+
+
+def _sort_key(option: InferOption, objective: Objective) -> tuple[float, float, str]:
     cost = option.usd_per_million_tokens
-    return (math.inf if cost is None else cost, -(option.tokens_per_s_per_gpu or 0.0), option.offering)
+    cost_key = math.inf if cost is None else cost
+    if objective is Objective.TIME:
+        return (-(option.tokens_per_s_per_user or 0.0), cost_key, option.offering)
+    return (cost_key, -(option.tokens_per_s_per_gpu or 0.0), option.offering)
 
 
-def advise_infer(request: InferRequest, offerings: list[Offering]) -> list[InferOption]:
-    """Every offering's serving option: feasible ones by $/Mtok (unknown prices after), then the near misses."""
+def _frontier(points: list[_Point], request: InferRequest) -> list[InferOption]:
+    """The plans across offerings that none beats on both time per token and $/Mtok, cheapest first."""
+    front = pareto(sorted(points, key=lambda p: p.offering.id), lambda p: p.time_per_token_s,
+                   lambda p: p.usd_per_million_tokens)
+    out = []
+    for point, role in zip(front, roles(len(front))):
+        option = _fill(_base(point.offering, point.resolved), point.tried, request, point.offering, point.index)
+        option.frontier, option.frontier_role = True, role
+        out.append(option)
+    return out
+
+
+def plan_infer(request: InferRequest, offerings: list[Offering]) -> InferAdvice:
+    """Every offering's serving option (feasible ones by the objective, unknown prices after, then the near
+    misses) and the time–cost frontier across offerings."""
     validate_infer_request(request)
-    options = [_option(o, request) for o in offerings]
-    feasible = sorted((o for o in options if o.feasible), key=_sort_key)
+    answers = [_option(o, request) for o in offerings]
+    options = [a[0] for a in answers]
+    frontier = _frontier([p for a in answers for p in a[1]], request)
+    on = {(p.offering, p.tp, p.pp, p.batch): p.frontier_role for p in frontier}
+    for o in options:
+        key = (o.offering, o.tp, o.pp, o.batch)
+        if o.feasible and key in on:
+            o.frontier, o.frontier_role = True, on[key]
+    feasible = sorted((o for o in options if o.feasible), key=lambda o: _sort_key(o, request.objective))
     # The nearest misses first: the fastest of those too slow for the budget, then the rest by name.
     rest = sorted((o for o in options if not o.feasible),
                   key=lambda o: (-(o.tokens_per_s_per_user or 0.0), o.offering))
-    return feasible + rest
+    return InferAdvice(request, feasible + rest, frontier)
+
+
+def advise_infer(request: InferRequest, offerings: list[Offering]) -> list[InferOption]:
+    """Every offering's serving option: feasible ones by the objective ($/Mtok by default; unknown prices after),
+    then the near misses."""
+    return plan_infer(request, offerings).rows

@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 import re
 
+from linkscope.advise.objective import DEFAULT_DEADLINE_S, MAX_DEADLINE_S, Limits
 from linkscope.hardware.errors import UserError
 
 # Suffixes as people write token counts: 300B tokens is 3e11, not 300 bytes.
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _NUMBER = re.compile(r"^([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)$", re.IGNORECASE)
-_DURATION_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-_DURATION = re.compile(r"^([0-9]*\.?[0-9]+)\s*(s|min|m|h|d|w)$", re.IGNORECASE)
+_DURATION_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0, "y": 365 * 86400.0}
+_DURATION = re.compile(r"^([0-9]*\.?[0-9]+)\s*(s|min|m|h|d|w|y)$", re.IGNORECASE)
+_NO_DEADLINE = ("none", "no", "off")
 
 DEFAULT_BATCH_TOKENS = 4 * 2**20
 """Default global batch in tokens (~4M), the size most published pre-training runs settle on."""
@@ -35,14 +37,38 @@ def parse_count(text: str, flag: str) -> float:
 
 
 def parse_duration_s(text: str, flag: str = "--deadline") -> float:
-    """`30d`, `36h`, `90min`, `2w`, `3600s` -> seconds. A unit is required: a bare `30` is ambiguous."""
-    match = _DURATION.match(text.strip())
+    """`30d`, `36h`, `90min`, `2w`, `1y`, `3600s` -> seconds. A unit is required: a bare `30` is ambiguous."""
+    cleaned = text.strip()
+    if cleaned.startswith("-") or _is_zero(cleaned):
+        raise UserError(f"{flag}: must be longer than zero (got '{text}')")
+    match = _DURATION.match(cleaned)
     if not match:
-        raise UserError(f"{flag}: cannot read '{text}' (write a number with a unit: s, min, h, d or w, e.g. 30d)")
+        raise UserError(f"{flag}: cannot read '{text}' (write a number with a unit: s, min, h, d, w or y, e.g. 30d)")
     seconds = float(match.group(1)) * _DURATION_S[match.group(2).lower()]
     if seconds <= 0:
         raise UserError(f"{flag}: must be longer than zero (got '{text}')")
     return seconds
+
+
+def _is_zero(text: str) -> bool:
+    try:
+        return float(text) == 0.0
+    except ValueError:
+        return False
+
+
+def parse_deadline(text: str | None) -> Limits:
+    """`--deadline`: None -> the default deadline (marked as such), `none` -> no deadline, else a duration of at
+    most MAX_DEADLINE_S."""
+    if text is None:
+        return Limits(DEFAULT_DEADLINE_S, deadline_is_default=True)
+    if text.strip().lower() in _NO_DEADLINE:
+        return Limits(None)
+    seconds = parse_duration_s(text, "--deadline")
+    if seconds > MAX_DEADLINE_S:
+        raise UserError(f"--deadline: '{text}' is longer than {MAX_DEADLINE_S / (365 * 86400):.0f} years; "
+                        "write --deadline none for no deadline")
+    return Limits(seconds)
 
 
 def parse_money_usd(text: str, flag: str = "--budget") -> float:

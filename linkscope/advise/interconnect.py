@@ -1,61 +1,78 @@
-"""What-if: the winner's GPUs, nodes and price, with another interconnect inside and between the nodes.
+"""Seed 001's question in one table: the same GPU and job on PCIe, an NVLink mesh, NVSwitch and (where the GPU's
+family has one) a rack-scale NVLink domain, each with InfiniBand, RoCE, EFA and TCP between nodes when the job
+spans nodes, with its time, tokens/s per GPU and cost.
 
-Inside the node: PCIe only, a point-to-point NVLink mesh (each GPU's NVLink split over its peers), NVSwitch.
-Between nodes: InfiniBand, RoCE, EFA, TCP at the offering's own NIC count and line rate, so only the fabric
-changes (its efficiency, latency and GPUDirect RDMA); where the offering has no known rate, one NIC per GPU at
-the rate of its GPU generation stands in. The price is held constant, so cost moves only with time.
+Each variant is priced as the closest real offering sells it (`price_basis`), or at `--price-per-gpu-hour`:
+a PCIe box is cheaper than an NVSwitch node, so holding one price would only say that faster is cheaper.
+Training keeps the GPU count of the plan it starts from and searches the layout on each variant; serving
+searches the layout and batch at the per-user budget on one node of each, exactly as `advise infer` does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from linkscope.advise.engine import LayoutPool, evaluate_node_type
+from linkscope.advise.infer import InferOption, InferRequest, serve
+from linkscope.advise.price_basis import PriceBasis, closest_price, user_price
 from linkscope.advise.train import TrainOption, TrainRequest
+from linkscope.advise.variants import Variant, as_offered, variants
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
-from linkscope.hardware.system import NodeSpec, ScaleOut, ScaleUp, System
+from linkscope.model.comm.params import fabric_traits
+from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
+from linkscope.model.step.infer import tp_options
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import summarize
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.comm.tiers import comm_tiers
-
-SCALE_UP_KINDS = ("pcie", "nvlink-mesh", "nvswitch")
-FABRICS = ("infiniband", "roce", "efa", "tcp")
 
 
 @dataclass
-class Variant:
-    """One interconnect and how the same job fares on it."""
+class VariantResult:
+    """One interconnect and how the same job fares on it (training fills the time fields, serving the rest)."""
 
     scale_up: str
     scale_out: str
+    scale_up_class: str
+    fabric: str
     as_offered: bool
+    gpus: int
+    price: PriceBasis
+    parallelism: Layout | None = None
     step_time_s: float | None = None
     time_to_train_s: float | None = None
+    tokens_per_s_per_gpu: float | None = None
     cost_usd: float | None = None
     mfu: float | None = None
-    parallelism: Layout | None = None
+    tp: int | None = None
+    pp: int | None = None
+    batch: int | None = None
+    tokens_per_s_per_user: float | None = None
+    usd_per_million_tokens: float | None = None
     time_change: float | None = None
-    """Relative to the offering as offered: +0.25 = 25% longer (and, at a constant price, 25% dearer)."""
+    """Training: relative to the plan as offered (+0.25 = 25% longer)."""
     reason: str | None = None
+    forced_tp: bool = False
+    """Serving: the row holds TP at the smallest size that uses the interconnect (the free choice was tp 1)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {**self.__dict__, "parallelism": self.parallelism.as_dict() if self.parallelism else None}
+        return {**self.__dict__, "price": self.price.as_dict(),
+                "parallelism": self.parallelism.as_dict() if self.parallelism else None}
 
 
 @dataclass
 class InterconnectComparison:
-    """The winner's job on every interconnect variant."""
+    """The job on every interconnect variant of one GPU, the first row as offered."""
 
+    kind: str
+    """`train` or `infer`."""
     offering: str
     gpu: str
-    nodes: int
-    price_per_hour: float | None
-    variants: list[Variant]
-    notes: list[str]
+    gpus: int
+    variants: list[VariantResult]
+    notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -63,110 +80,148 @@ class InterconnectComparison:
                 "variants": [v.as_dict() for v in self.variants]}
 
 
-def _nvlink_bw_gb_per_s(node: NodeSpec, db: HardwareDB) -> float | None:
-    """The GPU's own NVLink rate (per GPU, per direction), or None for a GPU without NVLink."""
-    if node.scale_up.is_nvlink:
-        return node.scale_up.bw_gb_per_s
-    link = db.links.get(node.gpu.scale_up_link or "")
-    return link.bw_gb_per_s if link is not None and link.family == "nvlink" else None
+def _others(offered: Variant, candidates: list[Variant]) -> list[Variant]:
+    """The variants other than the one the offering already is (its row stands for that class and fabric)."""
+    return [v for v in candidates if (v.scale_up_class, v.fabric) != (offered.scale_up_class, offered.fabric)]
 
 
-def scale_up_variant(node: NodeSpec, kind: str, db: HardwareDB) -> ScaleUp | None:
-    """The node's scale-up domain rebuilt as `kind`; None when the GPU cannot have it (no NVLink, or an
-    unknown PCIe generation)."""
-    if kind == "pcie":
-        pcie = db.links.get(node.host_pcie or node.gpu.pcie)
-        if pcie is None or not pcie.bw_gb_per_s:
-            return None
-        return ScaleUp("pcie", pcie.id, pcie.bw_gb_per_s, node.gpus)
-    if node.scale_up.kind == kind:
-        return node.scale_up
-    bw = _nvlink_bw_gb_per_s(node, db)
-    if bw is None:
-        return None
-    generation = node.gpu.scale_up_link or node.scale_up.generation
-    # NVLink SHARP comes with NVSwitch; the model enables it only on generations that have it.
-    reduction = "nvls" if kind == "nvswitch" else "none"
-    return ScaleUp(kind, generation, bw, node.gpus, in_network_reduction=reduction)  # type: ignore[arg-type]
+def _price(v: Variant, offering: Offering, db: HardwareDB, price_per_gpu_hour: float | None) -> PriceBasis:
+    if price_per_gpu_hour is not None:
+        return user_price(price_per_gpu_hour)
+    if v.as_offered:
+        return PriceBasis(offering.price_per_gpu_hour, offering.id, "as offered")
+    return closest_price(v, offering, db)
 
 
-def _generation_nic_gbit_per_s(node: NodeSpec) -> float:
-    """A NIC rate typical of the GPU's generation: NDR 400 for Hopper and later, HDR 200 for Ampere."""
-    capability = float(node.gpu.compute_capability or 0.0)
-    return 400.0 if capability >= 9.0 else 200.0 if capability >= 8.0 else 100.0
+def _result(v: Variant, price: PriceBasis) -> VariantResult:
+    return VariantResult(v.scale_up_label, v.scale_out_label, v.scale_up_class, v.fabric, v.as_offered,
+                         v.system.gpus, price)
 
 
-def scale_out_variant(node: NodeSpec, fabric: str) -> ScaleOut:
-    """The node's network as `fabric`, at the node's own NIC count and rate where known."""
-    base = node.scale_out
-    if base.fabric != "none" and base.nic_gbit_per_s:
-        nics, rate = base.nics, base.nic_gbit_per_s
-    else:
-        nics, rate = node.gpus, _generation_nic_gbit_per_s(node)
-    return ScaleOut(fabric, nics, rate, gpudirect_rdma=fabric != "tcp",  # type: ignore[arg-type]
-                    oversubscription=base.oversubscription)
+def _train_one(pool: LayoutPool, request: TrainRequest, v: Variant, price: PriceBasis,
+               resolved: ResolvedSystem) -> VariantResult:
+    """The best layout of the job on the variant's System (all its nodes, as `resolved`), at its price."""
+    system = resolved.system
+    result = _result(v, price)
+    with resolved.computing():
+        counts = evaluate_node_type(pool, system.with_nodes(1), [system.nodes], resolved.tiers)
+    best = counts.counts[system.nodes].best
+    if best is None or counts.search is None:
+        result.reason = "no layout fits in memory"
+        return result
+    with resolved.computing():
+        prediction = summarize(pool.job, system, counts.search, best)
+    result.step_time_s, result.mfu, result.parallelism = prediction.step_time_s, prediction.mfu, prediction.parallelism
+    result.time_to_train_s = request.tokens / prediction.tokens_per_s
+    result.tokens_per_s_per_gpu = prediction.tokens_per_s / system.gpus
+    if price.usd_per_gpu_hour is not None:
+        result.cost_usd = price.usd_per_gpu_hour * system.gpus * result.time_to_train_s / 3600.0
+    return result
 
 
-_NAMES = {"pcie": "PCIe", "nvlink-mesh": "NVLink mesh", "nvswitch": "NVSwitch", "nvlink-bridge": "NVLink bridge",
-          "xgmi-mesh": "xGMI mesh", "infiniband": "IB", "roce": "RoCE", "efa": "EFA", "tcp": "TCP"}
-
-
-def _label_up(scale_up: ScaleUp) -> str:
-    return f"{_NAMES.get(scale_up.kind, scale_up.kind)} {scale_up.bw_gb_per_s:g} GB/s"
-
-
-def _label_out(scale_out: ScaleOut) -> str:
-    if scale_out.fabric == "none" or not scale_out.nic_gbit_per_s:
-        return "none"
-    return f"{_NAMES.get(scale_out.fabric, scale_out.fabric)} {scale_out.nics}x{scale_out.nic_gbit_per_s:g} Gbit/s"
-
-
-def _run(pool: LayoutPool, request: TrainRequest, system: System, price: float | None) -> Variant:
-    """The best layout of the job on `system` (all its nodes), priced at the offering's `price`."""
-    node = system.node
-    variant = Variant(scale_up=_label_up(node.scale_up), scale_out=_label_out(node.scale_out), as_offered=False)
-    result = evaluate_node_type(pool, system.with_nodes(1), [system.nodes], comm_tiers(system))
-    best = result.counts[system.nodes].best
-    if best is None or result.search is None:
-        variant.reason = "no layout fits in memory"
-        return variant
-    prediction = summarize(pool.job, system, result.search, best)
-    variant.step_time_s, variant.mfu = prediction.step_time_s, prediction.mfu
-    variant.parallelism = prediction.parallelism
-    variant.time_to_train_s = request.tokens / prediction.tokens_per_s
-    if price is not None:
-        variant.cost_usd = price * system.nodes * variant.time_to_train_s / 3600.0
-    return variant
-
-
-def _variant_systems(system: System, db: HardwareDB) -> list[System]:
-    """Every scale-up kind the GPU can have, crossed with every fabric when the job spans nodes."""
-    node = system.node
-    ups = [up for up in (scale_up_variant(node, kind, db) for kind in SCALE_UP_KINDS) if up is not None]
-    outs = [scale_out_variant(node, fabric) for fabric in FABRICS] if system.nodes > 1 else [node.scale_out]
-    return [replace(system, node=replace(node, scale_up=up, scale_out=out)) for up in ups for out in outs]
-
-
-def compare_interconnect(request: TrainRequest, winner: TrainOption, offering: Offering,
-                         db: HardwareDB) -> InterconnectComparison:
-    """The winner's job (same GPUs, nodes and price) on PCIe / NVLink mesh / NVSwitch x IB / RoCE / EFA / TCP."""
-    nodes = winner.nodes or 1
-    system = offering.system.with_nodes(nodes)
-    pool = LayoutPool(request.job(), LayoutRequest())
-    price = offering.price_per_hour
-    baseline = _run(pool, request, system, price)
-    baseline.as_offered = True
-    variants = [baseline] + [_run(pool, request, s, price) for s in _variant_systems(system, db)]
-    for v in variants[1:]:
-        if v.time_to_train_s is not None and baseline.time_to_train_s:
-            v.time_change = v.time_to_train_s / baseline.time_to_train_s - 1.0
-    notes = ["price held constant at the offering's price, so cost changes in step with time"]
-    if nodes > 1:
-        notes.append("variants between nodes keep the offering's NIC count and line rate; only the fabric "
-                     "(efficiency, latency, GPUDirect RDMA) changes")
+def _notes(price_per_gpu_hour: float | None, spans_nodes: bool) -> list[str]:
+    notes = [f"every variant at {price_per_gpu_hour:g} USD per GPU-hour (--price-per-gpu-hour)"
+             if price_per_gpu_hour is not None else
+             "each variant at the price per GPU-hour of the closest real offering (its id and how close it is "
+             "in JSON `price`); --price-per-gpu-hour sets one price for all"]
+    if spans_nodes:
+        cap = fabric_traits()["tcp"].max_gb_per_s_per_nic
+        notes.append("between nodes each variant keeps the node's NIC count and line rate; only the fabric changes. "
+                     f"TCP is NCCL's socket transport, held to {cap:g} GB/s per NIC whatever its line rate (public "
+                     "nccl-tests over 100 Gbit/s TCP, NVIDIA/nccl#450; the basis is in fabrics.yaml)")
     else:
         notes.append("one node: the network between nodes plays no part")
-    if winner.measured_profile:
-        notes.append(f"the ranking used measured figures from profile {winner.measured_profile}; "
+    return notes
+
+
+def compare_train(request: TrainRequest, plan: TrainOption, offering: Offering, db: HardwareDB,
+                  price_per_gpu_hour: float | None = None) -> InterconnectComparison:
+    """The plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch / rack-scale x IB / RoCE / EFA / TCP. The row
+    as offered is the offering as `advise` resolved it (a profile's measured figures included), so it repeats the
+    plan's numbers; the variants are catalog figures."""
+    resolved = resolve_offering(offering).with_nodes(plan.nodes or 1)
+    system = resolved.system
+    pool = LayoutPool(request.job(), LayoutRequest())
+    spans = system.nodes > 1
+    offered = as_offered(system)
+    results = [_train_one(pool, request, offered, _price(offered, offering, db, price_per_gpu_hour), resolved)]
+    for v in _others(offered, variants(system, db, fabrics=spans)):
+        price = _price(v, offering, db, price_per_gpu_hour)
+        results.append(_train_one(pool, request, v, price, ResolvedSystem.plain(v.system)))
+    base = results[0].time_to_train_s
+    for r in results[1:]:
+        if r.time_to_train_s is not None and base:
+            r.time_change = r.time_to_train_s / base - 1.0
+    notes = _notes(price_per_gpu_hour, spans)
+    if plan.measured_profile:
+        notes.append(f"the ranking used measured figures from profile {plan.measured_profile}; "
                      "this comparison uses the catalog figures throughout")
-    return InterconnectComparison(offering.id, offering.system.node.gpu.id, nodes, price, variants, notes)
+    return InterconnectComparison("train", offering.id, system.node.gpu.id, system.gpus, results, notes)
+
+
+def _serve_one(request: InferRequest, v: Variant, offering: Offering, price: PriceBasis) -> VariantResult:
+    """`advise infer`'s answer on one node of the variant, at its price."""
+    node_price = None if price.usd_per_gpu_hour is None else price.usd_per_gpu_hour * v.system.node.gpus
+    # The offering itself as offered (a profile of it then counts, as in `advise infer`); a what-if as the catalog
+    # would describe it, bookable across nodes.
+    what_if = offering if v.as_offered and price.source == offering.id else replace(
+        offering, id=f"{offering.id} ({v.scale_up_label})", system=v.system.with_nodes(1), price_per_hour=node_price,
+        unconfirmed=(), multi_node=offering.multi_node if v.as_offered else True)
+    option = serve(what_if, request)
+    result = _result(v, price)
+    result.gpus = option.gpus_per_replica or 0
+    _copy_serving(result, option)
+    return result
+
+
+def _copy_serving(result: VariantResult, option: InferOption) -> None:
+    if not option.feasible:
+        result.reason = option.reason
+        return
+    result.tp, result.pp, result.batch = option.tp, option.pp, option.batch
+    result.tokens_per_s_per_user = option.tokens_per_s_per_user
+    result.tokens_per_s_per_gpu = option.tokens_per_s_per_gpu
+    result.usd_per_million_tokens = option.usd_per_million_tokens
+
+
+def _serve_all(request: InferRequest, offering: Offering, db: HardwareDB,
+               price_per_gpu_hour: float | None) -> tuple[list[VariantResult], bool]:
+    """Every variant's answer (a variant whose layout spans nodes also over every fabric), and whether any did."""
+    node_system = offering.system.with_nodes(1)
+    offered = as_offered(node_system)
+    results, spans = [], False
+    for v in [offered, *_others(offered, variants(node_system, db, fabrics=False, keep_gpus=False))]:
+        first = _serve_one(request, v, offering, _price(v, offering, db, price_per_gpu_hour))
+        results.append(first)
+        if (first.pp or 1) > 1 and not v.as_offered:
+            spans = True
+            results += [_serve_one(request, f, offering, _price(f, offering, db, price_per_gpu_hour))
+                        for f in _fabric_variants(v, db) if f.fabric != v.fabric]
+    return results, spans
+
+
+def compare_infer(request: InferRequest, offering: Offering, db: HardwareDB,
+                  price_per_gpu_hour: float | None = None) -> InterconnectComparison:
+    """The serving job on one node of every scale-up variant of the offering's GPU, with the layout and batch
+    `advise infer` would choose on each. Where every variant chooses tp 1, no traffic crosses the interconnect,
+    so the rows are repeated at the smallest TP above 1 that the node and model allow: the comparison the seed
+    makes."""
+    results, spans = _serve_all(request, offering, db, price_per_gpu_hour)
+    notes = _notes(price_per_gpu_hour, spans)
+    if not spans:
+        notes[-1] = "each layout fits in one node, so the network between nodes plays no part"
+    wider = [t for t in tp_options(request.model, offering.system.node.gpus) if t > 1]
+    if request.tp is None and wider and all(r.tp == 1 for r in results if r.tp is not None):
+        forced, _ = _serve_all(replace(request, tp=wider[0]), offering, db, price_per_gpu_hour)
+        for r in forced:
+            r.forced_tp = True
+        results += forced
+        notes.append(f"every variant's own choice is tp 1 (the model fits one GPU at this budget), where no traffic "
+                     f"crosses the interconnect; the rows below it hold tp {wider[0]}")
+    return InterconnectComparison("infer", offering.id, offering.system.node.gpu.id, offering.system.node.gpus,
+                                  results, notes)
+
+
+def _fabric_variants(v: Variant, db: HardwareDB) -> list[Variant]:
+    """The variant's node with each fabric between nodes."""
+    return [w for w in variants(v.system, db, fabrics=True, keep_gpus=False) if w.scale_up_class == v.scale_up_class]

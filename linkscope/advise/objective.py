@@ -12,6 +12,13 @@ from dataclasses import dataclass
 
 from linkscope.hardware.errors import UserError
 
+DEFAULT_DEADLINE_S = 90 * 86400.0
+"""The deadline a plan is held to when the user names none: a quarter, what a team would still wait for a
+pre-training run. Without one, the cheapest plan is a single node for years (cost barely moves with the node
+count); `--deadline none` removes it."""
+MAX_DEADLINE_S = 10 * 365 * 86400.0
+"""A deadline beyond ten years is a typo, not a plan (`--deadline none` is the way to have no deadline)."""
+
 COST_TIE = 0.05
 """Across GPU counts of one offering, costs within 5% of the cheapest count are a tie, settled by time:
 paying a few percent more to finish several times sooner is what anyone minimising cost would still take."""
@@ -38,6 +45,8 @@ class Limits:
 
     deadline_s: float | None = None
     budget_usd: float | None = None
+    deadline_is_default: bool = False
+    """The deadline is DEFAULT_DEADLINE_S because the user gave none (the header says so)."""
 
     def misses(self, time_s: float, cost_usd: float | None) -> list[str]:
         """Why a (time, cost) pair breaks the limits, in words; empty when it keeps them."""

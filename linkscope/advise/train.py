@@ -1,10 +1,11 @@
-"""`advise train`: the same training job on every offering, each with its best layout, ranked by total cost or
-total time ("decide by the total time and total cost of the same task").
+"""`advise train`: the same training job on every offering, each with its best layout, as a time–cost frontier
+or ranked by total cost or total time ("decide by the total time and total cost of the same task").
 
 Per offering: the node counts it can be booked at, the fastest layout that fits at each (the bulk search in
-`engine`), time to train = tokens / (tokens per second), cost = price per node-hour x nodes x hours; then the
-best count by the objective within the deadline and budget. Offerings that cannot run the job stay in the
-answer with the reason, so "why is X not listed" always has an answer.
+`engine`), time to train = tokens / (tokens per second), cost = price per node-hour x nodes x hours. Every
+(offering, node count) within the deadline and budget is a plan; the frontier is the plans no other beats on both
+time and cost (`frontier`), and each offering's row is its best count by the objective. Offerings that cannot run
+the job stay in the answer with the reason, so "why is X not listed" always has an answer.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Hashable
 from linkscope.advise.bookable import GpuRequest, bookable_node_counts
 from linkscope.advise.bottleneck import bottleneck_label
 from linkscope.advise.engine import LayoutPool, NodeTypeResult, evaluate_node_type, usable_memory_gib
+from linkscope.advise.frontier import pareto, roles
 from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
@@ -99,6 +101,10 @@ class TrainOption:
     notes: list[str] = field(default_factory=list)
     profile_notes: list[str] = field(default_factory=list)
     """What a saved profile of this offering changed (or why it could not be used); also in `notes`."""
+    frontier: bool = False
+    """This plan (offering and node count) is on the time–cost frontier across every offering."""
+    frontier_role: str | None = None
+    """`cheapest` or `fastest` for the frontier's two ends."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -135,6 +141,10 @@ class TrainAdvice:
     rows: list[TrainOption]
     layouts_enumerated: int
     layouts_priced: int
+    plans: list[TrainOption] = field(default_factory=list)
+    """Every (offering, node count) that runs the job, each marked feasible or with the limit it breaks."""
+    frontier: list[TrainOption] = field(default_factory=list)
+    """The feasible plans no other feasible plan beats on both time and cost, cheapest first."""
 
     @property
     def feasible(self) -> list[TrainOption]:
@@ -145,6 +155,18 @@ class TrainAdvice:
     def infeasible(self) -> list[TrainOption]:
         """Options that cannot, nearest misses first."""
         return [r for r in self.rows if not r.feasible]
+
+    def fastest_plan(self) -> TrainOption | None:
+        """The fastest plan of all, within the limits or not (what "nothing meets the deadline" names)."""
+        return min(self.plans, key=lambda p: rank_key(Objective.TIME, p.time_to_train_s or 0.0, p.cost_usd),
+                   default=None)
+
+    def cheapest_plan(self, within_deadline: bool = False) -> TrainOption | None:
+        """The cheapest priced plan of all (or of those within the deadline)."""
+        deadline = self.request.limits.deadline_s
+        priced = [p for p in self.plans if p.cost_usd is not None
+                  and not (within_deadline and deadline is not None and (p.time_to_train_s or 0.0) > deadline)]
+        return min(priced, key=lambda p: p.cost_usd or 0.0, default=None)
 
 
 def _plan(offering: Offering, request: TrainRequest) -> _Plan:
@@ -220,16 +242,20 @@ def _best(options: list[TrainOption], objective: Objective) -> TrainOption:
     return min(ties, key=lambda o: o.time_to_train_s or 0.0)
 
 
+def _held_to(option: TrainOption, limits: Limits) -> TrainOption:
+    """The option, marked infeasible with the reasons when it breaks the deadline or the budget."""
+    misses = limits.misses(option.time_to_train_s or 0.0, option.cost_usd)
+    return replace(option, feasible=False, reason="; ".join(misses)) if misses else option
+
+
 def _choose(options: list[TrainOption], request: TrainRequest) -> TrainOption:
-    """The best option within the limits, else the nearest miss, marked infeasible with its reasons."""
+    """The best option within the limits, else the nearest miss (marked infeasible with its reasons)."""
     limits = request.limits
-    within = [o for o in options if not limits.misses(o.time_to_train_s or 0.0, o.cost_usd)]
+    within = [o for o in options if o.feasible]
     if within:
         return _best(within, request.objective)
-    nearest = min(options, key=lambda o: (limits.excess(o.time_to_train_s or 0.0, o.cost_usd),
-                                          rank_key(request.objective, o.time_to_train_s or 0.0, o.cost_usd)))
-    return replace(nearest, feasible=False,
-                   reason="; ".join(limits.misses(nearest.time_to_train_s or 0.0, nearest.cost_usd)))
+    return min(options, key=lambda o: (limits.excess(o.time_to_train_s or 0.0, o.cost_usd),
+                                       rank_key(request.objective, o.time_to_train_s or 0.0, o.cost_usd)))
 
 
 def _no_fit(plan: _Plan, result: NodeTypeResult) -> TrainOption:
@@ -246,9 +272,10 @@ def _no_fit(plan: _Plan, result: NodeTypeResult) -> TrainOption:
                           f"(at {nodes * option.gpus_per_node} GPUs), {usable:.0f} GiB usable")
 
 
-def _row(plan: _Plan, results: dict[Hashable, NodeTypeResult], request: TrainRequest) -> TrainOption:
+def _candidates(plan: _Plan, results: dict[Hashable, NodeTypeResult], request: TrainRequest) -> list[TrainOption]:
+    """One plan per node count at which a layout fits, each held to the deadline and budget."""
     if not plan.counts:
-        return replace(_base_option(plan), reason=plan.reason)
+        return []
     result = results[plan.key]
     job = request.job()
     options = []
@@ -256,8 +283,43 @@ def _row(plan: _Plan, results: dict[Hashable, NodeTypeResult], request: TrainReq
         best = result.counts[nodes].best
         if best is not None and result.search is not None:
             system = plan.offering.system.with_nodes(nodes)
-            options.append(_candidate(plan, nodes, summarize(job, system, result.search, best), request))
-    return _choose(options, request) if options else _no_fit(plan, result)
+            option = _candidate(plan, nodes, summarize(job, system, result.search, best), request)
+            options.append(_held_to(option, request.limits))
+    return options
+
+
+def _row(plan: _Plan, results: dict[Hashable, NodeTypeResult], options: list[TrainOption],
+         request: TrainRequest) -> TrainOption:
+    if not plan.counts:
+        return replace(_base_option(plan), reason=plan.reason)
+    return _choose(options, request) if options else _no_fit(plan, results[plan.key])
+
+
+def _frontier(plans: list[TrainOption]) -> list[TrainOption]:
+    """Each offering's own frontier first (the node counts no other count of it beats), then the frontier of
+    those across offerings, cheapest first, with its ends named."""
+    by_offering: dict[str, list[TrainOption]] = defaultdict(list)
+    for p in plans:
+        if p.feasible:
+            by_offering[p.offering].append(p)
+    own = [p for options in by_offering.values() for p in pareto(options, _time, _cost)]
+    front = pareto(sorted(own, key=lambda p: (p.offering, p.nodes or 0)), _time, _cost)
+    return [replace(p, frontier=True, frontier_role=role) for p, role in zip(front, roles(len(front)))]
+
+
+def _time(option: TrainOption) -> float | None:
+    return option.time_to_train_s
+
+
+def _cost(option: TrainOption) -> float | None:
+    return option.cost_usd
+
+
+def _mark(rows: list[TrainOption], frontier: list[TrainOption]) -> list[TrainOption]:
+    """Rows whose plan (offering and node count) is on the frontier, marked as such."""
+    on = {(p.offering, p.nodes): p.frontier_role for p in frontier}
+    return [replace(r, frontier=True, frontier_role=on[(r.offering, r.nodes)])
+            if r.feasible and (r.offering, r.nodes) in on else r for r in rows]
 
 
 def _sort(rows: list[TrainOption], request: TrainRequest) -> list[TrainOption]:
@@ -285,7 +347,10 @@ def advise_train(request: TrainRequest, offerings: list[Offering]) -> TrainAdvic
     pool = LayoutPool(request.job(), LayoutRequest())
     plans = [_plan(o, request) for o in offerings]
     results = _evaluate(pool, plans)
-    rows = [_row(plan, results, request) for plan in plans]
+    candidates = [_candidates(plan, results, request) for plan in plans]
+    rows = [_row(plan, results, options, request) for plan, options in zip(plans, candidates)]
     enumerated = sum(c.enumerated for r in results.values() for c in r.counts.values())
     priced = sum(r.priced for r in results.values())
-    return TrainAdvice(request, _sort(rows, request), enumerated, priced)
+    every = [p for options in candidates for p in options]
+    frontier = _frontier(every)
+    return TrainAdvice(request, _mark(_sort(rows, request), frontier), enumerated, priced, every, frontier)

@@ -23,6 +23,16 @@ def _src(expected: System) -> str:
     return f"expected System {expected.id}"
 
 
+def _model_fix(probed: System | None, expected: System) -> str:
+    """A variant of the promised family (an A100 40 GB for an 80 GB, a PCIe card for an SXM board) is named as
+    such: it is the substitution that a name alone hides."""
+    fix = "compare `nvidia-smi -L` with the offering; ask the provider for the right node type"
+    family = expected.node.gpu.family_name
+    if probed is not None and probed.node.gpu.family_name == family:
+        return f"another {family} variant than promised (memory, form factor or NVLink differ): {fix}"
+    return f"a different GPU model than promised: {fix}"
+
+
 def gpu_items(probe: MachineProbe, probed: System | None, expected: System) -> list[CheckItem]:
     """GPU count, model and memory against the expected System."""
     src = _src(expected)
@@ -44,9 +54,7 @@ def gpu_items(probe: MachineProbe, probed: System | None, expected: System) -> l
     if have_model == want_model:
         items.append(CheckItem("gpus.model", "PASS", have_model, want_model, "", src))
     else:
-        items.append(CheckItem("gpus.model", "FAIL", have_model, want_model, "", src,
-                               "a different GPU model than promised: compare `nvidia-smi -L` with the offering; "
-                               "ask the provider for the right node type"))
+        items.append(CheckItem("gpus.model", "FAIL", have_model, want_model, "", src, _model_fix(probed, expected)))
     memories = [g.memory_gib for g in probe.gpus if g.memory_gib is not None]
     if not probe.gpus and probed is not None and probed.is_cpu_host:
         memories = [probed.node.gpu.memory_gib] if probed.node.gpu.memory_gib else []

@@ -6,14 +6,18 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from linkscope.advise.bookable import GpuRequest
-from linkscope.advise.infer import InferOption, InferRequest, advise_infer
-from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, batch_and_length, parse_count, parse_duration_s,
+from linkscope.advise.infer import InferAdvice, InferRequest, plan_infer
+from dataclasses import replace
+
+from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, batch_and_length, parse_count, parse_deadline,
                                      parse_gpu_range, parse_money_usd)
-from linkscope.advise.interconnect import InterconnectComparison, compare_interconnect
-from linkscope.advise.objective import Limits, parse_objective
-from linkscope.advise.output import infer_json, select_train, train_json
+from linkscope.advise.interconnect import InterconnectComparison, compare_infer, compare_train
+from linkscope.advise.objective import DEFAULT_DEADLINE_S, Objective, parse_objective
+from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelection, infer_json, select_infer,
+                                     select_train, train_json)
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt,
@@ -25,8 +29,10 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.transformer import load_model
-from linkscope.report.advise import (infer_table, interconnect_table, profile_lines, reasons_table, train_header,
-                                     train_table, winner_text)
+from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
+from linkscope.report.advise import (duration_text, infer_table, money_text, no_plan_text,
+                                     profile_lines, reasons_table, spread_note, train_header, train_table,
+                                     winner_text)
 
 advise_app = typer.Typer(help="Rank cloud offerings for a training or serving job, each with its best layout.",
                          no_args_is_help=True)
@@ -34,6 +40,9 @@ advise_app = typer.Typer(help="Rank cloud offerings for a training or serving jo
 TopOpt = typer.Option(10, "--top", help="Show the best K offerings.")
 AllOpt = typer.Option(False, "--all", help="Also list every offering that cannot run the job, with the reason.")
 JsonOpt = typer.Option(False, "--json", help="JSON instead of tables.")
+PricePerGpuHourOpt = typer.Option(None, "--price-per-gpu-hour",
+                                  help="With --compare-interconnect: cost every variant at this USD per GPU-hour "
+                                       "(default: the price of the closest real offering to each).")
 
 
 def _offerings(db: HardwareDB, f: OfferingFilter) -> list[Offering]:
@@ -52,36 +61,72 @@ def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
 
 
 def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | None, seq_len: int | None,
-                   global_batch: int | None, deadline: str | None, budget: str | None, objective: str,
+                   global_batch: int | None, deadline: str | None, budget: str | None, objective: str | None,
                    precision: str) -> TrainRequest:
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
+    limits = replace(parse_deadline(deadline), budget_usd=parse_money_usd(budget) if budget else None)
     return TrainRequest(
         model=config, tokens=parse_count(tokens, "--tokens"), global_batch=batch, seq_len=length,
-        gpus=_gpu_request(gpus, gpus_range), objective=parse_objective(objective),
-        limits=Limits(parse_duration_s(deadline) if deadline else None,
-                      parse_money_usd(budget) if budget else None),
-        precision=precision, global_batch_is_default=global_batch is None)
+        gpus=_gpu_request(gpus, gpus_range),
+        objective=parse_objective(objective) if objective is not None else Objective.COST,
+        limits=limits, precision=precision, global_batch_is_default=global_batch is None)
 
 
-def _print_train(advice: TrainAdvice, top: int, show_all: bool) -> None:
-    selection = select_train(advice, top, show_all)
-    console.print(train_header(advice), highlight=False)
-    if selection.top:
+def _print_train(advice: TrainAdvice, selection: TrainSelection) -> None:
+    frontier = selection.view == FRONTIER
+    console.print(train_header(advice, frontier), highlight=False)
+    if selection.top and frontier:
+        _print_frontier(advice, selection)
+    elif selection.top:
         title = f"{len(advice.feasible)} of {len(advice.rows)} offerings can run it; best {len(selection.top)}"
         console.print(train_table(selection.top, title, console.width))
         console.print(winner_text(selection.top[0]), highlight=False)
     elif not advice.rows:
         console.print("No offering matches these filters.")
     else:
-        console.print("[bold]No offering can run this job as asked[/] (GPU count, memory, deadline, budget). "
-                      "The closest:")
+        why = no_plan_text(advice)
+        console.print(f"[bold]{escape(why[0].upper() + why[1:])}.[/] The closest, and why not:" if why else
+                      "[bold]No offering can run this job as asked[/] (GPU count, memory, deadline, budget). "
+                      "The closest:", highlight=False)
         console.print(reasons_table(selection.closest, "closest options"))
+    _print_train_footer(advice, selection)
+
+
+def _print_frontier(advice: TrainAdvice, selection: TrainSelection) -> None:
+    shown = len(selection.top)
+    title = _frontier_title(len(advice.frontier), shown, "times as fast, extra cost")
+    console.print(train_table(selection.top, title, console.width, versus=selection.top[0]))
+    note = spread_note(selection.top, console.width)
+    if note:
+        console.print(f"[dim]{note}[/]", highlight=False)
+    console.print(winner_text(selection.top[0], "Cheapest"), highlight=False)
+    fastest = selection.top[-1]
+    if fastest is not selection.top[0]:
+        console.print(f"[bold]Fastest: {fastest.offering}[/] ({fastest.gpus} x {fastest.gpu}): "
+                      f"{duration_text(fastest.time_to_train_s)}, {money_text(fastest.cost_usd)}", highlight=False)
+    if selection.others:
+        title = "the other offerings, each at its cheapest plan within the limits (vs #1 above)"
+        console.print(train_table(selection.others, title, console.width, versus=selection.top[0], start=shown + 1))
+    hidden = len({r.offering for r in advice.feasible} - {r.offering for r in selection.top + selection.others})
+    if hidden > 0:
+        console.print(f"[dim]{hidden} more offerings can run it within the limits (--objective cost or time lists "
+                      "them all).[/]", highlight=False)
+
+
+def _frontier_title(plans: int, shown: int, versus: str) -> str:
+    """`12 plans on the frontier, 10 shown, cheapest first; vs #1: ...` (--top shows more)."""
+    part = f", {shown} shown" if shown < plans else ""
+    return f"{plans} plans on the frontier{part}, cheapest first; vs #1: {versus}"
+
+
+def _print_train_footer(advice: TrainAdvice, selection: TrainSelection) -> None:
+    top = selection.top
     for line in profile_lines(advice.rows):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     if selection.infeasible:
         console.print(reasons_table(selection.infeasible, "cannot run this job"))
-    elif selection.hidden_infeasible and selection.top:
+    elif selection.hidden_infeasible and top:
         console.print(f"[dim]{selection.hidden_infeasible} more cannot run it; --all lists them with the reason.[/]")
     console.print(f"[dim]searched {advice.layouts_enumerated:,} layouts ({advice.layouts_priced:,} that fit memory "
                   f"priced by the step model) over {len(advice.rows)} offerings[/]", highlight=False)
@@ -97,24 +142,32 @@ def train(
                                              help="Try power-of-two node counts in LOW..HIGH GPUs (default 8..1024)."),
     seq_len: Optional[int] = SeqLenOpt,
     global_batch: Optional[int] = GlobalBatchOpt,
-    deadline: Optional[str] = typer.Option(None, "--deadline", help="Finish within this time: 30d, 36h, 2w."),
+    deadline: Optional[str] = typer.Option(
+        None, "--deadline", help=f"Finish within this time: 30d, 36h, 2w, 1y (default {DEFAULT_DEADLINE_S / 86400:g}d; "
+                                 "none: no deadline)."),
     budget: Optional[str] = typer.Option(None, "--budget", help="Spend at most this many USD: 50000, 50k, 1.2M."),
-    objective: str = typer.Option("cost", "--objective", help="Rank by total cost or total time."),
+    objective: Optional[str] = typer.Option(
+        None, "--objective", help="cost or time: rank a flat list of offerings by total cost or total time instead "
+                                  "of showing the time-cost frontier."),
     precision: str = PrecisionOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
-                                 help="Also run the winner's job on PCIe/NVLink mesh/NVSwitch x IB/RoCE/EFA/TCP."),
+                                 help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
+                                      "(/ NVL72-class) x IB / RoCE / EFA / TCP, each at its price."),
+    price_per_gpu_hour: Optional[float] = PricePerGpuHourOpt,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
     min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
     max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
     top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
-    """Rank offerings for a training job by total cost or time, each with its best layout and node count."""
+    """The time-cost frontier of a training job over the catalog (each plan an offering, node count and layout),
+    or offerings ranked by total cost or time."""
     if top < 1:
         raise UserError(f"--top must be at least 1 (got {top})")
     check_option(gpus, "--gpus")
     check_option(seq_len, "--seq-len")
     check_option(global_batch, "--global-batch")
+    check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     db = load_db(extra or [])
     request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
                              precision)
@@ -123,26 +176,30 @@ def train(
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
     offerings = _offerings(db, wanted)
     advice = advise_train(request, offerings)
-    winner = advice.feasible[0] if advice.feasible else None
+    selection = select_train(advice, top, show_all, LIST if objective is not None else FRONTIER)
+    winner = selection.top[0] if selection.top else None
     comparison = None
     if compare and winner is not None:
-        comparison = compare_interconnect(request, winner, db.offerings[winner.offering], db)
-    warn_stale([db.offerings[r.offering] for r in advice.feasible[:top]])
+        comparison = compare_train(request, winner, db.offerings[winner.offering], db, price_per_gpu_hour)
+    warn_stale([db.offerings[r.offering] for r in selection.top])
     if as_json:
-        print_json(train_json(advice, select_train(advice, top, show_all), comparison))
+        print_json(train_json(advice, selection, comparison))
         return
-    _print_train(advice, top, show_all)
+    _print_train(advice, selection)
     if compare:
         _print_comparison(comparison)
 
 
-def _print_comparison(comparison: InterconnectComparison | None) -> None:
+def _print_comparison(comparison: InterconnectComparison | None, budget: float = 0.0) -> None:
     if comparison is None:
-        console.print("No winner to compare interconnects for.")
+        console.print("No plan to compare interconnects for.")
         return
-    console.print(interconnect_table(comparison, console.width))
+    table = train_comparison_table(comparison) if comparison.kind == "train" else \
+        infer_comparison_table(comparison, budget)
+    console.print(table)
+    console.print("price per GPU-hour from: " + "; ".join(price_lines(comparison)), highlight=False, markup=False)
     for note in comparison.notes:
-        console.print(f"[dim]note: {note}[/]", highlight=False)
+        console.print(f"note: {note}", highlight=False, markup=False, style="dim")
 
 
 @advise_app.command("infer")
@@ -154,6 +211,15 @@ def infer(
     input_tokens: int = InputTokensOpt,
     output_tokens: int = OutputTokensOpt,
     qps: Optional[float] = typer.Option(None, "--qps", help="Requests per second to serve: sizes the fleet."),
+    objective: Optional[str] = typer.Option(
+        None, "--objective", help="cost or time: rank a flat list of offerings by $/Mtok or by per-user speed "
+                                  "instead of showing the time-cost frontier."),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Serve at this tensor-parallel size only (default: every "
+                                                        "size inside a node is tried)."),
+    compare: bool = typer.Option(False, "--compare-interconnect",
+                                 help="Also serve on one node of the first plan's GPU with PCIe / NVLink mesh / "
+                                      "NVSwitch (/ NVL72-class), each at its price."),
+    price_per_gpu_hour: Optional[float] = PricePerGpuHourOpt,
     precision: str = PrecisionOpt,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
@@ -161,43 +227,74 @@ def infer(
     max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
     top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
-    """Rank offerings for serving a model at a per-user speed, by dollars per million output tokens."""
+    """The time-cost frontier of serving a model at a per-user speed (each plan an offering, layout and batch),
+    or offerings ranked by dollars per million output tokens or by per-user speed."""
     if top < 1:
         raise UserError(f"--top must be at least 1 (got {top})")
     check_option(latency_budget, "--latency-budget")
     check_option(input_tokens, "--input-tokens")
     check_option(output_tokens, "--output-tokens")
     check_option(qps, "--qps")
+    check_option(tp, "--tp")
+    check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     db = load_db(extra or [])
-    request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision)
+    request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
+                           parse_objective(objective) if objective is not None else Objective.COST, tp)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
-    rows = advise_infer(request, _offerings(db, wanted))
-    warn_stale([db.offerings[r.offering] for r in rows if r.feasible][:top])
+    advice = plan_infer(request, _offerings(db, wanted))
+    selection = select_infer(advice, top, show_all, LIST if objective is not None else FRONTIER)
+    warn_stale([db.offerings[r.offering] for r in selection.top + selection.others])
+    first = selection.top[0] if selection.top else None
+    comparison = None
+    if compare and first is not None:
+        comparison = compare_infer(request, db.offerings[first.offering], db, price_per_gpu_hour)
     if as_json:
-        print_json(infer_json(request, rows, top, show_all))
-    else:
-        _print_infer(request, rows, top, show_all)
+        print_json(infer_json(advice, selection, comparison))
+        return
+    _print_infer(advice, selection)
+    if compare:
+        _print_comparison(comparison, request.tokens_per_s_per_user)
 
 
-def _print_infer(request: InferRequest, rows: list[InferOption], top: int, show_all: bool) -> None:
+def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
+    request, rows = advice.request, advice.rows
     feasible = [r for r in rows if r.feasible]
-    infeasible = [r for r in rows if not r.feasible]
-    console.print(f"[bold]{request.model.id}[/] at {request.tokens_per_s_per_user:g} tokens/s per user, "
+    frontier = selection.view == FRONTIER
+    console.print(f"[bold]{request.model.id}[/] at {request.tokens_per_s_per_user:g} tokens/s per user or more, "
                   f"{request.input_tokens} in / {request.output_tokens} out, {request.precision}"
-                  + (f", {request.qps:g} requests/s" if request.qps else ""), highlight=False)
-    if feasible:
-        title = f"{len(feasible)} of {len(rows)} offerings meet the budget; best {min(top, len(feasible))} by $/Mtok"
-        console.print(infer_table(feasible[:top], title, request.qps is not None))
+                  + (f", {request.qps:g} requests/s" if request.qps else "")
+                  + (": the time-cost frontier" if frontier else f": ranked by {_INFER_RANKING[request.objective]}"),
+                  highlight=False)
+    with_qps = request.qps is not None
+    if selection.top and frontier:
+        title = _frontier_title(len(advice.frontier), len(selection.top), "times the speed per user, extra $/Mtok")
+        console.print(infer_table(selection.top, title, with_qps, versus=selection.top[0]))
+        if selection.others:
+            console.print(infer_table(selection.others, "the other offerings, each at its cheapest plan at the "
+                                      "budget (vs #1 above)", with_qps, versus=selection.top[0],
+                                      start=len(selection.top) + 1))
+    elif selection.top:
+        title = (f"{len(feasible)} of {len(rows)} offerings meet the budget; best {len(selection.top)} by "
+                 f"{_INFER_RANKING[request.objective]}")
+        console.print(infer_table(selection.top, title, with_qps))
     else:
         console.print("[bold]No offering meets this budget.[/] The closest, and why not:" if rows
                       else "No offering matches these filters.")
-    if infeasible and (show_all or not feasible):
-        shown = infeasible if show_all else infeasible[:top]
-        console.print(reasons_table(shown, "cannot serve it at this budget" if show_all else "closest options"))
-    elif infeasible:
-        console.print(f"[dim]{len(infeasible)} more cannot; --all lists them with the reason.[/]")
+    shown = {r.offering for r in selection.top + selection.others}
+    hidden = len({r.offering for r in feasible} - shown)
+    if hidden:
+        console.print(f"[dim]{hidden} more offerings meet the budget (--objective cost or time lists them all).[/]",
+                      highlight=False)
+    if selection.infeasible:
+        console.print(reasons_table(selection.infeasible, "closest options" if not feasible
+                                    else "cannot serve it at this budget"))
+    elif selection.hidden_infeasible:
+        console.print(f"[dim]{selection.hidden_infeasible} more cannot; --all lists them with the reason.[/]")
+
+
+_INFER_RANKING = {Objective.COST: "$/Mtok", Objective.TIME: "tokens/s per user"}
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,7 @@ from linkscope.model.step.compute import PRECISIONS
 _COUNT = 10_000_000  # GPUs, nodes, parallel sizes: far beyond any machine
 _LENGTH = 100_000_000  # sequences, tokens: far beyond any real job, keeps the layout search bounded
 _RATE = 1e12  # tokens/s, requests/s
+_PRICE = 1e6  # USD per GPU-hour: far beyond any GPU's
 
 # flag -> (lowest, highest) accepted value. 0 is a value, never "not given": it must lie in range.
 OPTION_RANGES: dict[str, tuple[float, float]] = {
@@ -21,7 +22,7 @@ OPTION_RANGES: dict[str, tuple[float, float]] = {
     "--cp": (1, _COUNT), "--interleave": (1, _COUNT), "--batch": (1, _LENGTH), "--global-batch": (1, _LENGTH),
     "--micro-batch": (1, _LENGTH),
     "--seq-len": (1, _LENGTH), "--input-tokens": (1, _LENGTH), "--output-tokens": (1, _LENGTH),
-    "--latency-budget": (1e-9, _RATE), "--qps": (1e-9, _RATE),
+    "--latency-budget": (1e-9, _RATE), "--qps": (1e-9, _RATE), "--price-per-gpu-hour": (1e-9, _PRICE),
 }
 
 
@@ -98,7 +99,12 @@ RunDbOpt = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB
 
 
 # The catalog filters: `linkscope catalog` and `linkscope advise` take the same ones.
-GpuOpt = typer.Option(None, "--gpu", help="GPU id, alias or family (H100 matches every H100 variant).")
+GPU_FAMILIES_IN_HELP = ("A100", "H100", "H200", "B200", "B300", "MI300X")
+"""Families named in `--gpu`'s help (a test checks each is a family in the data); `catalog --help` is read before
+any data file is loaded, so the list is written out here."""
+GpuOpt = typer.Option(None, "--gpu", help=f"A family ({', '.join(GPU_FAMILIES_IN_HELP)}, ...) matches every variant "
+                                          "of it (A100: SXM4 and PCIe, 40 and 80 GB); an exact id or alias "
+                                          "(A100-SXM4-80GB) matches that GPU alone.")
 MinGpusOpt = typer.Option(None, "--min-gpus", help="At least this many GPUs per node.")
 NvlinkOpt = typer.Option(False, "--nvlink", help="Any NVLink inside the node.")
 NvswitchOpt = typer.Option(False, "--nvswitch", help="NVSwitch inside the node.")

@@ -30,18 +30,11 @@ class OfferingFilter:
     multi_node: bool = False
 
 
-def _matches_gpu(o: Offering, wanted: str, db: HardwareDB) -> bool:
-    spec = db.gpu(wanted)
-    if spec is not None:
-        return o.system.node.gpu.id == spec.id
-    # A family name such as "H100" or "A100" matches every variant of it.
-    return wanted.lower() in o.system.node.gpu.id.lower()
-
-
 def _predicates(f: OfferingFilter, db: HardwareDB) -> list[Callable[[Offering], bool]]:
     checks: list[Callable[[Offering], bool]] = []
     if f.gpu:
-        checks.append(lambda o: _matches_gpu(o, f.gpu or "", db))
+        wanted = {g.id for g in db.gpus_matching(f.gpu)}
+        checks.append(lambda o: o.system.node.gpu.id in wanted)
     if f.min_gpus:
         checks.append(lambda o: o.system.node.gpus >= (f.min_gpus or 0))
     if f.nvlink:
@@ -71,8 +64,9 @@ def validate_filter(f: OfferingFilter, db: HardwareDB) -> None:
     """Reject filter values that can never match, naming the flag, instead of silently returning nothing."""
     if f.fabric is not None and f.fabric not in FABRICS:
         raise UserError(f"unknown fabric '{f.fabric}' (choose from {', '.join(FABRICS)})", field="fabric")
-    if f.gpu and db.gpu(f.gpu) is None and not any(f.gpu.lower() in g.lower() for g in db.gpus):
-        raise UserError(f"unknown GPU '{f.gpu}' (known: {', '.join(db.gpu_names())})", field="gpu")
+    if f.gpu is not None and not db.gpus_matching(f.gpu):
+        raise UserError(f"unknown GPU '{f.gpu}' (families: {', '.join(db.family_names())}; or one GPU by id: "
+                        f"{', '.join(db.gpu_names())})", field="gpu")
     if f.provider:
         known = {o.provider.lower() for o in db.offerings.values()}
         unknown = sorted({p.strip().lower() for p in f.provider.split(",")} - known)

@@ -58,6 +58,23 @@ class HardwareDB:
         """All GPU ids, for error messages."""
         return sorted(self.gpus)
 
+    def family_names(self) -> list[str]:
+        """Every GPU family (`A100`, `H100`, `MI300X`, ...), for help and error messages."""
+        return sorted({g.family_name for g in self.gpus.values()})
+
+    def gpus_matching(self, name: str) -> list[GpuSpec]:
+        """What `--gpu NAME` selects: a family name every variant of the family (`A100`: SXM4 and PCIe, 40 and
+        80 GB), else an id or alias the one GPU it names; empty when it names neither.
+
+        The family is tried first: `A100` is also an alias of the 40 GB SXM4 board (so that a System file saying
+        `gpu: A100` names one GPU), and trying the alias first would silently narrow a filter to that board."""
+        key = _norm(name)
+        family = [g for g in self.gpus.values() if _norm(g.family_name) == key]
+        if family:
+            return sorted(family, key=lambda g: g.id)
+        spec = self.gpu(name)
+        return [spec] if spec is not None else []
+
 
 def _norm(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
@@ -206,7 +223,7 @@ def _gpu_spec(e: GpuEntry) -> GpuSpec:
         hbm_gb_per_s=e.hbm_gb_per_s, fp16_dense_tflops=e.fp16_dense_tflops, bf16_dense_tflops=e.bf16_dense_tflops,
         fp8_dense_tflops=e.fp8_dense_tflops, scale_up_link=e.scale_up_link, nvlink_links=e.nvlink_links,
         pcie=e.pcie, compute_capability=e.compute_capability, source=e.source, as_of=e.as_of,
-        aliases=tuple(e.aliases),
+        aliases=tuple(e.aliases), family=e.family or e.id,
     )
 
 

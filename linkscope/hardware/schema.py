@@ -30,6 +30,8 @@ class Provenance(_Strict):
 
 class GpuEntry(Provenance):
     id: Id = Field(min_length=1)
+    family: Id | None = None
+    """The product line (`A100` for every A100 board); the id when not given."""
     aliases: list[str] = []
     vendor: Literal["nvidia", "amd"]
     arch: str = Field(min_length=1)

@@ -32,6 +32,13 @@ class GpuSpec:
     source: str
     as_of: date
     aliases: tuple[str, ...] = field(default=())
+    family: str = ""
+    """The product line a buyer names (`A100` for SXM4 and PCIe, 40 and 80 GB); empty means the id alone."""
+
+    @property
+    def family_name(self) -> str:
+        """The family, or the id for a GPU that has none of its own."""
+        return self.family or self.id
 
     def dense_tflops(self, precision: str) -> float:
         """Peak dense tensor TFLOPS for `bf16`, `fp16` or `fp8`; falls back to FP16 where BF16 is absent (V100)."""

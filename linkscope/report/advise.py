@@ -8,7 +8,6 @@ from rich.table import Table
 
 from linkscope.advise.bottleneck import bottleneck_short
 from linkscope.advise.infer import InferOption
-from linkscope.advise.interconnect import InterconnectComparison
 from linkscope.advise.launch import LaunchPlan
 from linkscope.advise.placement import DIMS, Placement
 from linkscope.advise.plan import PlanResult
@@ -26,7 +25,8 @@ def duration_text(seconds: float | None) -> str:
     for limit, unit, scale in ((120, "s", 1), (7200, "min", 60), (3 * 86400, "h", 3600), (730 * 86400, "d", 86400)):
         if seconds < limit:
             value = seconds / scale
-            return f"{value:.0f} {unit}" if value >= 100 or unit in ("s", "min") else f"{value:.1f} {unit}"
+            whole = value >= 100 or unit in ("s", "min") or value == int(value)
+            return f"{value:.0f} {unit}" if whole else f"{value:.1f} {unit}"
     return f"{seconds / (365 * 86400):.1f} y"
 
 
@@ -104,14 +104,21 @@ def _cells(columns: list[tuple[str, str]], values: dict[str, str]) -> list[str]:
     return [values[name] for name, _ in columns]
 
 
-def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS) -> Table:
-    """Feasible options, one row each, in ranking order; narrower than `WIDE_COLUMNS`, without step, MFU and
-    bottleneck."""
+def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS, versus: TrainOption | None = None,
+                start: int = 1) -> Table:
+    """Feasible options, one row each, in ranking order, numbered from `start`; narrower than `WIDE_COLUMNS`,
+    without step, MFU and bottleneck. `versus` (the frontier's cheapest plan): a column says what each row buys
+    over it."""
     columns = _narrow([("#", "right"), ("offering", "left"), ("GPUs", "right"), ("layout", "left"),
                        ("step", "right"), ("time", "right"), ("p10..p90", "right"), ("cost", "right"),
                        ("MFU", "right"), ("bottleneck", "left")], width)
+    if versus is not None:
+        # The frontier's own column pushes a 100-column table over; the shared range moves under it (spread_note).
+        columns = [c for c in columns if width >= WIDE_COLUMNS or c[0] != "p10..p90"] + [("vs #1", "right")]
     table = _table(title, columns)
-    for i, r in enumerate(rows, 1):
+    # Two spaces between columns instead of three: the frontier's extra column then fits 100 columns unfolded.
+    table.collapse_padding = versus is not None
+    for i, r in enumerate(rows, start):
         cost = money_text(r.cost_usd)
         if r.price_unconfirmed:
             cost += "?"
@@ -120,8 +127,35 @@ def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS) 
             "#": str(i), "offering": r.offering + mark, "GPUs": str(r.gpus), "layout": layout_text(r.parallelism),
             "step": _seconds(r.step_time_s or 0.0), "time": duration_text(r.time_to_train_s),
             "p10..p90": _spread(r.time_to_train_s, r.time_to_train_s_range), "cost": cost,
-            "MFU": f"{(r.mfu or 0):.0%}", "bottleneck": _short(r)}))
+            "MFU": f"{(r.mfu or 0):.0%}", "bottleneck": _short(r),
+            "vs #1": _versus(r, versus) if versus is not None else ""}))
     return table
+
+
+def _versus(row: TrainOption, first: TrainOption) -> str:
+    """What the plan buys over the first row: `2.1x +4%` (2.1 times as fast, 4% dearer); `-` on the first."""
+    speedup = (first.time_to_train_s or 0.0) / row.time_to_train_s if row.time_to_train_s else 0.0
+    return _ratio_text(row is first, speedup, row.cost_usd, first.cost_usd)
+
+
+def _ratio_text(same: bool, speedup: float, cost: float | None, first_cost: float | None) -> str:
+    """`2.1x +4%`: as fast as the first row times 2.1, 4% dearer; `0.5x slower`; `-` for the first row itself."""
+    if same or speedup <= 0:
+        return "-"
+    text = f"{speedup:.1f}x" if speedup >= 1.0 else f"{1.0 / speedup:.1f}x slower"
+    if cost is None or not first_cost:
+        return text
+    return f"{text} {cost / first_cost - 1.0:+.0%}"
+
+
+def spread_note(rows: list[TrainOption], width: int) -> str | None:
+    """Below the frontier table on a narrow terminal: the p10..p90 its rows share, or where to find each."""
+    if width >= WIDE_COLUMNS or not rows:
+        return None
+    spreads = {_spread(r.time_to_train_s, r.time_to_train_s_range) for r in rows}
+    if len(spreads) == 1:
+        return f"p10..p90 of each time and cost: {spreads.pop()}"
+    return f"p10..p90 of each time and cost: --json, or a terminal of {WIDE_COLUMNS} columns"
 
 
 def _spread(value: float | None, span: list[float] | None) -> str:
@@ -143,19 +177,54 @@ def reasons_table(rows: list[TrainOption] | list[InferOption], title: str) -> Ta
     return table
 
 
-def train_header(advice: TrainAdvice) -> str:
-    """What was asked, including every default that was filled in."""
+def train_header(advice: TrainAdvice, frontier: bool = False) -> str:
+    """What was asked, including every default that was filled in (the deadline above all: it decides row 1)."""
     req = advice.request
     batch_tokens = req.global_batch * req.seq_len
     default = " (default ~4M tokens; --global-batch to change)" if req.global_batch_is_default else ""
-    limits = []
-    if req.limits.deadline_s is not None:
-        limits.append(f"deadline {duration_text(req.limits.deadline_s)}")
+    limits = [limits_text(advice)]
     if req.limits.budget_usd is not None:
         limits.append(f"budget {money_text(req.limits.budget_usd)}")
-    return (f"[bold]{req.model.id}[/], {count_text(req.tokens)} tokens, {req.precision}, {req.gpus.describe()}, "
-            f"ranked by total {req.objective.value}" + (f", {', '.join(limits)}" if limits else "") + "\n"
+    ranking = "the time-cost frontier" if frontier else f"ranked by total {req.objective.value}"
+    return (f"[bold]{req.model.id}[/], {count_text(req.tokens)} tokens, {req.precision}, {req.gpus.describe()}: "
+            f"{ranking}\n{', '.join(limits)}\n"
             f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}")
+
+
+def limits_text(advice: TrainAdvice) -> str:
+    """`deadline 90 d (the default; --deadline to change, --deadline none to remove)`, `deadline 30 d`, or
+    `no deadline`."""
+    limits = advice.request.limits
+    if limits.deadline_s is None:
+        return "no deadline"
+    text = f"deadline {duration_text(limits.deadline_s)}"
+    return text + (" (the default; --deadline to change, --deadline none to remove)"
+                   if limits.deadline_is_default else "")
+
+
+def no_plan_text(advice: TrainAdvice) -> str | None:
+    """Why no plan qualifies, naming the nearest one: `no plan meets the deadline (90 d): the fastest takes 141 d
+    on X (1024 GPUs)`; None when no offering can run the job at all (the reasons table says why)."""
+    limits = advice.request.limits
+    fastest = advice.fastest_plan()
+    if fastest is None:
+        return None
+    if limits.deadline_s is not None and (fastest.time_to_train_s or 0.0) > limits.deadline_s:
+        return (f"no plan meets the deadline ({duration_text(limits.deadline_s)}): the fastest takes "
+                f"{duration_text(fastest.time_to_train_s)} on {fastest.offering} ({fastest.gpus} GPUs, "
+                f"{money_text(fastest.cost_usd)})")
+    cheapest = advice.cheapest_plan()
+    budget = money_text(limits.budget_usd)
+    if cheapest is None:
+        return f"no plan fits the budget ({budget}): no offering that runs the job has a known price"
+    if limits.budget_usd is not None and (cheapest.cost_usd or 0.0) > limits.budget_usd:
+        return (f"no plan fits the budget ({budget}): the cheapest costs {money_text(cheapest.cost_usd)} on "
+                f"{cheapest.offering} ({cheapest.gpus} GPUs, {duration_text(cheapest.time_to_train_s)})")
+    within = advice.cheapest_plan(within_deadline=True)
+    if within is None:
+        return f"no plan meets both the deadline and the budget ({budget})"
+    return (f"no plan meets both the deadline and the budget ({budget}): within the deadline the cheapest costs "
+            f"{money_text(within.cost_usd)} on {within.offering} ({within.gpus} GPUs)")
 
 
 def profile_lines(rows: list[TrainOption]) -> list[str]:
@@ -163,12 +232,12 @@ def profile_lines(rows: list[TrainOption]) -> list[str]:
     return [f"{r.offering}{'*' if r.measured_profile else ''}: {note}" for r in rows for note in r.profile_notes]
 
 
-def winner_text(r: TrainOption) -> str:
+def winner_text(r: TrainOption, heading: str = "Best") -> str:
     """The best option in full sentences (a feasible option: every field is set)."""
     if r.parallelism is None:
         return f"{r.offering}: {r.reason}"
     nodes = f"{r.nodes} node{'s' if (r.nodes or 0) > 1 else ''} x {r.gpus_per_node} {r.gpu}"
-    lines = [f"[bold]Best: {r.offering}[/] ({nodes})",
+    lines = [f"[bold]{heading}: {r.offering}[/] ({nodes})",
              f"  layout: {layout_detail(r.parallelism)}",
              f"  {r.step_time_s:.2f} s per step, {rate_text(r.tokens_per_s)} tokens/s, MFU {(r.mfu or 0):.0%}, "
              f"{r.memory_gib_per_gpu:.0f} of {r.memory_gib_available:.0f} GiB per GPU",
@@ -179,31 +248,20 @@ def winner_text(r: TrainOption) -> str:
     return "\n".join(lines)
 
 
-def interconnect_table(c: InterconnectComparison, width: int = WIDE_COLUMNS) -> Table:
-    """The winner's job on every interconnect, relative to the offering as offered."""
-    title = f"What if: {c.offering} ({c.nodes} x {c.gpu} nodes) with another interconnect"
-    columns = _narrow([("in the node", "left"), ("between nodes", "left"), ("layout", "left"), ("step", "right"),
-                       ("time", "right"), ("cost", "right"), ("vs offered", "right")], width)
-    table = _table(title, columns)
-    for v in c.variants:
-        change = "as offered" if v.as_offered else ("-" if v.time_change is None else f"{v.time_change:+.0%}")
-        step = "-" if v.step_time_s is None else f"{v.step_time_s:.2f} s"
-        table.add_row(*_cells(columns, {
-            "in the node": v.scale_up, "between nodes": v.scale_out, "layout": layout_text(v.parallelism),
-            "step": step, "time": duration_text(v.time_to_train_s), "cost": money_text(v.cost_usd),
-            "vs offered": change}), style="bold" if v.as_offered else None)
-    return table
-
-
-def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
-    """Feasible serving options by $/Mtok."""
+def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: InferOption | None = None,
+                start: int = 1) -> Table:
+    """Feasible serving options in ranking order, numbered from `start`; `versus` (the frontier's cheapest plan):
+    a column says how much faster each row serves a user than it, and how much dearer a token is."""
     columns = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
                ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right"),
                ("p10..p90", "right")]
     if with_qps:
         columns += [("repl", "right"), ("nodes", "right"), ("$/h", "right")]
+    if versus is not None:
+        columns.append(("vs #1", "right"))
     table = _table(title, columns)
-    for i, r in enumerate(rows, 1):
+    table.collapse_padding = versus is not None
+    for i, r in enumerate(rows, start):
         price = UNKNOWN if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:.2f}"
         layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "")
         cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
@@ -211,6 +269,9 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool) -> Table:
                  _spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range)]
         if with_qps:
             cells += [str(r.replicas), str(r.nodes_needed), money_text(r.fleet_usd_per_hour)]
+        if versus is not None:
+            speedup = (r.tokens_per_s_per_user or 0.0) / (versus.tokens_per_s_per_user or 1.0)
+            cells.append(_ratio_text(r is versus, speedup, r.usd_per_million_tokens, versus.usd_per_million_tokens))
         table.add_row(*cells)
     return table
 

@@ -30,14 +30,14 @@ def run(*args: str) -> Result:
 
 
 def test_train_json_rows_carry_the_documented_keys() -> None:
-    result = run(*TRAIN, "--json", "--all")
+    result = run(*TRAIN, "--objective", "cost", "--json", "--all")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["request"]["global_batch"] == 1024 and doc["request"]["global_batch_is_default"]
     assert doc["request"]["tokens"] == 2e9
     keys = {"offering", "nodes", "gpus", "parallelism", "step_time_s", "time_to_train_s", "cost_usd", "mfu",
             "bottleneck", "feasible", "reason"}
-    assert doc["rows"] and all(keys <= set(row) for row in doc["rows"])
+    assert doc["rows"] and all(keys | {"frontier", "frontier_role"} <= set(row) for row in doc["rows"])
     feasible = [r for r in doc["rows"] if r["feasible"]]
     assert [r["cost_usd"] for r in feasible if r["cost_usd"] is not None] == sorted(
         r["cost_usd"] for r in feasible if r["cost_usd"] is not None)
@@ -45,7 +45,7 @@ def test_train_json_rows_carry_the_documented_keys() -> None:
 
 
 def test_train_table_fits_a_100_column_terminal_and_names_the_winner() -> None:
-    result = run(*TRAIN, "--top", "3")
+    result = run(*TRAIN, "--top", "3", "--objective", "cost")
     assert result.exit_code == 0, result.stderr
     assert "Best: " in result.stdout and "ranked by total cost" in result.stdout
     assert "default ~4M tokens" in result.stdout
@@ -56,15 +56,32 @@ def test_compare_interconnect_adds_the_what_if_table() -> None:
     result = run(*TRAIN, "--compare-interconnect", "--json")
     doc = json.loads(result.stdout)
     variants = doc["interconnect"]["variants"]
-    assert variants[0]["as_offered"] and len(variants) == 13
-    text = run(*TRAIN, "--compare-interconnect", "--top", "1").stdout
-    assert "What if" in text and "price held constant" in text
+    assert variants[0]["as_offered"] and doc["interconnect"]["offering"] == doc["rows"][0]["offering"]
+    classes = {v["scale_up_class"] for v in variants}
+    # The first plan is a B200 one, and B200 is sold in GB200 NVL72 racks: four kinds inside the node.
+    assert classes == {"pcie", "nvlink-mesh", "nvswitch", "rack"} and len(variants) == 16
+    assert all({"usd_per_gpu_hour", "source", "match"} <= set(v["price"]) for v in variants)
+    text = run(*TRAIN, "--compare-interconnect", "--top", "1", "--price-per-gpu-hour", "3").stdout
+    assert "on every interconnect" in text and "3 USD per GPU-hour" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_advise_infer_compares_interconnects_in_one_table() -> None:
+    args = ["advise", "infer", "--model", "llama3.1-70b", "--latency-budget", "30", "--input-tokens", "8192",
+            "--output-tokens", "256", "--gpu", "H200", "--tp", "2", "--top", "2", "--compare-interconnect"]
+    doc = json.loads(run(*args, "--json").stdout)
+    variants = doc["interconnect"]["variants"]
+    assert doc["interconnect"]["kind"] == "infer" and all(v["tp"] == 2 for v in variants if v["tp"])
+    assert {"nvswitch", "nvlink-mesh", "pcie"} <= {v["scale_up_class"] for v in variants}
+    text = run(*args).stdout
+    assert "NVLink mesh" in text and "$/Mtok" in text and "price per GPU-hour from" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
 
 
 def test_nothing_within_the_budget_says_so_with_the_closest_options() -> None:
     result = run(*TRAIN, "--budget", "1")
     assert result.exit_code == 0
-    assert "No offering can run this job as asked" in result.stdout
+    assert "No plan fits the budget ($1.00): the cheapest costs" in " ".join(result.stdout.split())
     assert "over budget" in result.stdout
     doc = json.loads(run(*TRAIN, "--budget", "1", "--json").stdout)
     assert doc["rows"] == [] and doc["closest"] and doc["feasible"] == 0
@@ -74,6 +91,61 @@ def test_an_empty_filter_says_so() -> None:
     result = run("advise", "train", "--model", "llama2-7b", "--tokens", "1B", "--gpu", "L40S", "--nvswitch")
     assert result.exit_code == 0
     assert "No offering matches these filters" in result.stdout
+
+
+def test_the_default_answer_is_the_frontier_within_the_default_deadline() -> None:
+    from linkscope.advise.objective import DEFAULT_DEADLINE_S
+
+    # The done-when case of the frontier: whole catalog, free node count, 2T tokens.
+    args = ["advise", "train", "--model", "llama2-70b", "--tokens", "2T"]
+    doc = json.loads(run(*args, "--json").stdout)
+    assert doc["request"]["view"] == "frontier" and doc["request"]["deadline_is_default"]
+    assert doc["request"]["deadline_s"] == DEFAULT_DEADLINE_S
+    rows = doc["rows"]
+    front = [r for r in rows if r["frontier"]]
+    assert rows[: len(front)] == front and len(front) == doc["frontier_plans"] >= 2
+    assert all(r["time_to_train_s"] <= DEFAULT_DEADLINE_S for r in rows)
+    # Cheapest first, fastest last, each faster than the one before and dearer.
+    assert [r["cost_usd"] for r in front] == sorted(r["cost_usd"] for r in front)
+    assert [r["time_to_train_s"] for r in front] == sorted((r["time_to_train_s"] for r in front), reverse=True)
+    assert front[0]["frontier_role"] == "cheapest" and front[-1]["frontier_role"] == "fastest"
+    others = rows[len(front):]
+    assert others and not any(r["frontier"] for r in others)
+    # Every other offering is beaten on both time and cost by some plan of the frontier.
+    for r in others:
+        if r["cost_usd"] is not None:
+            assert any(f["time_to_train_s"] <= r["time_to_train_s"] and f["cost_usd"] <= r["cost_usd"] for f in front)
+    text = run(*TRAIN).stdout
+    assert "deadline 90 d (the default" in text and "plans on the frontier" in text and "Cheapest: " in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_no_deadline_and_a_flat_list_on_request() -> None:
+    doc = json.loads(run(*TRAIN, "--deadline", "none", "--json").stdout)
+    assert doc["request"]["deadline_s"] is None and doc["request"]["view"] == "frontier"
+    flat = json.loads(run(*TRAIN, "--objective", "time", "--json").stdout)
+    assert flat["request"]["view"] == "list" and flat["request"]["objective"] == "time"
+    times = [r["time_to_train_s"] for r in flat["rows"]]
+    assert times == sorted(times) and any(r["frontier"] for r in flat["rows"])
+
+
+def test_nothing_meets_the_deadline_names_the_fastest_plan_and_exits_0() -> None:
+    result = run(*TRAIN, "--deadline", "1h")
+    assert result.exit_code == 0
+    assert "No plan meets the deadline (60 min): the fastest takes" in " ".join(result.stdout.split())
+    doc = json.loads(run(*TRAIN, "--deadline", "1h", "--json").stdout)
+    assert doc["rows"] == [] and doc["closest"] and doc["frontier_plans"] == 0
+
+
+@pytest.mark.parametrize(("deadline", "message"), [
+    ("0", "must be longer than zero"), ("0d", "must be longer than zero"), ("-3d", "must be longer than zero"),
+    ("soon", "cannot read 'soon'"), ("30", "cannot read '30'"), ("1000y", "longer than 10 years"),
+    ("nan", "cannot read"), ("1e400d", "cannot read"),
+])
+def test_bad_deadlines_are_one_line_and_exit_2(deadline: str, message: str) -> None:
+    result = run("advise", "train", "--model", "llama2-7b", "--tokens", "1B", f"--deadline={deadline}")
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -100,8 +172,13 @@ def test_unknown_model_is_exit_2() -> None:
 def test_infer_json_and_table() -> None:
     args = ["advise", "infer", "--model", "llama2-13b", "--latency-budget", "30", "--provider", "nebius,lambda"]
     doc = json.loads(run(*args, "--qps", "5", "--json").stdout)
-    assert {"offering", "tp", "pp", "batch", "tokens_per_s_per_gpu", "usd_per_million_tokens", "replicas"} <= set(
-        doc["rows"][0])
+    assert {"offering", "tp", "pp", "batch", "tokens_per_s_per_gpu", "usd_per_million_tokens", "replicas",
+            "frontier", "frontier_role"} <= set(doc["rows"][0])
+    assert doc["request"]["view"] == "frontier" and doc["rows"][0]["frontier_role"] == "cheapest"
+    front = [r for r in doc["rows"] if r["frontier"]]
+    assert doc["rows"][: len(front)] == front and not any(r["frontier"] for r in doc["rows"][len(front):])
+    flat = json.loads(run(*args, "--objective", "cost", "--json").stdout)
+    assert flat["request"]["view"] == "list" and flat["rows"][0]["offering"] == front[0]["offering"]
     text = run(*args, "--qps", "5").stdout
     assert "$/Mtok" in text and max(len(line) for line in text.splitlines()) <= 100
     bad = run("advise", "infer", "--model", "llama2-13b", "--latency-budget", "-3")
@@ -137,3 +214,13 @@ def test_plan_validation_errors_exit_2(args: list[str], message: str) -> None:
     result = run("plan", *args)
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_advise_takes_a_gpu_family_as_every_variant_of_it() -> None:
+    from linkscope.hardware.loader import load_db
+
+    family = {o.id for o in load_db().offerings.values() if o.system.node.gpu.family_name == "A100"}
+    doc = json.loads(run("advise", "infer", "--model", "llama2-7b", "--latency-budget", "20", "--gpu", "A100",
+                         "--json", "--all").stdout)
+    assert doc["offerings_evaluated"] == len(family)
+    assert {r["offering"] for r in doc["rows"]} <= family

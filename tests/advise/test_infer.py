@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from linkscope.advise.infer import InferOption, InferRequest, advise_infer
+from linkscope.advise.infer import InferOption, InferRequest, advise_infer, plan_infer
+from linkscope.advise.objective import Objective
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.model.step.transformer import load_model
@@ -21,13 +22,18 @@ def db() -> HardwareDB:
     return load_db([])
 
 
-def _advise(db: HardwareDB, model: str = "llama2-13b", budget: float = 30.0, **kw: object) -> list[InferOption]:
-    request = InferRequest(load_model(model), budget, input_tokens=1024, output_tokens=256,
-                           **kw)  # type: ignore[arg-type]
+def _request(model: str = "llama2-13b", budget: float = 30.0, **kw: object) -> InferRequest:
+    return InferRequest(load_model(model), budget, input_tokens=1024, output_tokens=256, **kw)  # type: ignore[arg-type]
+
+
+def _offerings(db: HardwareDB) -> list:  # type: ignore[type-arg]
     # One offering without its price, so that the tests do not depend on which providers publish one.
-    offerings = [replace(db.offerings[i], price_per_hour=None) if i == "coreweave/hgx-h100" else db.offerings[i]
-                 for i in IDS]
-    return advise_infer(request, offerings)
+    return [replace(db.offerings[i], price_per_hour=None) if i == "coreweave/hgx-h100" else db.offerings[i]
+            for i in IDS]
+
+
+def _advise(db: HardwareDB, model: str = "llama2-13b", budget: float = 30.0, **kw: object) -> list[InferOption]:
+    return advise_infer(_request(model, budget, **kw), _offerings(db))
 
 
 def test_ranked_by_dollars_per_million_tokens_with_unknown_prices_after(db: HardwareDB) -> None:
@@ -73,3 +79,29 @@ def test_bad_values_are_user_errors(db: HardwareDB) -> None:
         _advise(db, qps=0.0)
     with pytest.raises(UserError, match="^precision: "):
         _advise(db, precision="int4")
+
+
+def test_the_serving_frontier_trades_speed_per_user_against_price_per_token(db: HardwareDB) -> None:
+    advice = plan_infer(_request(), _offerings(db))
+    front = advice.frontier
+    assert len(front) >= 2 and front[0].frontier_role == "cheapest" and front[-1].frontier_role == "fastest"
+    costs = [p.usd_per_million_tokens for p in front]
+    speeds = [p.tokens_per_s_per_user for p in front]
+    assert costs == sorted(costs) and speeds == sorted(speeds)  # type: ignore[type-var]
+    assert all(p.feasible and (p.tokens_per_s_per_user or 0.0) >= 30.0 for p in front)
+    # The cheapest plan anywhere is the cheapest offering's row at the budget; no row beats a frontier plan.
+    priced = [r for r in advice.rows if r.feasible and r.usd_per_million_tokens is not None]
+    assert front[0].usd_per_million_tokens == pytest.approx(min(r.usd_per_million_tokens for r in priced))
+    for r in priced:
+        assert any(p.usd_per_million_tokens <= r.usd_per_million_tokens  # type: ignore[operator]
+                   and p.tokens_per_s_per_user >= r.tokens_per_s_per_user for p in front)  # type: ignore[operator]
+        assert r.frontier == any((p.offering, p.tp, p.batch) == (r.offering, r.tp, r.batch) for p in front)
+
+
+def test_the_time_objective_ranks_each_offerings_fastest_plan(db: HardwareDB) -> None:
+    by_cost = {r.offering: r for r in _advise(db) if r.feasible}
+    by_time = [r for r in advise_infer(_request(objective=Objective.TIME), _offerings(db)) if r.feasible]
+    speeds = [r.tokens_per_s_per_user for r in by_time]
+    assert speeds == sorted(speeds, reverse=True)  # type: ignore[type-var]
+    assert all((r.tokens_per_s_per_user or 0.0) >= (by_cost[r.offering].tokens_per_s_per_user or 0.0)
+               for r in by_time)

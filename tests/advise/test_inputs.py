@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from linkscope.advise.inputs import (default_global_batch, node_counts_in_range, parse_count, parse_duration_s,
-                                     parse_gpu_range, parse_money_usd)
+from linkscope.advise.inputs import (default_global_batch, node_counts_in_range, parse_count, parse_deadline,
+                                     parse_duration_s, parse_gpu_range, parse_money_usd)
+from linkscope.advise.objective import DEFAULT_DEADLINE_S
 from linkscope.hardware.errors import UserError
 
 
@@ -25,15 +26,27 @@ def test_bad_token_counts_name_the_flag(text: str) -> None:
 
 @pytest.mark.parametrize(("text", "seconds"), [
     ("30d", 30 * 86400), ("36h", 36 * 3600), ("90min", 5400), ("2w", 14 * 86400), ("45s", 45), ("1.5d", 129600),
+    ("1y", 365 * 86400),
 ])
 def test_durations_need_a_unit(text: str, seconds: float) -> None:
     assert parse_duration_s(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["30", "soon", "0d", "-3d"])
+@pytest.mark.parametrize("text", ["30", "soon", "0d", "-3d", "0", "-1", "nan", "inf d"])
 def test_bad_durations_are_user_errors(text: str) -> None:
     with pytest.raises(UserError, match="--deadline"):
         parse_duration_s(text)
+
+
+def test_the_deadline_defaults_to_a_quarter_and_none_removes_it() -> None:
+    default = parse_deadline(None)
+    assert default.deadline_s == DEFAULT_DEADLINE_S == 90 * 86400 and default.deadline_is_default
+    assert parse_deadline("none").deadline_s is None and parse_deadline(" None ").deadline_s is None
+    given = parse_deadline("30d")
+    assert given.deadline_s == 30 * 86400 and not given.deadline_is_default
+    assert parse_deadline("10y").deadline_s == 3650 * 86400
+    with pytest.raises(UserError, match="longer than 10 years"):
+        parse_deadline("1000y")
 
 
 def test_budget_accepts_suffixes_and_refuses_negative_values() -> None:

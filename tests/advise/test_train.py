@@ -184,3 +184,31 @@ def test_nvl72_racks_run_on_64_gpus_when_no_layout_divides_72(db: HardwareDB) ->
     assert p.tp * p.pp * p.dp * p.cp == 64
     assert row.cost_usd == pytest.approx(756.0 * (row.time_to_train_s or 0.0) / 3600.0)
     assert any("64 of 72" in note for note in row.notes)
+
+
+def test_the_frontier_holds_every_plan_that_nothing_beats_on_both_time_and_cost(db: HardwareDB) -> None:
+    advice = advise_train(_request(GpuRequest(None, 8, 64)), _offerings(db))
+    front = advice.frontier
+    assert len(front) >= 2 and all(p.frontier and p.feasible for p in front)
+    assert [p.cost_usd for p in front] == sorted(p.cost_usd for p in front)  # type: ignore[misc]
+    key = {(p.offering, p.nodes) for p in front}
+    for plan in advice.plans:
+        if plan.cost_usd is None or not plan.feasible:
+            continue
+        beaten = [p for p in front if p.time_to_train_s <= plan.time_to_train_s  # type: ignore[operator]
+                  and p.cost_usd <= plan.cost_usd and (p.offering, p.nodes) != (plan.offering, plan.nodes)]  # type: ignore[operator]
+        assert ((plan.offering, plan.nodes) in key) != bool(beaten)
+    # The per-offering rows carry the mark of their plan.
+    for row in advice.feasible:
+        assert row.frontier == ((row.offering, row.nodes) in key)
+
+
+def test_plans_past_the_deadline_are_kept_but_not_on_the_frontier(db: HardwareDB) -> None:
+    free = advise_train(_request(GpuRequest(None, 8, 64)), _offerings(db))
+    slowest = max(p.time_to_train_s or 0.0 for p in free.plans)
+    deadline_s = slowest * 0.6
+    held = advise_train(_request(GpuRequest(None, 8, 64), limits=Limits(deadline_s=deadline_s)), _offerings(db))
+    assert len(held.plans) == len(free.plans)
+    late = [p for p in held.plans if (p.time_to_train_s or 0.0) > deadline_s]
+    assert late and all(not p.feasible and "misses the deadline" in (p.reason or "") for p in late)
+    assert all((p.time_to_train_s or 0.0) <= deadline_s for p in held.frontier)

@@ -56,6 +56,17 @@ def test_gpu_count_and_model_against_another_offering(hgx) -> None:
     assert items["gpus.model"].status == "FAIL" and items["gpus.model"].fix
 
 
+def test_another_variant_of_the_promised_family_is_named_as_such(hgx) -> None:
+    # The recorded machine has H100 SXM5 boards; an offering that promised H100 PCIe cards gets a board of its family.
+    probe, probed = hgx
+    db = load_db()
+    pcie = replace(probed, node=replace(probed.node, gpu=db.gpus["H100-PCIe-80GB"]))
+    fix = _by_name(rules.gpu_items(probe, probed, pcie))["gpus.model"].fix
+    assert "another H100 variant than promised" in fix
+    other = replace(probed, node=replace(probed.node, gpu=db.gpus["A100-SXM4-80GB"]))
+    assert "a different GPU model" in _by_name(rules.gpu_items(probe, probed, other))["gpus.model"].fix
+
+
 def test_topology_mismatch_fails(hgx) -> None:
     _, probed = hgx
     pcie = replace(probed, node=replace(probed.node, scale_up=replace(probed.node.scale_up, kind="pcie")))

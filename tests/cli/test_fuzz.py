@@ -24,6 +24,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWar
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 FUZZ = settings(max_examples=15, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FEW = settings(FUZZ, max_examples=10)
+"""For options whose every example prices offerings (advise): the nasty values are drawn first anyway."""
 
 NASTY_NUMBERS = ["0", "-1", "-5", "1e23", "1000000000000000000", "99999999999999999999999", "nan", "inf", "-inf",
                  ".inf", ".nan", "1.5", "true", "null", "[]", "{}", "''", "auto"]
@@ -145,6 +147,8 @@ NUMBER = st.one_of(st.sampled_from(NASTY_NUMBERS), st.integers(-10, 10**20).map(
                    st.floats(allow_nan=True, allow_infinity=True).map(repr))
 
 TRAIN = ["predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
+ADVISE_TRAIN = ["advise", "train", "--model", "llama2-7b", "--tokens", "1B", "--provider", "lambda", "--gpus", "8",
+                "--json"]
 INFER = ["predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
 COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
     "collective": (["predict", "collective", "-s", "dgx-h100", "--json"], ["--bytes", "--gpus"], assert_sane_json),
@@ -152,7 +156,10 @@ COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
     "infer": (INFER, ["--input-tokens", "--output-tokens", "--batch", "--latency-budget", "--tp", "--pp"],
               assert_sane_json),
     "advise-infer": (["advise", "infer", "--model", "llama2-7b", "--json"],
-                     ["--latency-budget", "--input-tokens", "--qps", "--max-price-per-gpu-hour"], assert_clean),
+                     ["--latency-budget", "--input-tokens", "--qps", "--max-price-per-gpu-hour", "--tp"], assert_clean),
+    "advise-train": (ADVISE_TRAIN, ["--budget", "--top", "--price-per-gpu-hour"], assert_sane_json),
+    "advise-compare": (["advise", "infer", "--model", "llama2-7b", "--latency-budget", "20", "--provider", "lambda",
+                        "--compare-interconnect", "--json"], ["--price-per-gpu-hour", "--tp"], assert_clean),
     "plan": (["plan", "--system", "dgx-h100", "--tp", "8", "--pp", "1", "--dp", "1"], ["--nodes", "--seq-len"],
              assert_clean),
     "plan-auto": (["plan", "-s", "dgx-h100", "-m", "llama2-7b", "--json"],
@@ -172,3 +179,31 @@ def test_fuzz_numeric_options(name: str, data: st.DataObject) -> None:
     value = data.draw(NUMBER, label="value")
     extra = [x for f, v in DEFAULTS.items() if f != flag and f in options for x in (f, v)]
     check(invoke(*base, *extra, f"{flag}={value}"))
+
+
+DEADLINES = st.one_of(
+    st.sampled_from(["none", "None", "off", "1000y", "10y", "0d", "-1d", "1e400d", "nand", "infd", "3.5w", "1s", ""]),
+    st.tuples(NUMBER, st.sampled_from(["s", "min", "h", "d", "w", "y", "", " d", "x"])).map("".join))
+
+
+@FEW
+@given(deadline=DEADLINES)
+def test_fuzz_deadline(deadline: str) -> None:
+    # A valid deadline answers (exit 0, sane JSON, nothing ranked past it); anything else is one line, exit 2.
+    result = invoke(*ADVISE_TRAIN, f"--deadline={deadline}")
+    assert_sane_json(result)
+    if result.exit_code == 0:
+        doc = json.loads(result.stdout)
+        limit = doc["request"]["deadline_s"]
+        assert limit is None or all(r["time_to_train_s"] <= limit for r in doc["rows"] if r["feasible"])
+    else:
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+
+
+@FEW
+@given(gpu=st.one_of(st.sampled_from(["A100", "h100", "H200 ", "b200", "MI300X", "A100-SXM4-80GB", "GB200", "", "-",
+                                      "a100 pcie", "H100-NVLINK"]), st.text(max_size=12)))
+def test_fuzz_gpu_filter(gpu: str) -> None:
+    result = invoke("catalog", "--json", "--provider", "lambda", f"--gpu={gpu}")
+    assert_clean(result)
+    assert result.exit_code in (0, 2)

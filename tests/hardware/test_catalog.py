@@ -114,3 +114,35 @@ def test_no_match_is_not_an_error() -> None:
     result = run_cli("catalog", "--gpu", "L4", "--nvswitch")
     assert result.exit_code == 0
     assert "No offering matches" in result.stdout
+
+
+@pytest.mark.parametrize("family", ["A100", "H100", "H200", "B200", "MI300X"])
+def test_a_family_matches_every_variant_of_it(db, family: str) -> None:
+    # Computed from the data, not from the filter: every offering whose GPU belongs to the family, and no other.
+    wanted = {o.id for o in db.offerings.values() if o.system.node.gpu.family_name == family}
+    assert {r["id"] for r in _json_rows("--gpu", family)} == wanted
+    assert {r["id"] for r in _json_rows("--gpu", family.lower())} == wanted
+
+
+def test_the_families_span_their_variants(db) -> None:
+    # The bug this guards against: `A100` resolved as the alias of one board matched 7 of the 34 A100 offerings.
+    variants = {f: {o.system.node.gpu.id for o in db.offerings.values() if o.system.node.gpu.family_name == f}
+                for f in ("A100", "H100", "H200", "B200")}
+    assert {"A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIe-80GB"} <= variants["A100"]
+    assert {"H100-SXM5-80GB", "H100-PCIe-80GB"} <= variants["H100"]
+    assert {"B200-SXM-180GB", "GB200"} <= variants["B200"]
+    assert db.gpu("A100") is not None and db.gpu("A100").id == "A100-SXM4-40GB"  # a System file's `gpu: A100`
+
+
+@pytest.mark.parametrize("exact", ["A100-SXM4-80GB", "H100-PCIe-80GB", "A100-80GB"])
+def test_an_exact_id_or_alias_matches_one_gpu(db, exact: str) -> None:
+    rows = _json_rows("--gpu", exact)
+    assert rows and {r["gpu"] for r in rows} == {db.gpu(exact).id}
+
+
+def test_gpu_help_names_families_that_exist(db) -> None:
+    from linkscope.cli.options import GPU_FAMILIES_IN_HELP
+
+    assert set(GPU_FAMILIES_IN_HELP) <= set(db.family_names())
+    text = run_cli("catalog", "--help").stdout
+    assert "A100-SXM4-80GB" in text and "every variant" in text

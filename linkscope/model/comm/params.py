@@ -72,6 +72,9 @@ class FabricTraits(_Strict):
 
     bw_efficiency: float = Field(gt=0, le=1)
     latency_us_extra: float = Field(ge=0)
+    max_gb_per_s_per_nic: float | None = Field(default=None, gt=0)
+    """What one NIC carries at most whatever its line rate (NCCL's socket transport is bound by the host, not the
+    wire); None: the line rate times `bw_efficiency`."""
     basis: str
 
 

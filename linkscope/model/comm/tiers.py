@@ -91,8 +91,10 @@ def _nic_node_bw(system: System) -> tuple[float, float]:
     traits = fabric_traits()[key]
     if so.nic_gbit_per_s is None:
         return float("nan"), traits.latency_us_extra
-    total_gb_per_s = so.nics * so.nic_gbit_per_s / 8.0
-    return total_gb_per_s * traits.bw_efficiency / so.oversubscription, traits.latency_us_extra
+    per_nic_gb_per_s = so.nic_gbit_per_s / 8.0 * traits.bw_efficiency
+    if traits.max_gb_per_s_per_nic is not None:
+        per_nic_gb_per_s = min(per_nic_gb_per_s, traits.max_gb_per_s_per_nic)
+    return so.nics * per_nic_gb_per_s / so.oversubscription, traits.latency_us_extra
 
 
 def comm_tiers(system: System) -> CommTiers:

@@ -102,6 +102,23 @@ def test_fabrics_rank_as_expected(db) -> None:
     assert busbw("infiniband") > busbw("roce") > busbw("efa") > busbw("tcp")
 
 
+def test_tcp_sockets_are_held_to_what_nccl_achieves_not_the_line_rate(db) -> None:
+    from dataclasses import replace
+
+    def nic_node_gb_per_s(fabric: str, gbit: float, transport: str | None = None) -> float:
+        base = db.systems["dgx-h100"]
+        so = replace(base.node.scale_out, fabric=fabric, nic_gbit_per_s=gbit, transport=transport,
+                     gpudirect_rdma=fabric != "tcp")
+        return comm_tiers(replace(base, node=replace(base.node, scale_out=so))).nic_node_gb_per_s
+
+    # 8 x 400 Gbit/s over sockets: 6 GB/s per NIC (NVIDIA/nccl#450), an eighth of InfiniBand, not 0.6 of it.
+    assert nic_node_gb_per_s("tcp", 400) == pytest.approx(8 * 6.0)
+    assert nic_node_gb_per_s("infiniband", 400) == pytest.approx(8 * 50.0 * 0.96)
+    # Slow NICs stay below the ceiling (0.6 of 25 Gbit/s); GPUDirect-TCPX is not the socket transport.
+    assert nic_node_gb_per_s("tcp", 25) == pytest.approx(8 * 3.125 * 0.6)
+    assert nic_node_gb_per_s("tcp", 200, "tcpxo") == pytest.approx(8 * 25.0 * 0.85)
+
+
 def test_pcie_box_is_bound_by_the_socket_link(db) -> None:
     row = predict_sizes(db.systems["pcie-l40s"], "all_reduce", [2**30], gpus=8)[0]
     assert row.bottleneck == "inter-socket"

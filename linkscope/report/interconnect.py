@@ -1,0 +1,91 @@
+"""The interconnect comparison of `advise train|infer --compare-interconnect`: one table, and where each price
+comes from."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+
+from linkscope.advise.interconnect import InterconnectComparison, VariantResult
+from linkscope.advise.price_basis import PriceBasis
+from linkscope.report.advise import duration_text, layout_text, money_text
+
+
+def _table(title: str, columns: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, title_justify="left",
+                  collapse_padding=True)
+    for name, justify in columns:
+        # One line per variant: a label or a price split over two lines reads as another row.
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    return table
+
+
+def _bases(c: InterconnectComparison) -> dict[PriceBasis, int]:
+    """Each price basis (source and how close it is), numbered in order of first use."""
+    keys: dict[PriceBasis, int] = {}
+    for v in c.variants:
+        keys.setdefault(v.price, len(keys) + 1)
+    return keys
+
+
+def _price_cell(v: VariantResult, keys: dict[PriceBasis, int]) -> str:
+    if v.price.usd_per_gpu_hour is None:
+        return f"unknown [{keys[v.price]}]"
+    return f"{v.price.usd_per_gpu_hour:.2f} [{keys[v.price]}]"
+
+
+def _spans(c: InterconnectComparison) -> bool:
+    return len({v.fabric for v in c.variants if not v.as_offered}) > 1
+
+
+def price_lines(c: InterconnectComparison) -> list[str]:
+    """`[1] aws/p5.48xlarge: same GPU and scale-up`, one line per price source."""
+    return [f"[{n}] {basis.source}: {basis.match}" for basis, n in _bases(c).items()]
+
+
+def train_comparison_table(c: InterconnectComparison) -> Table:
+    """The plan's job on every interconnect: time, tokens/s per GPU, cost at each variant's price."""
+    columns = [("in the node, GB/s", "left")] + ([("between nodes", "left")] if _spans(c) else []) + [
+        ("layout", "left"), ("time", "right"), ("tok/s/GPU", "right"), ("cost", "right"), ("$/GPU-h", "right")]
+    table = _table(f"{c.gpus} x {c.gpu} on every interconnect (first row: {c.offering} as offered)", columns)
+    keys = _bases(c)
+    for v in c.variants:
+        cells = {"in the node, GB/s": v.scale_up, "between nodes": v.scale_out, "layout": layout_text(v.parallelism),
+                 "time": duration_text(v.time_to_train_s) if v.reason is None else v.reason,
+                 "tok/s/GPU": "-" if v.tokens_per_s_per_gpu is None else f"{v.tokens_per_s_per_gpu:,.0f}",
+                 "cost": money_text(v.cost_usd) if v.reason is None else "-", "$/GPU-h": _price_cell(v, keys)}
+        table.add_row(*[cells[name] for name, _ in columns], style="bold" if v.as_offered else None)
+    return table
+
+
+def _forced_heading(table: Table, c: InterconnectComparison, v: VariantResult, width: int) -> None:
+    """A heading row before the first row held at a wider TP."""
+    if v.forced_tp and v is next(r for r in c.variants if r.forced_tp):
+        table.add_section()
+        table.add_row(f"[dim]held at tp {v.tp}:[/]", *[""] * (width - 1))
+
+
+def infer_comparison_table(c: InterconnectComparison, budget: float) -> Table:
+    """The serving job on one node of every interconnect: layout and batch at the budget, speeds, $/Mtok."""
+    columns = [("in the node, GB/s", "left")] + ([("between nodes", "left")] if _spans(c) else []) + [
+        ("layout", "left"), ("batch", "right"), ("tok/s/user", "right"), ("tok/s/GPU", "right"), ("$/Mtok", "right"),
+        ("$/GPU-h", "right"), ("vs offered", "right")]
+    table = _table(f"{c.gpu} serving at {budget:g} tokens/s per user on every interconnect (first row: {c.offering} "
+                   "as offered; vs offered: tokens/s per GPU against it)", columns)
+    keys = _bases(c)
+    # Each block (the free choice, then TP held) against its own row as offered.
+    bases = {r.forced_tp: r.tokens_per_s_per_gpu for r in c.variants if r.as_offered}
+    for v in c.variants:
+        _forced_heading(table, c, v, len(columns))
+        base = bases.get(v.forced_tp)
+        ratio = "-" if v.as_offered or not base or v.tokens_per_s_per_gpu is None else \
+            f"{v.tokens_per_s_per_gpu / base:.2f}x"
+        layout = "-" if v.tp is None else f"tp{v.tp}" + (f" pp{v.pp}" if (v.pp or 1) > 1 else "")
+        cells = {"in the node, GB/s": v.scale_up, "between nodes": v.scale_out, "layout": layout if v.reason is None
+                 else v.reason, "batch": "-" if v.batch is None else str(v.batch),
+                 "tok/s/user": "-" if v.tokens_per_s_per_user is None else f"{v.tokens_per_s_per_user:.0f}",
+                 "tok/s/GPU": "-" if v.tokens_per_s_per_gpu is None else f"{v.tokens_per_s_per_gpu:.0f}",
+                 "$/Mtok": "-" if v.usd_per_million_tokens is None else f"{v.usd_per_million_tokens:.2f}",
+                 "$/GPU-h": _price_cell(v, keys), "vs offered": ratio}
+        table.add_row(*[cells[name] for name, _ in columns], style="bold" if v.as_offered else None)
+    return table
