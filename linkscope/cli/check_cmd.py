@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
+from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError, check_output_path
 
@@ -25,7 +26,7 @@ def check(
     pass_pct: float = typer.Option(90.0, "--pass-pct", help="PASS at this % of the expectation or more."),
     warn_pct: float = typer.Option(75.0, "--warn-pct", help="WARN at this % or more, else FAIL."),
     nproc: Optional[int] = typer.Option(None, "--nproc", help="Ranks (default: the visible GPUs, 2 on CPU)."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Results database file."),
+    db: Optional[str] = DbOpt,
 ) -> None:
     """Did I get what I paid for? PASS/WARN/FAIL/SKIP per item; exit 1 when something fails."""
     from linkscope.check.items import Thresholds

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.results.store import ResultStore
@@ -17,7 +18,7 @@ def report(
     run_ids: list[str] = typer.Argument(..., help="Run ids (or unique prefixes): bench, p2p, import or check runs."),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write."),
     title: str = typer.Option("linkscope report", "--title"),
-    db: Optional[Path] = typer.Option(None, "--db", help="Results database file."),
+    db: Optional[str] = DbOpt,
 ) -> None:
     """One self-contained HTML page (works offline): busbw vs size measured and predicted, p2p heatmaps, verdicts."""
     from linkscope.report.html import render_report
