@@ -81,9 +81,12 @@ class Recorder:
         else:
             self._emit(line)
 
-    def _lines(self, lines: list[str]) -> None:
+    def lines(self, lines: list[str]) -> None:
+        """Print several lines (nothing with --quiet)."""
         for line in lines:
             self.emit(line)
+
+    _lines = lines
 
     def started(self, infos: list[RankInfo]) -> None:
         """Record the rank layout and print the run header."""

@@ -31,6 +31,7 @@ from linkscope.bench.ops import OPS
 from linkscope.bench.recorder import EXIT_FAULT, Recorder, RunResult, final_status
 from linkscope.bench.runinfo import build_run_info
 from linkscope.bench.sweep import step_label
+from linkscope.results.export import nccl_choice_lines
 from linkscope.hardware.errors import FaultError, UserError
 from linkscope.results.store import ResultStore
 
@@ -140,6 +141,11 @@ def _store_nccl_logs(recorder: Recorder, texts: dict[str, str]) -> None:
         return
     recorder.info.extra["nccl_log"] = nccl_capture.log_extra(texts, recorder.info.system)
     recorder.store.update_run(recorder.info.run_id, extra=recorder.info.extra)
+    choices = recorder.info.extra["nccl_log"].get("analysis", {}).get("tuning", [])
+    changed = nccl_capture.apply_choices(recorder.stored, choices, recorder.info.world_size)
+    if changed:
+        recorder.store.set_nccl_choices(recorder.info.run_id, changed)
+        recorder.lines(nccl_choice_lines(changed))
 
 
 def _finish(recorder: Recorder, outcome_status: str, message: str) -> RunResult:

@@ -9,7 +9,7 @@ import typer
 from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
-from linkscope.report.compare import busbw_table, compare_runs, environment_table
+from linkscope.report.compare import busbw_table, choice_lines, compare_runs, environment_table
 from linkscope.results.store import ResultStore
 
 
@@ -33,6 +33,8 @@ def compare(
     environment = environment_table(data)
     console.print(environment if environment is not None else
                   "environment: identical (GPU, driver, NCCL, torch, NCCL_* variables, topology, hosts)")
+    for line in choice_lines(data):
+        console.print(line, highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,8 +13,9 @@ from rich.markup import escape
 from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import DbOpt, check_formats
 from linkscope.hardware.errors import UserError
-from linkscope.report.runs import metadata_table, pairs_table, runs_table
-from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json, train_run_to_csv
+from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
+from linkscope.results.export import (format_nccl_tests_table, nccl_choice_lines, run_to_csv, run_to_json,
+                                      train_run_to_csv)
 from linkscope.results.nccltests import import_nccl_tests_file
 from linkscope.results.records import RunInfo
 from linkscope.results.store import DbLocation, ResultStore, require_existing
@@ -70,6 +71,8 @@ def show(
     console.print(metadata_table(info))
     if rows:
         typer.echo(format_nccl_tests_table(rows), nl=False)
+        for line in nccl_choice_lines(rows, model_choices(info, rows)):
+            typer.echo(line)
     if pairs:
         console.print(pairs_table(pairs))
     if info.kind == "train":

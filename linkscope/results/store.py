@@ -140,6 +140,14 @@ class ResultStore:
         assignments = ", ".join(f"{k} = :{k}" for k in values)
         self._conn.write(f"UPDATE runs SET {assignments} WHERE run_id = :run_id", {**values, "run_id": run_id})
 
+    def set_nccl_choices(self, run_id: str, rows: list[CollectiveRow]) -> None:
+        """Store what NCCL chose (algorithm, protocol, channels) on a run's rows of the same op and size."""
+        with self._write() as conn:
+            for row in rows:
+                conn.execute("UPDATE collective_rows SET nccl_algo = ?, nccl_proto = ?, nccl_channels = ? "
+                             "WHERE run_id = ? AND op = ? AND size_bytes = ?",
+                             (row.nccl_algo, row.nccl_proto, row.nccl_channels, run_id, row.op, row.size_bytes))
+
     def _mark_abandoned_runs(self) -> None:
         """Runs still `running` whose launcher on this host no longer exists were killed (SIGKILL, power):
         mark them incomplete so they do not stay `running` for ever. Other hosts' runs cannot be checked."""
