@@ -23,6 +23,8 @@ def check(
     full: bool = typer.Option(False, "--full", help="Sizes up to 256 MiB, nccl-tests' iteration counts."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document instead of lines."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML to this file."),
+    prometheus: Optional[Path] = typer.Option(None, "--prometheus", help="Also write a node_exporter textfile "
+                                              "(NCCL Inspector's metric names, linkscope_check_status)."),
     pass_pct: float = typer.Option(90.0, "--pass-pct", help="PASS at this % of the expectation or more."),
     warn_pct: float = typer.Option(75.0, "--warn-pct", help="WARN at this % or more, else FAIL."),
     nproc: Optional[int] = typer.Option(None, "--nproc", help="Ranks (default: the visible GPUs, 2 on CPU)."),
@@ -38,8 +40,8 @@ def check(
     if nproc is not None and nproc < 1:
         raise UserError(f"--nproc must be at least 1, got {nproc}")
     thresholds = Thresholds(pass_pct, warn_pct).validated()
-    if junit is not None:
-        check_output_path(junit, "--junit")
+    for path, flag in ((junit, "--junit"), (prometheus, "--prometheus")):
+        check_output_path(path, flag)
     if expect is not None:
         from linkscope.hardware.loader import load_db
         from linkscope.hardware.resolve import resolve_system
@@ -49,6 +51,8 @@ def check(
                                     db_path=str(db) if db else None, nproc=nproc))
     if junit is not None:
         junit.write_text(junit_xml(result.items), encoding="utf-8")
+    if prometheus is not None:
+        _write_prometheus(prometheus, result.run_id, db)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -67,6 +71,15 @@ def check(
         console.print(f"verdict: {result.verdict}", highlight=False)
     if result.verdict == "FAIL":
         raise typer.Exit(1)
+
+
+def _write_prometheus(path: Path, run_id: str, db: Optional[str]) -> None:
+    from linkscope.results.prometheus import stored_run_samples, write_textfile
+    from linkscope.results.store import ResultStore
+
+    with ResultStore(db) as store:
+        info = store.get_run(run_id)
+        write_textfile(path, stored_run_samples(info, store.rows(run_id)))
 
 
 def register(app: typer.Typer) -> None:

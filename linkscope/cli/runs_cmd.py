@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import DbOpt, check_formats
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
 from linkscope.results.export import (format_nccl_tests_table, nccl_choice_lines, run_to_csv, run_to_json,
                                       train_run_to_csv)
@@ -104,8 +104,13 @@ def export(
     as_json: bool = typer.Option(False, "--json", help="nccl-tests `-J` JSON with linkscope's keys added."),
     as_csv: bool = typer.Option(False, "--csv", help="CSV, one line per op, size and placement."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    prometheus: Optional[Path] = typer.Option(None, "--prometheus", help="Write a node_exporter textfile "
+                                              "(NCCL Inspector's metric names) to this file."),
 ) -> None:
-    """Export one run as JSON or CSV."""
+    """Export one run as JSON, CSV or a Prometheus textfile."""
+    if prometheus is not None:
+        _export_prometheus(run_id, db, prometheus, as_json or as_csv or output is not None)
+        return
     check_formats(as_json, as_csv, required=True)
     with ResultStore(_existing(db)) as store:
         info = store.get_run(run_id)
@@ -124,6 +129,20 @@ def export(
     except OSError as exc:
         raise UserError(f"{output}: cannot write ({exc.strerror})") from None
     err_console.print(f"wrote {output}")
+
+
+def _export_prometheus(run_id: str, db: Optional[str], path: Path, other_format: bool) -> None:
+    from linkscope.results.prometheus import stored_run_samples, write_textfile
+
+    if other_format:
+        raise UserError("--prometheus writes its own file: give it without --json, --csv or -o")
+    check_output_path(path, "--prometheus")
+    with ResultStore(_existing(db)) as store:
+        info = store.get_run(run_id)
+        rows = store.rows(info.run_id)
+    samples = stored_run_samples(info, rows)
+    write_textfile(path, samples)
+    err_console.print(f"wrote {path} ({len(samples)} samples)", highlight=False)
 
 
 @import_app.command("nccl-tests")

@@ -230,7 +230,10 @@ def error_line(exc: BaseException, location: DbLocation) -> str:
     """The first line of a driver's message, with the URL's password (if it appears) masked."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if location.url:
-        password = urlsplit(location.url).password
+        try:
+            password = urlsplit(location.url).password
+        except ValueError:  # an unparsable URL: mask everything between "://" and "@"
+            password = location.url.split("://", 1)[-1].rsplit("@", 1)[0] if "@" in location.url else None
         if password:
             text = text.replace(password, "***")
     return text

@@ -172,3 +172,15 @@ def test_fuzz_numeric_options(name: str, data: st.DataObject) -> None:
     value = data.draw(NUMBER, label="value")
     extra = [x for f, v in DEFAULTS.items() if f != flag and f in options for x in (f, v)]
     check(invoke(*base, *extra, f"{flag}={value}"))
+
+
+@pytest.mark.parametrize("url", ["postgresql://", "postgres://", "postgresql://:@:/", "postgresql://u:p@127.0.0.1:1/db",
+                                 "postgresql://u:secret@127.0.0.1:99999/db", "postgresql://u@[::1/db",
+                                 "postgresql://u@127.0.0.1:1/db?sslmode=nonsense", "postgresql://%zz@127.0.0.1/db",
+                                 "postgresql://127.0.0.1:1/" + "x" * 5000])
+@pytest.mark.parametrize("command", [["runs"], ["runs", "show", "abc"], ["export", "abc", "--csv"],
+                                     ["compare", "a", "b"], ["import", "nccl-tests", "/nonexistent"]])
+def test_fuzz_db_urls(url: str, command: list[str]) -> None:
+    result = invoke(*command, "--db", url)
+    assert_clean(result)
+    assert result.exit_code == 2 and "secret" not in result.output
