@@ -112,6 +112,8 @@ def stored_run_samples(info: RunInfo, rows: Sequence[CollectiveRow]) -> list[str
     """Everything a stored run says: its collectives, and its verdicts when it is a check (per node for a fleet)."""
     check = info.extra.get("check") or {}
     host = info.hosts[0] if info.hosts else (info.launcher_host or "unknown")
+    if info.extra.get("fleet"):
+        host = "fleet"  # a fleet's own items (membership, the all-reduce over every node) belong to no one node
     items = list(check.get("items", []))
     for node in (info.extra.get("fleet") or {}).get("nodes", []):
         items += [{**item, "hostname": node["hostname"]} for item in node.get("items", [])]
