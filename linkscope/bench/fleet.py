@@ -15,8 +15,12 @@ import torch
 import torch.distributed as dist
 
 from linkscope.bench.comm import RankContext
-from linkscope.bench.faults import slow_send
+from linkscope.bench.faults import before_size, slow_send
 from linkscope.results.busbw import algbw_gb_per_s, bus_factors
+
+
+FAULT_OP = "fleet_pairs"
+"""Where the test suite's LINKSCOPE_TEST_FAULT can stop a rank in the pair rounds (`size` = the round)."""
 
 
 def pair_rounds(nodes: int, max_rounds: int) -> list[list[tuple[int, int]]]:
@@ -79,6 +83,9 @@ def measure_rounds(ctx: RankContext, node_of: list[int], local_of: list[int], si
         peer = _partner_of(ctx.rank, pairs, node_of, local_of)
         best = 0.0
         for attempt in range(repeats + 1):  # the first exchange warms the connection up
+            before_size(ctx.rank, FAULT_OP, index)
+            # Advance before waiting for the others: a node that died stays behind, so rank 0 can name it.
+            ctx.progress.advance()
             ctx.barrier()
             seconds = _exchange(ctx, peer, send, recv, iters) if peer is not None else 0.0
             if attempt and seconds > 0:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from linkscope.hardware.errors import FaultError, UserError
 
@@ -28,7 +29,7 @@ FLAG_NAMES: dict[str, str] = {"warmup": "-w/--warmup", "iters": "-n/--iters", "r
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     """Print one line on stderr and exit."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

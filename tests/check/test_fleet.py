@@ -127,3 +127,47 @@ def test_four_loopback_nodes_name_the_slowed_one(tmp_path: Path) -> None:
         assert run.status == "complete" and run.nodes == NODES and len(run.hosts) == NODES
         assert run.extra["fleet"]["node_verdicts"][slow_name] == "FAIL"
         assert store.rows(run.run_id)[0].world_size == NODES
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed next to this python")
+def test_a_node_that_dies_in_the_pair_rounds_is_named_and_the_run_kept(tmp_path: Path) -> None:
+    from linkscope.bench.faults import ENV_VAR
+    from linkscope.bench.fleet import FAULT_OP
+
+    db, port, procs = tmp_path / "r.db", _free_port(), []
+    for node in range(2):
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        if node == 1:
+            env[ENV_VAR] = json.dumps({"action": "exit", "rank": 1, "op": FAULT_OP, "size": 0})
+        cmd = [TORCHRUN, "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node), "--master-addr",
+               "127.0.0.1", "--master-port", str(port), "--max-restarts", "0",
+               "-m", "linkscope", "check", "--fleet", "--quick", "--db", str(db)]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    node0, _ = _finish(procs[0], 600), _finish(procs[1], 120)
+    errors = [line for line in node0.stderr.splitlines() if line.startswith("error:")]
+    assert node0.returncode != 0 and errors, node0.stderr[-3000:]
+    assert "rank 1 on node1" in errors[0] and "fell behind" in errors[0]
+    with ResultStore(db) as store:
+        (summary,) = store.list_runs()
+        run = store.get_run(summary.run_id)
+    assert run.status == "incomplete" and "rank 1 on node1" in (run.error or "")
+    assert [n["hostname"] for n in run.extra["fleet"]["nodes"]] == run.hosts  # each node's own items were kept
+
+
+def test_report_fleet_draws_nodes_by_items_and_history(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    with ResultStore(db) as store:
+        for figure in (10.0, 2.0):
+            nodes = [{"node": 0, "hostname": "gpu-a", "verdict": "PASS", "pair_gb_per_s": 11.0,
+                      "items": [{"name": fleet_rules.PAIR_ITEM, "status": "PASS", "measured": 11.0}]},
+                     {"node": 1, "hostname": "gpu-b", "verdict": "FAIL", "pair_gb_per_s": figure,
+                      "items": [{"name": fleet_rules.PAIR_ITEM, "status": "FAIL", "measured": figure}]}]
+            run_id = store.create_run(RunInfo(kind="check", label="fleet", extra={"fleet": {"nodes": nodes}}))
+            store.finish_run(run_id, "complete")
+    result = run_cli("report", "--fleet", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "nodes x" in text and "gpu-b" in text and "FAIL 2.0" in text
+    assert "node-pair bandwidth" in text and "gpu-b │ 2 │ 10" in text.replace("  ", " ")
+    assert run_cli("report", "--db", str(db)).exit_code == 2  # run ids are needed without --fleet
