@@ -102,15 +102,20 @@ def measure_rounds(ctx: RankContext, node_of: list[int], local_of: list[int], si
     return results
 
 
-def time_all_reduce(ctx: RankContext, size_bytes: int, iters: int) -> tuple[float, float, float]:
-    """(time_us, algbw, busbw) of an all-reduce of `size_bytes` over every rank (float32, nccl-tests' busbw)."""
+def time_all_reduce(ctx: RankContext, size_bytes: int, iters: int, group: object | None = None,
+                    ranks: int | None = None) -> tuple[float, float, float]:
+    """(time_us, algbw, busbw) of a float32 all-reduce of `size_bytes` over `group` of `ranks` ranks (every rank by
+    default; nccl-tests' busbw). The slowest rank's time when it is every rank."""
     tensor = torch.ones(max(1, size_bytes // 4), dtype=torch.float32, device=ctx.device)
 
     def call() -> None:
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
 
     call()  # warm-up
-    ctx.barrier()
-    seconds = ctx.allreduce_float(ctx.timer.loop_seconds(call, iters, None), "max")
+    if group is None:
+        ctx.barrier()
+    seconds = ctx.timer.loop_seconds(call, iters, None)
+    if group is None:
+        seconds = ctx.allreduce_float(seconds, "max")
     algbw = float(algbw_gb_per_s(tensor.numel() * 4, seconds * 1e6))
-    return seconds * 1e6, algbw, algbw * float(bus_factors("all_reduce", ctx.world))
+    return seconds * 1e6, algbw, algbw * float(bus_factors("all_reduce", ranks or ctx.world))

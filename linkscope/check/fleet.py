@@ -188,13 +188,15 @@ class _FleetRun:
         """Each node's ranks time an all-reduce among themselves (a node of one rank has nothing to time)."""
         import torch.distributed as dist
 
+        from linkscope.bench.fleet import time_all_reduce
+
         members = [[r for r in range(self.ctx.world) if self.node_of[r] == n] for n in range(len(self.hosts))]
         groups = [dist.new_group(m) if len(m) > 1 else None for m in members]  # every rank creates every group
         mine = self.node_of[self.ctx.rank]
         size, iters = _ALL_REDUCE[self.opts.mode]
         result = (0.0, 0.0, 0.0)
         if groups[mine] is not None:
-            result = _time_on_group(self.ctx, groups[mine], size, iters, len(members[mine]))
+            result = time_all_reduce(self.ctx, size, iters, groups[mine], len(members[mine]))
         rates: list[Any] = [None] * self.ctx.world
         dist.all_gather_object(rates, result, group=self.ctx.ctrl)
         return {n: _intra_item(expected, rates[m[0]], len(m), size, self.opts.thresholds)
@@ -263,23 +265,6 @@ class _FleetRun:
 
 def _item(d: dict[str, Any]) -> CheckItem:
     return CheckItem(**{k: d[k] for k in ("name", "status", "measured", "expected", "unit", "source", "fix")})
-
-
-def _time_on_group(ctx: Any, group: Any, size: int, iters: int, ranks: int) -> tuple[float, float, float]:
-    import torch
-    import torch.distributed as dist
-
-    from linkscope.results.busbw import algbw_gb_per_s, bus_factors
-
-    tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=ctx.device)
-
-    def call() -> None:
-        dist.all_reduce(tensor, group=group)
-
-    call()
-    seconds = ctx.timer.loop_seconds(call, iters, None)
-    algbw = float(algbw_gb_per_s(tensor.numel() * 4, seconds * 1e6))
-    return seconds * 1e6, algbw, algbw * float(bus_factors("all_reduce", ranks))
 
 
 def _intra_item(expected: System, timed: tuple[float, float, float], ranks: int, size: int,

@@ -78,6 +78,8 @@ def membership_item(joined: list[str], expected_hosts: list[str], expected_count
     if expected_count is not None and len(joined) < expected_count:
         return CheckItem("fleet.nodes", "FAIL", len(joined), expected_count, "nodes", src,
                          f"{expected_count - len(joined)} node(s) never joined; give --hosts to have them named")
+    if not expected_count:
+        src = "--hosts or SLURM_JOB_NUM_NODES"
     return CheckItem("fleet.nodes", "PASS" if expected_count else "SKIP", len(joined), expected_count, "nodes", src,
                      "" if expected_count else "no --hosts or Slurm node count to compare with")
 

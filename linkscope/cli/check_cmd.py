@@ -136,7 +136,7 @@ def _print_fleet(result: Any) -> None:
             if item["status"] in ("WARN", "FAIL"):
                 _print_item(_check_item(item), indent="      ")
     for item in result.items:
-        _print_item(_check_item(item))
+        _print_item(item)
     console.print(f"verdict: {result.verdict}", highlight=False)
 
 

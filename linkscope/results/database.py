@@ -151,13 +151,12 @@ class Database:
         with _faults(self.location), self.conn.cursor() as cur:
             cur.executemany(to_pyformat(sql), rows)
 
-    def write(self, sql: str, params: Any = ()) -> None:
-        """One statement committed on its own (atomic on both engines)."""
+    def write(self, sql: str, params: Any = ()) -> int:
+        """One statement committed on its own (atomic on both engines); returns the rows it changed."""
         if self.dialect == "postgresql":
-            self.execute(sql, params)  # autocommit: one round trip, no BEGIN/COMMIT around it
-            return
+            return int(self.execute(sql, params).rowcount)  # autocommit: one round trip, no BEGIN/COMMIT
         with self.transaction():
-            self.conn.execute(sql, params)
+            return int(self.conn.execute(sql, params).rowcount)
 
     def insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Insert rows (dicts with the same keys) in one atomic statement or transaction."""

@@ -133,12 +133,14 @@ class ResultStore:
         unknown = sorted((set(fields) - set(codec.RUN_FIELDS)) | ({"run_id"} & set(fields)))
         if unknown:
             raise TypeError(f"update_run: unknown or read-only field(s) {', '.join(unknown)}")
-        self._require(run_id)
         if not fields:
+            self._require(run_id)
             return
         values = {k: codec.run_field(k, v) for k, v in fields.items()}
         assignments = ", ".join(f"{k} = :{k}" for k in values)
-        self._conn.write(f"UPDATE runs SET {assignments} WHERE run_id = :run_id", {**values, "run_id": run_id})
+        # One round trip: the statement's own row count says whether the run exists.
+        if self._conn.write(f"UPDATE runs SET {assignments} WHERE run_id = :run_id", {**values, "run_id": run_id}) == 0:
+            self._require(run_id)
 
     def set_nccl_choices(self, run_id: str, rows: list[CollectiveRow]) -> None:
         """Store what NCCL chose (algorithm, protocol, channels) on a run's rows of the same op and size."""

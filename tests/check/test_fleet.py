@@ -171,3 +171,18 @@ def test_report_fleet_draws_nodes_by_items_and_history(tmp_path: Path) -> None:
     assert "nodes x" in text and "gpu-b" in text and "FAIL 2.0" in text
     assert "node-pair bandwidth" in text and "gpu-b │ 2 │ 10" in text.replace("  ", " ")
     assert run_cli("report", "--db", str(db)).exit_code == 2  # run ids are needed without --fleet
+
+
+def test_the_fleet_is_printed_node_by_node_then_its_own_items(capsys) -> None:  # noqa: ANN001
+    from linkscope.check.fleet import FleetResult
+    from linkscope.check.items import CheckItem
+    from linkscope.cli.check_cmd import _print_fleet
+
+    slow = CheckItem(fleet_rules.PAIR_ITEM, "FAIL", 0.01, 0.8, "GB/s", "median node", "vm:node2 at 1% ...")
+    nodes = [{"node": 0, "hostname": "vm:node0", "verdict": "PASS", "items": []},
+             {"node": 2, "hostname": "vm:node2", "verdict": "FAIL", "items": [slow.to_dict()]}]
+    _print_fleet(FleetResult("FAIL", "abcd1234", "probe/vm",
+                             [CheckItem("fleet.nodes", "SKIP", 2, None, "nodes", "--hosts", "no --hosts")], nodes))
+    out = capsys.readouterr().out
+    assert "FAIL node2 vm:node2" in out and "fleet.pairs.bandwidth" in out and "fleet.nodes" in out
+    assert out.rstrip().endswith("verdict: FAIL")
