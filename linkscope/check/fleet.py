@@ -129,6 +129,7 @@ class _FleetRun:
         expected, local = self._local_items()
         self.node_items = self._gather(local)
         if self.ctx.rank == 0:
+            assert expected is not None  # global rank 0 is its node's local rank 0
             self._begin(expected)
         try:
             result = self._measure_and_judge(expected)
@@ -141,15 +142,16 @@ class _FleetRun:
 
     # ---- node-local items ---------------------------------------------------------------------------------
 
-    def _local_items(self) -> tuple[System, list[dict[str, Any]] | None]:
+    def _local_items(self) -> tuple[System | None, list[dict[str, Any]] | None]:
+        """Local rank 0 probes its node and judges it (the node's other ranks neither probe nor judge)."""
         from linkscope.check.run import resolve_expected
         from linkscope.probe import probe_machine, to_system
 
+        if self.local_of[self.ctx.rank] != 0:
+            return None, None
         probe = probe_machine()
         probed = to_system(probe)
         expected = resolve_expected(self.opts.expect, probed.system, probed.reason)
-        if self.local_of[self.ctx.rank] != 0:
-            return expected, None
         items = rules.gpu_items(probe, probed.system, expected) + rules.nvlink_items(probe, probed.system, expected)
         items += [rules.topology_item(probed.system, expected)] + rules.scale_out_items(probe, expected)
         return expected, [i.to_dict() for i in items]
@@ -167,7 +169,7 @@ class _FleetRun:
 
     # ---- measurements -------------------------------------------------------------------------------------
 
-    def _measure_and_judge(self, expected: System) -> FleetResult | None:
+    def _measure_and_judge(self, expected: System | None) -> FleetResult | None:
         from linkscope.bench.fleet import measure_rounds, time_all_reduce
 
         size, iters, repeats = _PAIR[self.opts.mode]
@@ -180,12 +182,13 @@ class _FleetRun:
         ar_size, ar_iters = _ALL_REDUCE[self.opts.mode]
         timed = time_all_reduce(self.ctx, ar_size, ar_iters)
         self.ctx.progress.advance()
-        if self.ctx.rank != 0:
+        if self.ctx.rank != 0 or expected is None:
             return None
         return self._judge(expected, pairs, intra, _all_reduce_row(ar_size, ar_iters, self.ctx.world, timed))
 
-    def _intra_node(self, expected: System) -> dict[int, CheckItem]:
-        """Each node's ranks time an all-reduce among themselves (a node of one rank has nothing to time)."""
+    def _intra_node(self, expected: System | None) -> dict[int, CheckItem]:
+        """Each node's ranks time an all-reduce among themselves (a node of one rank has nothing to time); rank 0
+        judges every node's figure."""
         import torch.distributed as dist
 
         from linkscope.bench.fleet import time_all_reduce
@@ -199,6 +202,8 @@ class _FleetRun:
             result = time_all_reduce(self.ctx, size, iters, groups[mine], len(members[mine]))
         rates: list[Any] = [None] * self.ctx.world
         dist.all_gather_object(rates, result, group=self.ctx.ctrl)
+        if self.ctx.rank != 0 or expected is None:
+            return {}
         return {n: _intra_item(expected, rates[m[0]], len(m), size, self.opts.thresholds)
                 for n, m in enumerate(members)}
 

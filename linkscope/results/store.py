@@ -1,9 +1,11 @@
-"""The results store: every run, its collective rows and its pairwise rows, in one SQLite file.
+"""The results store: every run, its collective rows and its pairwise rows, in one SQLite file (the default) or a
+PostgreSQL database a team shares (`postgresql://...`; `results.database` runs the same SQL on both).
 
 Writes are short transactions committed as they happen, so a run that dies midway keeps what it measured, and
-several processes can write to the same file at once (WAL journal, a busy timeout, one connection per store).
+several processes can write at once (SQLite: WAL journal, a busy timeout; PostgreSQL: one atomic statement per
+write). One connection per store.
 
-    store = ResultStore()                       # $LINKSCOPE_DB or the user data dir
+    store = ResultStore()                       # $LINKSCOPE_DB (a file or a URL) or the user data dir
     run_id = store.create_run(RunInfo(kind="bench", label="h100-node"))
     store.add_rows(run_id, rows)
     store.finish_run(run_id, "complete")
