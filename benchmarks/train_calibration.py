@@ -21,7 +21,7 @@ from linkscope.bench.train.config import TrainConfig
 from linkscope.model.step.scaled import scaled_model
 from linkscope.model.calibration.train_fit import fastest_by_label, fit_train, measured_points
 from linkscope.model.step.transformer import load_model
-from linkscope.trainbench.session import TrainRequest, prepare_plans, same_threads
+from linkscope.traincheck.session import TrainRequest, prepare_plans, same_threads
 from linkscope.bench.train.runner import TrainPlan, run_points
 
 # (layers, hidden, ranks, zero): the first group calibrates, the second is held back.

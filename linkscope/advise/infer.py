@@ -16,14 +16,13 @@ from typing import Any
 
 
 from linkscope.advise.bookable import multi_node_block
-from linkscope.advise.measured import measured_system
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.fidelity.accuracy import rate_range
+from linkscope.model.ranges.accuracy import rate_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
                                         estimate_inference, tp_options)
-from linkscope.model.comm.tiers import comm_tiers
+from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
 from linkscope.model.step.transformer import ModelConfig
 
 MAX_PIPELINE_NODES = 8
@@ -108,26 +107,26 @@ class _Try:
     pick: int | None
 
 
-def _try(offering: Offering, request: InferRequest, tp: int, pp: int) -> _Try | str:
+def _try(offering: Offering, resolved: ResolvedSystem, request: InferRequest, tp: int, pp: int) -> _Try | str:
     """Price one layout over every batch size, or say why it cannot be booked."""
     nodes = math.ceil(tp * pp / offering.system.node.gpus)
-    block = multi_node_block(offering, comm_tiers(offering.system), nodes)
+    block = multi_node_block(offering, resolved.tiers, nodes)
     if block is not None:
         return block
     job = InferJob(request.model, tp, pp, request.input_tokens, request.output_tokens, request.precision)
-    system = offering.system.with_nodes(nodes)
-    est = estimate_inference(job, system, candidate_batches(job, system))
+    system = resolved.system.with_nodes(nodes)
+    est = estimate_inference(job, system, candidate_batches(job, system), resolved.tiers)
     return _Try(tp, pp, est, best_batch_for_budget(est, request.tokens_per_s_per_user))
 
 
-def _tries(offering: Offering, request: InferRequest) -> tuple[list[_Try], list[str]]:
+def _tries(offering: Offering, resolved: ResolvedSystem, request: InferRequest) -> tuple[list[_Try], list[str]]:
     """Single-node layouts; pipeline stages across nodes only when no single node holds the model."""
     tries: list[_Try] = []
     blocks: list[str] = []
     for tp, pp in _layouts(offering, request.model):
         if pp > 1 and any(bool(t.est.fits[0]) for t in tries):
             break
-        result = _try(offering, request, tp, pp)
+        result = _try(offering, resolved, request, tp, pp)
         if isinstance(result, str):
             blocks.append(result)
         else:
@@ -135,16 +134,13 @@ def _tries(offering: Offering, request: InferRequest) -> tuple[list[_Try], list[
     return tries, blocks
 
 
-def _base(offering: Offering) -> InferOption:
+def _base(offering: Offering, resolved: ResolvedSystem) -> InferOption:
     o = offering
     option = InferOption(offering=o.id, provider=o.provider, gpu=o.system.node.gpu.id,
                          gpus_per_node=o.system.node.gpus, price_per_gpu_hour=o.price_per_gpu_hour)
     if o.price_per_hour is None:
         option.notes.append("price unknown")
-    measured = measured_system(o)
-    if measured is not None:
-        # The inference model derives its links from the System itself, so a profile cannot enter it yet.
-        option.notes.append(f"profile {measured.profile} exists; inference uses the catalog figures")
+    option.notes.extend(resolved.notes)
     return option
 
 
@@ -191,11 +187,12 @@ def _why_not(option: InferOption, tries: list[_Try], blocks: list[str], request:
 
 
 def _option(offering: Offering, request: InferRequest) -> InferOption:
-    option = _base(offering)
+    resolved = resolve_offering(offering)
+    option = _base(offering, resolved)
     if request.precision == "fp8" and offering.system.node.gpu.fp8_dense_tflops is None:
         option.reason = f"no FP8 tensor cores on {option.gpu}"
         return option
-    tries, blocks = _tries(offering, request)
+    tries, blocks = _tries(offering, resolved, request)
     good = [t for t in tries if t.pick is not None]
     if not good:
         option.reason = _why_not(option, tries, blocks, request)

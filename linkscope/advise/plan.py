@@ -22,15 +22,17 @@ from linkscope.hardware.system import System
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import validate_request
 from linkscope.model.step.search import LayoutRequest, search
-from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
+from linkscope.model.calibration.systems import ResolvedSystem
+from linkscope.model.comm.tiers import CommTiers, check_multi_node
 from linkscope.model.step.job import Job
 
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """A System, a node count, the parallel degrees, and optionally the job for a step-time answer."""
+    """A resolved System, a node count, the parallel degrees, and optionally the job for a step-time answer."""
 
-    system: System
+    system: ResolvedSystem
+    """`--system` as resolved: its tiers (measured ones for profile:NAME) and compute calibration apply."""
     nodes: int
     par: Parallelism
     order: tuple[str, ...] | None = None
@@ -39,8 +41,6 @@ class PlanRequest:
     micro_batch: int | None = None
     zero: int | None = None
     """ZeRO stage 0-3; None: the step model's search picks it (bytes-only plans have no gradients to shard)."""
-    tiers: CommTiers | None = None
-    """The System's link tiers as resolved (measured ones for profile:NAME); modelled when not given."""
 
 
 @dataclass
@@ -101,7 +101,7 @@ def tp_first_orders() -> list[tuple[str, ...]]:
 
 
 def _validate(req: PlanRequest) -> None:
-    validate_parallelism(req.system, req.nodes, req.par)
+    validate_parallelism(req.system.system, req.nodes, req.par)
     if req.zero is not None and req.zero not in (0, 1, 2, 3):
         raise UserError(f"must be 0, 1, 2 or 3 (got {req.zero})", field="zero")
     if req.micro_batch is not None and req.micro_batch < 1:
@@ -136,14 +136,13 @@ def _with_model(req: PlanRequest, job: Job, system: System, tiers: CommTiers) ->
     return result
 
 
-def searched_parallelism(system: System, nodes: int, job: Job, given: LayoutRequest,
-                         tiers: CommTiers | None = None) -> Parallelism:
+def searched_parallelism(resolved: ResolvedSystem, nodes: int, job: Job, given: LayoutRequest) -> Parallelism:
     """`--tp/--pp/--dp/--cp auto`: the degrees of the step model's best layout on `nodes` nodes, the given
     ones kept."""
-    sized = system.with_nodes(nodes)
-    tiers = tiers or comm_tiers(sized)
+    sized = resolved.system.with_nodes(nodes)
     validate_request(job, sized, given)
-    result = search(job, sized, given, tiers)
+    with resolved.computing():
+        result = search(job, sized, given, resolved.tiers)
     lay, i = result.layouts, result.best
     return Parallelism(tp=int(lay.tp[i]), pp=int(lay.pp[i]), dp=int(lay.dp[i]), cp=int(lay.cp[i]))
 
@@ -151,9 +150,11 @@ def searched_parallelism(system: System, nodes: int, job: Job, given: LayoutRequ
 def make_plan(req: PlanRequest) -> PlanResult:
     """Place the ranks, price both placements, and predict step times when a model is given."""
     _validate(req)
-    system = req.system.with_nodes(req.nodes)
-    tiers = req.tiers or comm_tiers(system)
+    system, tiers = req.system.system.with_nodes(req.nodes), req.system.tiers
     check_multi_node(tiers, req.nodes)
     if req.job is None:
         return _without_model(req, system, tiers)
-    return _with_model(req, req.job, system, tiers)
+    with req.system.computing():
+        result = _with_model(req, req.job, system, tiers)
+    result.notes.extend(req.system.training_notes)
+    return result

@@ -17,17 +17,15 @@ from collections.abc import Hashable
 from linkscope.advise.bookable import GpuRequest, bookable_node_counts
 from linkscope.advise.bottleneck import bottleneck_label
 from linkscope.advise.engine import LayoutPool, NodeTypeResult, evaluate_node_type, usable_memory_gib
-from linkscope.advise.measured import measured_system
 from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.calibration.train_compute import ComputeScale, compute_scaling
-from linkscope.model.fidelity.accuracy import time_range
+from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
+from linkscope.model.ranges.accuracy import time_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, summarize
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.comm.tiers import CommTiers, comm_tiers
 from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import ModelConfig
 
@@ -112,14 +110,21 @@ class _Plan:
     """What will be evaluated for one offering."""
 
     offering: Offering
-    tiers: CommTiers
+    resolved: ResolvedSystem
+    """The offering as resolved: a profile measured on it replaces its tiers and scales its compute."""
     key: Hashable
     counts: list[int]
     reason: str | None
-    profile: str | None
-    compute: ComputeScale | None = None
-    """A GPU training calibration of this offering: the step model's compute scaled by what was measured."""
-    notes: tuple[str, ...] = ()
+
+    @property
+    def profile(self) -> str | None:
+        """The profile whose figures are used, if any."""
+        return self.resolved.profile_name
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the offering's profile changed, or why it could not be used."""
+        return self.resolved.training_notes
 
 
 @dataclass
@@ -142,22 +147,15 @@ class TrainAdvice:
         return [r for r in self.rows if not r.feasible]
 
 
-def _plan(offering: Offering, request: TrainRequest, tiers_cache: dict[Hashable, CommTiers]) -> _Plan:
+def _plan(offering: Offering, request: TrainRequest) -> _Plan:
     node = offering.system.node
-    measured = measured_system(offering)
-    used = measured if measured is not None and measured.tiers is not None else None
-    notes = tuple(measured.notes) if measured is not None else ()
-    if used is not None and used.tiers is not None:
-        key: Hashable = (node, "profile", used.profile)
-        tiers = used.tiers
-    else:
-        key = node
-        tiers = tiers_cache.setdefault(node, comm_tiers(offering.system))
+    resolved = resolve_offering(offering)
+    # Offerings with the same node type and no profile of their own share one evaluation.
+    key: Hashable = node if resolved.profile is None else (node, "profile", resolved.profile.name)
     if request.precision == "fp8" and node.gpu.fp8_dense_tflops is None:
-        return _Plan(offering, tiers, key, [], f"no FP8 tensor cores on {node.gpu.id}", None, notes=notes)
-    counts, reason = bookable_node_counts(offering, tiers, request.gpus)
-    return _Plan(offering, tiers, key, counts, reason, used.profile if used else None,
-                 used.compute if used else None, notes)
+        return _Plan(offering, resolved, key, [], f"no FP8 tensor cores on {node.gpu.id}")
+    counts, reason = bookable_node_counts(offering, resolved.tiers, request.gpus)
+    return _Plan(offering, resolved, key, counts, reason)
 
 
 def _evaluate(pool: LayoutPool, plans: list[_Plan]) -> dict[Hashable, NodeTypeResult]:
@@ -171,8 +169,9 @@ def _evaluate(pool: LayoutPool, plans: list[_Plan]) -> dict[Hashable, NodeTypeRe
     out = {}
     for key, counts in wanted.items():
         # The scale applies to this key alone: a calibrated offering is its own node type here.
-        with compute_scaling(first[key].compute):
-            out[key] = evaluate_node_type(pool, first[key].offering.system, sorted(counts), first[key].tiers)
+        resolved = first[key].resolved
+        with resolved.computing():
+            out[key] = evaluate_node_type(pool, resolved.system, sorted(counts), resolved.tiers)
     return out
 
 
@@ -284,8 +283,7 @@ def advise_train(request: TrainRequest, offerings: list[Offering]) -> TrainAdvic
     """Rank `offerings` for the training job in `request`."""
     validate_train_request(request)
     pool = LayoutPool(request.job(), LayoutRequest())
-    tiers_cache: dict[Hashable, CommTiers] = {}
-    plans = [_plan(o, request, tiers_cache) for o in offerings]
+    plans = [_plan(o, request) for o in offerings]
     results = _evaluate(pool, plans)
     rows = [_row(plan, results, request) for plan in plans]
     enumerated = sum(c.enumerated for r in results.values() for c in r.counts.values())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -17,13 +17,15 @@ from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, fail
 from linkscope.hardware.errors import UserError
 
+if TYPE_CHECKING:  # annotations only: this typer vendors click as typer._click; older typers depend on click
+    from typer import _click as click
 
-def _run(app: typer.Typer, args: list[str]) -> int:
-    """Run one linkscope command in-process, echoing it; return its exit code."""
+
+def _run(command: click.Command, args: list[str]) -> int:
+    """Run one linkscope command in-process through the root command, echoing it; return its exit code."""
     # The whole command on its own line, never cut to the terminal's width, so it can be copied.
     console.print()
     console.print(f"$ linkscope {' '.join(args)}", style="bold", soft_wrap=True, markup=False, highlight=False)
-    command = typer.main.get_command(app)
     try:
         command.main(args, prog_name="linkscope", standalone_mode=False)
     except typer.Exit as exc:
@@ -46,12 +48,12 @@ TRAIN_MODEL = ["--model", "llama2-7b", "--layers", "2", "--hidden", "128", "--he
 """A Llama-2 shape scaled down until a step takes milliseconds on CPU ranks."""
 
 
-def _train_demo(app: typer.Typer, nproc: int, db_args: list[str], db: str | None) -> None:
+def _train_demo(root: click.Command, nproc: int, db_args: list[str], db: str | None) -> None:
     """Measure a small training loop at 1 and `nproc` ranks, calibrate this machine from it, and predict a
     deeper model measured next beside its prediction."""
     label = f"demo-train-{time.strftime('%Y%m%d-%H%M%S')}"
     counts = "1," + str(nproc) if nproc > 1 else "1,2"
-    code = _run(app, ["bench", "train", *TRAIN_MODEL, "--scaling", counts, "--profile-steps", "2", "--quiet",
+    code = _run(root, ["bench", "train", *TRAIN_MODEL, "--scaling", counts, "--profile-steps", "2", "--quiet",
                       "--label", label, *db_args])
     if code != 0:
         fail(f"the training measurement ended with exit code {code}", code)
@@ -62,23 +64,25 @@ def _train_demo(app: typer.Typer, nproc: int, db_args: list[str], db: str | None
     for args in (["calibrate", run_id, "--name", profile, *db_args],
                  ["bench", "train", *deeper, "--nproc", str(nproc), "--profile-steps", "0", "--quiet",
                   "--system", f"profile:{profile}", *db_args]):
-        if _run(app, args) != 0:
+        if _run(root, args) != 0:
             fail(f"`linkscope {' '.join(args)}` failed")
 
 
 def demo(
+    ctx: typer.Context,
     db: Optional[str] = DbOpt,
     nproc: int = typer.Option(2, help="Local ranks for the sweep."),
     max_bytes: str = typer.Option("4M", help="Largest message of the quick sweep."),
 ) -> None:
     """Probe, measure every collective on local ranks, calibrate, predict, advise, check; write report.html."""
-    from linkscope.cli.main import app
-
+    # The root command this one was called through: the demo runs its siblings without importing the command
+    # line that registers it.
+    root = ctx.find_root().command
     label = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     db_args = ["--db", str(db)] if db else []
     for args in (["topo"], ["systems"], ["catalog", "--nvlink", "--ib"]):
-        _run(app, args)
-    code = _run(app, ["bench", "all", "-b", "8", "-e", max_bytes, "-f", "4", "-n", "10", "-w", "2", "--nproc",
+        _run(root, args)
+    code = _run(root, ["bench", "all", "-b", "8", "-e", max_bytes, "-f", "4", "-n", "10", "-w", "2", "--nproc",
                       str(nproc), "--label", label, *db_args])
     if code != 0:
         fail(f"the sweep ended with exit code {code}", code)
@@ -94,16 +98,16 @@ def demo(
         ["advise", "train", "--model", "llama2-70b", "--tokens", "2B", "--gpus", "64", "--top", "5"],
     ]
     for args in steps:
-        if _run(app, args) != 0:
+        if _run(root, args) != 0:
             fail(f"`linkscope {' '.join(args)}` failed")
-    _train_demo(app, nproc, db_args, db)
+    _train_demo(root, nproc, db_args, db)
     # A FAIL is the check's verdict on this machine, not a broken demo: report it and carry on.
-    check_code = _run(app, ["check", "--quick", "--nproc", str(nproc), *db_args])
+    check_code = _run(root, ["check", "--quick", "--nproc", str(nproc), *db_args])
     if check_code not in (0, 1):
         fail(f"`linkscope check --quick` ended with exit code {check_code}", check_code)
     check_id = _latest_run("check", db, kind="check")
     report_path = Path("report.html").resolve()
-    if _run(app, ["report", run_id, check_id, "-o", str(report_path), *db_args]) != 0:
+    if _run(root, ["report", run_id, check_id, "-o", str(report_path), *db_args]) != 0:
         fail("`linkscope report` failed")
     console.print(f"\nThe report is {report_path} (open it in a browser; it needs no network).")
     console.print(f"The sweep is run {run_id} (`linkscope runs show {run_id}`); profile:{profile} predicts "

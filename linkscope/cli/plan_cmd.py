@@ -16,9 +16,7 @@ from linkscope.cli.options import (GlobalBatchOpt, MicroBatchOpt, SeqLenOpt, Sys
                                    check_option, check_zero, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
-from linkscope.hardware.system import System
-from linkscope.model.calibration.systems import sized_system
-from linkscope.model.comm.tiers import CommTiers
+from linkscope.model.calibration.systems import ResolvedSystem, resolve
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
@@ -36,15 +34,14 @@ def _job(model: str | None, seq_len: int | None, global_batch: int | None) -> Jo
     return Job(model=config, global_batch=batch, seq_len=length)
 
 
-def _parallelism(system: System, nodes: int, job: Job | None, given: LayoutRequest,
-                 tiers: CommTiers) -> Parallelism:
+def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: LayoutRequest) -> Parallelism:
     """The degrees as given; `auto` ones searched by the step model, which needs --model."""
     if None not in (given.tp, given.pp, given.dp, given.cp):
         return Parallelism(tp=given.tp or 1, pp=given.pp or 1, dp=given.dp or 1, cp=given.cp or 1)
     if job is None:
         raise UserError("--tp/--pp/--dp/--cp auto needs --model to search a layout; give every size, or --model")
     check_option(nodes, "--nodes")
-    return searched_parallelism(system, nodes, job, given, tiers)
+    return searched_parallelism(resolved, nodes, job, given)
 
 
 def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
@@ -94,11 +91,11 @@ def plan(
     given = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                           cp=auto_int(cp, "--cp"), micro_batch=auto_int(micro_batch, "--micro-batch"), zero=zero)
     db = load_db(extra or [])
-    (resolved, tiers), job = sized_system(system, db), _job(model, seq_len, global_batch)
-    request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given, tiers),
+    resolved, job = resolve(system, db), _job(model, seq_len, global_batch)
+    request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,
-                          job=job, micro_batch=given.micro_batch, zero=zero, tiers=tiers)
+                          job=job, micro_batch=given.micro_batch, zero=zero)
     result = make_plan(request)
     tp, pp, dp, cp = (str(request.par.size(d)) for d in ("tp", "pp", "dp", "cp"))
     names = host_names(hosts, nodes)

@@ -16,22 +16,19 @@ from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, L
                                    check_option, check_zero, choice, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.hardware.system import System
-from linkscope.model.comm.predict import predict_from_profile, predict_sizes
+from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
+from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
+from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
+from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
                                         estimate_inference, pick_tp, summary)
-from linkscope.model.step.predict import predict_train
-from linkscope.model.calibration.profiles import Profile, load_profile
-from linkscope.model.calibration.train_compute import ComputeScale, compute_scaling, profile_scale, scale_note
-from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
+from linkscope.model.step.job import Job
+from linkscope.model.step.predict import TrainPrediction, predict_train_on
 from linkscope.model.step.scaling import predict_scaling
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.calibration.systems import resolve_with_profiles, sized_system, split_profile
-from linkscope.model.comm.tiers import CommTiers
-from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import ModelConfig, load_model
-from linkscope.report.predict import collective_table, infer_table, scaling_table, train_table
+from linkscope.report.predict import collective_table, infer_table, scaling_reasons, scaling_table, train_table
 
 predict_app = typer.Typer(help="Predict collectives, training steps, inference and scaling on any System.",
                           no_args_is_help=True)
@@ -62,18 +59,18 @@ def collective(
     if name is not None:
         rows = predict_from_profile(load_profile(name), op, sizes, gpus)
     else:
-        resolved, tiers, _ = resolve_with_profiles(system, load_db(extra or []))
-        rows = predict_sizes(resolved, op, sizes, gpus, algo, tiers)
+        resolved = resolve(system, load_db(extra or []))
+        rows = predict_sizes(resolved.system, op, sizes, gpus, algo, resolved.tiers)
     if as_json:
         print_json([r.as_dict() for r in rows] if sweep else rows[0].as_dict())
     else:
         console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
 
 
-def _sized_system(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> tuple[System, CommTiers]:
+def _resolved(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> ResolvedSystem:
     check_option(gpus, "--gpus")
     check_option(nodes, "--nodes")
-    return sized_system(spec, load_db(extra), gpus, nodes)
+    return resolve(spec, load_db(extra), gpus, nodes)
 
 
 def _job(spec: ModelConfig, global_batch: int | None, seq_len: int | None, precision: str, **options: Any) -> Job:
@@ -118,53 +115,35 @@ def train(
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
     spec = load_model(model)
-    fitted = _train_fit(system)
-    if fitted is not None:
-        job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=dp_overlap)
-        tp_n = auto_int(tp, "--tp") or 1
-        ranks = gpus or fitted[1].ranks
-        prediction = predict_on_fit(fitted[0], fitted[1].name, job, tp_n, auto_int(dp, "--dp") or max(ranks // tp_n, 1),
-                                    zero or 0, "none" if recompute in ("auto", "none") else recompute)
-        if as_json:
-            print_json(prediction.as_dict())
-        else:
-            console.print(train_table(prediction))
-        return
-    resolved, tiers = _sized_system(system, gpus, nodes, extra or [])
-    scale = _compute_scale(system)
-    job = _job(spec, global_batch, seq_len, precision,
-               attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
-               tp_overlap=tp_overlap)
-    req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
-                        cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
-                        micro_batch=auto_int(micro_batch, "--micro-batch"),
-                        recompute=None if recompute == "auto" else choice(recompute, "--recompute",
-                                                                             ("full", "selective", "none")),
-                        zero=zero, sequence_parallel=sequence_parallel)
-    with compute_scaling(scale[1] if scale else None):
-        prediction = predict_train(job, resolved, req, tiers)
-    if scale is not None:
-        prediction.flags.append(scale_note(scale[0], scale[1]))
+    resolved = _resolved(system, gpus, nodes, extra or [])
+    if resolved.train_fit is not None and resolved.profile is not None:
+        fit_job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=dp_overlap)
+        prediction = _on_fit(resolved.train_fit, resolved.profile, fit_job, gpus, auto_int(tp, "--tp"),
+                             auto_int(dp, "--dp"), zero, recompute)
+    else:
+        job = _job(spec, global_batch, seq_len, precision,
+                   attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
+                   tp_overlap=tp_overlap)
+        req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
+                            cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
+                            micro_batch=auto_int(micro_batch, "--micro-batch"),
+                            recompute=None if recompute == "auto" else choice(recompute, "--recompute",
+                                                                                 ("full", "selective", "none")),
+                            zero=zero, sequence_parallel=sequence_parallel)
+        prediction = predict_train_on(job, resolved, req)
     if as_json:
         print_json(prediction.as_dict())
     else:
         console.print(train_table(prediction))
 
 
-def _train_fit(spec: str) -> tuple[TrainFit, Profile] | None:
-    """The training calibration of `profile:NAME`, when the profile has one."""
-    name = split_profile(spec)
-    if name is None:
-        return None
-    profile = load_profile(name)
-    return (TrainFit.from_dict(profile.train), profile) if profile.train is not None else None
-
-
-def _compute_scale(spec: str) -> tuple[str, ComputeScale] | None:
-    """The GPU training calibration of `profile:NAME`, when the profile has one."""
-    name = split_profile(spec)
-    scale = profile_scale(load_profile(name)) if name is not None else None
-    return (name, scale) if name is not None and scale is not None else None
+def _on_fit(fit: TrainFit, profile: Profile, job: Job, gpus: int | None, tp: int | None, dp: int | None,
+            zero: int | None, recompute: str) -> TrainPrediction:
+    """`predict train` on a profile's step model fitted on CPU ranks: the layout given, nothing searched."""
+    tp_n = tp or 1
+    ranks = gpus or profile.ranks
+    return predict_on_fit(fit, profile.name, job, tp_n, dp or max(ranks // tp_n, 1), zero or 0,
+                          "none" if recompute in ("auto", "none") else recompute)
 
 
 @predict_app.command("infer")
@@ -189,22 +168,23 @@ def infer(
     tp_size, pp_size = auto_int(tp, "--tp"), auto_int(pp, "--pp")
     if pp_size is None:
         raise UserError("--pp auto: inference pipelines are not searched; give a size (1 keeps the model in one node)")
-    resolved, tiers = _sized_system(system, None, None, extra or [])
+    resolved = _resolved(system, None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
                    output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS))
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])
     if tp_size is None:
-        pick = pick_tp(job, resolved, batches, latency_budget, tiers)
+        pick = pick_tp(job, resolved.system, batches, latency_budget, resolved.tiers)
     else:
-        est = estimate_inference(job, resolved, candidate_batches(job, resolved) if batches is None else batches,
-                                 tiers)
+        est = estimate_inference(job, resolved.system,
+                                 candidate_batches(job, resolved.system) if batches is None else batches,
+                                 resolved.tiers)
         pick = InferPick(job, est, best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0)
     job, est, index = pick.job, pick.est, pick.index
     if index is None:
         raise UserError(f"no batch meets {latency_budget:g} tokens/s per user on {system} with tp {job.tp}: even "
                         f"one sequence gets {float(est.tokens_per_s_per_user[0]):.1f}")
-    data = summary(job, resolved, est, index)
+    data = summary(job, resolved.system, est, index)
     if as_json:
         print_json({**data, "latency_budget": latency_budget})
     else:
@@ -232,15 +212,12 @@ def scaling(
     check_option(nodes, "--nodes")
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
-    resolved, tiers = _sized_system(system, None, 1, extra or [])
+    resolved = _resolved(system, None, 1, extra or [])
     spec = load_model(model)
     job = _job(spec, global_batch, seq_len, precision)
-    scale = _compute_scale(system)
-    with compute_scaling(scale[1] if scale else None):
-        points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
-                                                                           pp=auto_int(pp, "--pp")), strong, tiers)
-    if scale is not None:
-        note = f"{note}; {scale_note(*scale)}" if note else scale_note(*scale)
+    points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
+                                                                       pp=auto_int(pp, "--pp")), strong)
+    note = "; ".join([note, *resolved.training_notes])
     if as_json:
         print_json({"system": system, "model": spec.id, "note": note, "points": [p.as_dict() for p in points]})
     else:
@@ -248,7 +225,8 @@ def scaling(
         title = (f"{spec.id} on {system} ({mode} scaling, global batch {job.global_batch} x seq len {job.seq_len} "
                  f"at {nodes} node{'s' if nodes > 1 else ''})")
         console.print(scaling_table(points, title, console.width))
-        console.print(note)
+        for line in [*scaling_reasons(points), note]:
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,7 @@ from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, RunDbOpt, TimeoutOpt
 
 if TYPE_CHECKING:
-    from linkscope.trainbench.session import TrainOutcome
+    from linkscope.traincheck.session import TrainOutcome
 
 TRAIN_HELP = "\n\n".join((
     "Train a Llama-style decoder on synthetic tokens on every local rank (or under torchrun) and print step time, "
@@ -67,7 +67,7 @@ def train(
     from linkscope.hardware.errors import UserError
     from linkscope.model.step.scaled import scaled_model
     from linkscope.model.step.transformer import load_model
-    from linkscope.trainbench.session import TrainRequest, run_request
+    from linkscope.traincheck.session import TrainRequest, run_request
 
     if dp is not None and nproc is not None and dp * tp != nproc:
         raise UserError(f"--dp {dp} x --tp {tp} is {dp * tp} ranks, but --nproc is {nproc}; give one of --dp and "

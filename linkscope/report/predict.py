@@ -116,7 +116,8 @@ SCALING_WIDE_COLUMNS = 100
 
 
 def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_WIDE_COLUMNS) -> Table:
-    """Speedup and efficiency per node count; the layout leaves out dimensions of size 1."""
+    """Speedup and efficiency per node count with the layout chosen there (dimensions of size 1 left out); a
+    count where nothing fits says why and shows no figures."""
     table = _compact_table(title)
     names = ["nodes", "GPUs", "global\nbatch", "step\ntime", "range", "tokens/s", "speedup", "GPU\nspeedup",
              "effi-\nciency", "MFU", "layout"]
@@ -125,12 +126,22 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
     for name in names:
         table.add_column(name, justify="left" if name == "layout" else "right", no_wrap=True)
     for p in points:
-        par = p.parallelism
-        dims = [f"{d}{par.degree(d)}" for d in ("tp", "pp", "dp", "cp") if par.degree(d) > 1 or d == "dp"]
-        cells = {"nodes": str(p.nodes), "GPUs": str(p.gpus), "global\nbatch": str(p.global_batch),
-                 "step\ntime": _seconds(p.step_time_s), "range": range_text(p.step_time_s, p.step_time_s_range),
-                 "tokens/s": f"{p.tokens_per_s:,.0f}", "speedup": f"{p.speedup:.2f}",
-                 "GPU\nspeedup": f"{p.gpu_speedup:.1f}", "effi-\nciency": f"{p.efficiency:.1%}",
-                 "MFU": f"{p.mfu:.1%}", "layout": " ".join(dims) if p.fits else "too large"}
-        table.add_row(*(cells[n] for n in names))
+        cells = {"nodes": str(p.nodes), "GPUs": str(p.gpus), "global\nbatch": str(p.global_batch)}
+        if p.step_time_s is None or p.tokens_per_s is None or p.parallelism is None:
+            cells["layout"] = "no fit" if p.reason and p.reason.startswith("does not fit") else "cannot run"
+        else:
+            par = p.parallelism
+            dims = [f"{d}{par.degree(d)}" for d in ("tp", "pp", "dp", "cp") if par.degree(d) > 1 or d == "dp"]
+            cells.update({"step\ntime": _seconds(p.step_time_s),
+                          "range": range_text(p.step_time_s, p.step_time_s_range),
+                          "tokens/s": f"{p.tokens_per_s:,.0f}", "MFU": f"{p.mfu or 0.0:.1%}", "layout": " ".join(dims)})
+        if p.speedup is not None and p.gpu_speedup is not None and p.efficiency is not None:
+            cells.update({"speedup": f"{p.speedup:.2f}", "GPU\nspeedup": f"{p.gpu_speedup:.1f}",
+                          "effi-\nciency": f"{p.efficiency:.1%}"})
+        table.add_row(*(cells.get(n, "") for n in names))
     return table
+
+
+def scaling_reasons(points: list[ScalingPoint]) -> list[str]:
+    """One line per node count without figures, saying why."""
+    return [f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason]

@@ -11,6 +11,7 @@ from linkscope.advise.plan import PlanRequest, make_plan
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.system import System
+from linkscope.model.calibration.systems import ResolvedSystem
 from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
 
@@ -71,7 +72,7 @@ def test_rank_numbering_is_node_major_as_torchrun_numbers_it(h100: System) -> No
 @pytest.mark.parametrize(("par", "nodes"), [(Parallelism(tp=8, pp=2, dp=2), 2), (Parallelism(tp=0, pp=1, dp=8), 1)])
 def test_degrees_must_multiply_to_the_gpus(h100: System, par: Parallelism, nodes: int) -> None:
     with pytest.raises(UserError):
-        make_plan(PlanRequest(h100, nodes, par))
+        make_plan(PlanRequest(ResolvedSystem.plain(h100), nodes, par))
 
 
 def test_orders_must_name_each_dimension_once() -> None:
@@ -81,7 +82,7 @@ def test_orders_must_name_each_dimension_once() -> None:
 
 
 def test_without_a_model_the_same_bytes_move_faster_in_the_placement(h100: System) -> None:
-    result = make_plan(PlanRequest(h100, 4, Parallelism(tp=8, pp=2, dp=2)))
+    result = make_plan(PlanRequest(ResolvedSystem.plain(h100), 4, Parallelism(tp=8, pp=2, dp=2)))
     assert result.basis == "reference" and result.step_time_s is None
     assert result.cost.dims["tp"].time_s < result.baseline_cost.dims["tp"].time_s
     assert result.cost.dims["tp"].limit.startswith("nvlink")
@@ -90,7 +91,7 @@ def test_without_a_model_the_same_bytes_move_faster_in_the_placement(h100: Syste
 
 def test_with_a_model_the_placement_predicts_a_faster_step_than_naive(h100: System) -> None:
     job = Job(load_model("llama2-7b"), global_batch=64, seq_len=4096)
-    result = make_plan(PlanRequest(h100, 2, Parallelism(tp=4, pp=2, dp=2), job=job))
+    result = make_plan(PlanRequest(ResolvedSystem.plain(h100), 2, Parallelism(tp=4, pp=2, dp=2), job=job))
     assert result.basis == "step" and result.layout is not None
     assert result.placement.order[0] == "tp"
     assert result.step_time_s is not None and result.baseline_step_time_s is not None
@@ -102,7 +103,8 @@ def test_megatron_order_tp_time_matches_the_step_model(h100: System) -> None:
     from linkscope.model.step.train import estimate_steps
 
     job = Job(load_model("llama2-7b"), global_batch=64, seq_len=4096)
-    result = make_plan(PlanRequest(h100, 2, Parallelism(tp=8, pp=1, dp=2), job=job, order=parse_order("tp-cp-dp-pp")))
+    result = make_plan(PlanRequest(ResolvedSystem.plain(h100), 2, Parallelism(tp=8, pp=1, dp=2), job=job,
+                                   order=parse_order("tp-cp-dp-pp")))
     lay = result.layout
     assert lay is not None
     est = estimate_steps(job, h100.with_nodes(2), layouts_of(lay))
@@ -113,4 +115,4 @@ def test_megatron_order_tp_time_matches_the_step_model(h100: System) -> None:
 def test_a_single_node_system_cannot_span_nodes() -> None:
     lonely = load_db([]).offerings["lambda/gpu_8x_h100_sxm5"].system
     with pytest.raises(UserError, match="cannot span"):
-        make_plan(PlanRequest(lonely, 2, Parallelism(tp=8, pp=1, dp=2)))
+        make_plan(PlanRequest(ResolvedSystem.plain(lonely), 2, Parallelism(tp=8, pp=1, dp=2)))

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from linkscope.advise.placement import Parallelism
 from linkscope.advise.plan import PlanRequest, make_plan
+from linkscope.model.calibration.systems import ResolvedSystem
 from linkscope.advise.train import TrainOption
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.layout import Layout
@@ -58,7 +59,8 @@ def test_the_ranking_stays_whole_at_80_columns() -> None:
 def test_plan_names_the_fabric_and_the_job_it_assumed() -> None:
     system = load_db([]).systems["dgx-h100"]
     job = Job(model=load_model("llama2-13b"), global_batch=256, seq_len=4096)
-    result = make_plan(PlanRequest(system=system, nodes=2, par=Parallelism(tp=8, pp=2, dp=1), job=job))
+    result = make_plan(PlanRequest(system=ResolvedSystem.plain(system), nodes=2, par=Parallelism(tp=8, pp=2, dp=1),
+                                   job=job))
     groups = _render(groups_table(result), 80)
     assert "infiniband" in groups and "network (" not in groups
     assert "job: global batch 256 x seq len 4096 = 1.0M tokens per step, bf16" in plan_summary(result)

@@ -1,4 +1,6 @@
-"""`bench train`: a real training step, measured on every rank.
+"""The measured training loop of `bench train`: what runs inside the ranks, and launching and recording them.
+
+`traincheck/` (above) decides what to run, predicts it and judges the measurement; this room only measures.
 
 - `config`: what to train and how (layout, precision, steps), checked before launch.
 - `model`: the Llama-style decoder; `parallel`: DDP (buckets, compression hooks), FSDP2 and TP wrapping.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +21,10 @@ from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.serialize import system_dict, system_from_dict
 from linkscope.hardware.system import System
 from linkscope.model.calibration.calibrate import OpFit, Segment
+from linkscope.model.comm.predict import CollectivePrediction
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
+from linkscope.model.ranges.accuracy import time_range
+from linkscope.results.busbw import algbw_gb_per_s, bus_factors
 
 PROFILE_DIR_ENV = "LINKSCOPE_PROFILE_DIR"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -158,3 +162,28 @@ def profile_for_offering(offering_id: str) -> Profile | None:
         if profile.offering == offering_id:
             matches.append(profile)
     return max(matches, key=lambda p: p.created_at, default=None)
+
+
+def warn(message: str) -> None:
+    """One line on stderr; predictions stay on stdout so they still pipe into other tools."""
+    print(message, file=sys.stderr)
+
+
+def predict_from_profile(profile: Profile, op: str, sizes_bytes: list[int],
+                         gpus: int | None = None) -> list[CollectivePrediction]:
+    """Predict with a calibrated profile's fitted curve (the rank count it was measured at by default)."""
+    fit = profile.fit(op)
+    ranks = gpus if gpus is not None else fit.ranks
+    if ranks > fit.ranks:
+        warn(f"warning: profile '{profile.name}' was measured on {fit.ranks} ranks; extrapolating {op} to {ranks}")
+    times = fit.predict_us(sizes_bytes, ranks)
+    factor = float(bus_factors(op, ranks))
+    out = []
+    for nbytes, time_us in zip(sizes_bytes, times):
+        algbw = algbw_gb_per_s(nbytes, float(time_us))
+        out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=fit.nodes,
+                                        algorithm=f"fit ({profile.backend})", protocol="",
+                                        time_us=float(time_us), algbw=algbw, busbw=algbw * factor,
+                                        bottleneck=f"run {profile.run_id}",
+                                        time_us_range=time_range(float(time_us), "collectives")))
+    return out

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.fidelity.accuracy import time_range
+from linkscope.model.ranges.accuracy import time_range
 from linkscope.model.comm.collectives import candidates, collective_time
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.results.busbw import algbw_gb_per_s, bus_factors
-
-if TYPE_CHECKING:  # profiles imports this module's predictions; a profile is only annotated here
-    from linkscope.model.calibration.profiles import Profile
 
 
 @dataclass(frozen=True)
@@ -97,29 +93,4 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
                                         bottleneck=str(result.bottleneck[i]),
                                         time_us_range=time_range(time_us, "collectives")))
-    return out
-
-
-def warn(message: str) -> None:
-    """One line on stderr; predictions stay on stdout so they still pipe into other tools."""
-    print(message, file=sys.stderr)
-
-
-def predict_from_profile(profile: Profile, op: str, sizes_bytes: list[int],
-                         gpus: int | None = None) -> list[CollectivePrediction]:
-    """Predict with a calibrated profile's fitted curve (the rank count it was measured at by default)."""
-    fit = profile.fit(op)
-    ranks = gpus if gpus is not None else fit.ranks
-    if ranks > fit.ranks:
-        warn(f"warning: profile '{profile.name}' was measured on {fit.ranks} ranks; extrapolating {op} to {ranks}")
-    times = fit.predict_us(sizes_bytes, ranks)
-    factor = float(bus_factors(op, ranks))
-    out = []
-    for nbytes, time_us in zip(sizes_bytes, times):
-        algbw = algbw_gb_per_s(nbytes, float(time_us))
-        out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=fit.nodes,
-                                        algorithm=f"fit ({profile.backend})", protocol="",
-                                        time_us=float(time_us), algbw=algbw, busbw=algbw * factor,
-                                        bottleneck=f"run {profile.run_id}",
-                                        time_us_range=time_range(float(time_us), "collectives")))
     return out

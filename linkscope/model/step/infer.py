@@ -29,7 +29,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.fidelity.accuracy import rate_range, time_range
+from linkscope.model.ranges.accuracy import rate_range, time_range
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib

@@ -7,20 +7,42 @@ flagged.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.fidelity.accuracy import rate_range, time_range
+from linkscope.model.ranges.accuracy import rate_range, time_range
 from linkscope.model.step.compute import usable_memory_gib
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import Job
 from linkscope.model.step.train import StepEstimate
+
+
+
+class SystemInForce(Protocol):
+    """What `--system` resolved to, as the step model sees it (`model.calibration.systems.ResolvedSystem`).
+
+    A protocol rather than the class: the resolved System carries calibrations, which sit a floor above the step
+    model and load it."""
+
+    @property
+    def system(self) -> System: ...
+
+    @property
+    def tiers(self) -> CommTiers: ...
+
+    @property
+    def training_notes(self) -> tuple[str, ...]: ...
+
+    def with_nodes(self, nodes: int) -> SystemInForce: ...
+
+    def computing(self) -> AbstractContextManager[None]: ...
 
 BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s",
                   "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s")
@@ -143,4 +165,12 @@ def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers
     prediction = summarize(job, system, result)
     if not result.any_fits:
         prediction.flags.insert(0, "no layout fits in memory; showing the one that needs the least")
+    return prediction
+
+
+def predict_train_on(job: Job, resolved: SystemInForce, req: LayoutRequest) -> TrainPrediction:
+    """`predict_train` on a resolved `--system`: its tiers, its compute calibration, and its notes as flags."""
+    with resolved.computing():
+        prediction = predict_train(job, resolved.system, req, resolved.tiers)
+    prediction.flags.extend(resolved.training_notes)
     return prediction

@@ -2,9 +2,11 @@
 
 The job's global batch is that of the largest node count. Weak scaling by default (the global batch grows
 with the node count, as data-parallel training does, reaching the job's at the largest count); `strong` keeps
-the global batch fixed at every count. Each node count gets its own best layout. When the job does not fit on
-one node, the smallest node count that fits is the baseline and speedups are relative to it, scaled by its
-node count (perfect scaling up to the baseline is assumed, and said).
+the global batch fixed at every count. Each node count gets its own layout, searched as `predict train`
+searches it (only what the user fixed stays fixed), so a row and `predict train` on the same GPUs and global
+batch give the same step time. A count where no layout fits says so and has no figures. Speedup and
+efficiency start at the smallest count that fits (the baseline); when that is not one node, perfect scaling
+up to the baseline is assumed, and said.
 """
 
 from __future__ import annotations
@@ -13,38 +15,38 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from linkscope.hardware.errors import UserError
-from linkscope.hardware.system import System
 from linkscope.model.step.layout import Layout
-from linkscope.model.step.predict import summarize
-from linkscope.model.step.search import LayoutRequest, search
-from linkscope.model.comm.tiers import CommTiers
+from linkscope.model.step.predict import SystemInForce, predict_train_on
+from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
 
 
 @dataclass
 class ScalingPoint:
-    """One node count."""
+    """One node count: its chosen layout and figures, or (fits False) why there are none."""
 
     nodes: int
     gpus: int
     global_batch: int
-    step_time_s: float
-    tokens_per_s: float
-    mfu: float
     fits: bool
-    parallelism: Layout
-    speedup: float = 0.0
-    """Throughput relative to one node."""
-    gpu_speedup: float = 0.0
-    """Throughput relative to one GPU's share of a node (the seeds' 'speedup 62.3 on 64 GPUs')."""
-    efficiency: float = 0.0
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    parallelism: Layout | None = None
+    speedup: float | None = None
+    """Throughput relative to one node's share of the baseline (None below the baseline)."""
+    gpu_speedup: float | None = None
+    """Throughput relative to one GPU's share of the baseline (the seeds' 'speedup 62.3 on 64 GPUs')."""
+    efficiency: float | None = None
     step_time_s_range: list[float] = field(default_factory=list)
     """p10..p90 of the step time (training predictions' leave-one-source-out errors)."""
     tokens_per_s_range: list[float] = field(default_factory=list)
+    reason: str | None = None
+    """Why a count has no figures: nothing fits in memory, or no layout divides the job."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {**self.__dict__, "parallelism": self.parallelism.as_dict()}
+        return {**self.__dict__, "parallelism": self.parallelism.as_dict() if self.parallelism else None}
 
 
 def node_counts(max_nodes: int) -> list[int]:
@@ -63,49 +65,40 @@ def global_batch_at(global_batch: int, nodes: int, max_nodes: int, strong: bool)
     return global_batch if strong else max(1, round(global_batch * nodes / max_nodes))
 
 
-def _point(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None) -> ScalingPoint:
-    result = search(job, system, req, tiers)
-    p = summarize(job, system, result)
-    return ScalingPoint(nodes=system.nodes, gpus=system.gpus, global_batch=job.global_batch,
-                        step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, mfu=p.mfu, fits=p.fits,
-                        parallelism=p.parallelism, step_time_s_range=p.step_time_s_range,
-                        tokens_per_s_range=p.tokens_per_s_range)
+def _point(job: Job, resolved: SystemInForce, req: LayoutRequest) -> ScalingPoint:
+    """The count of `resolved` as `predict train` answers it, or a point without figures saying why."""
+    system = resolved.system
+    base = ScalingPoint(nodes=system.nodes, gpus=system.gpus, global_batch=job.global_batch, fits=False)
+    try:
+        p = predict_train_on(job, resolved, req)
+    except UserError as exc:
+        return replace(base, reason=str(exc))
+    if not p.fits:
+        return replace(base, reason=f"does not fit in memory: needs {p.memory_gib_per_gpu:.0f} GiB per GPU at best, "
+                                    f"{p.memory_gib_available:.0f} GiB usable")
+    return replace(base, gpus=p.gpus, fits=True, step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, mfu=p.mfu,
+                   parallelism=p.parallelism, step_time_s_range=p.step_time_s_range,
+                   tokens_per_s_range=p.tokens_per_s_range)
 
 
-def _fixed_layout(point: ScalingPoint) -> LayoutRequest:
-    """The baseline's replica layout with only the data-parallel size left open."""
-    par = point.parallelism
-    return LayoutRequest(tp=par.tp, pp=par.pp, dp=None, cp=par.cp, interleave=par.interleave,
-                         micro_batch=par.micro_batch, recompute=par.recompute, zero=par.zero,
-                         sequence_parallel=par.sequence_parallel)
-
-
-def predict_scaling(job: Job, system: System, max_nodes: int, req: LayoutRequest, strong: bool = False,
-                    tiers: CommTiers | None = None) -> tuple[list[ScalingPoint], str]:
-    """Points for each node count and a note on the baseline.
-
-    The baseline (the smallest node count that fits) gets the best layout; larger counts keep its replica
-    layout and add data-parallel replicas, as a scaling study does, so the efficiency isolates communication.
-    """
+def predict_scaling(job: Job, resolved: SystemInForce, max_nodes: int, req: LayoutRequest,
+                    strong: bool = False) -> tuple[list[ScalingPoint], str]:
+    """A point for each node count of the resolved System, each with its own searched layout, and a note on
+    the baseline."""
     counts = node_counts(max_nodes)
-    points: list[ScalingPoint] = []
-    base: ScalingPoint | None = None
-    for n in counts:
-        sized = replace(job, global_batch=global_batch_at(job.global_batch, n, max_nodes, strong))
-        try:
-            point = _point(sized, system.with_nodes(n), _fixed_layout(base) if base else replace(req, dp=None), tiers)
-        except UserError:
-            continue
-        points.append(point)
-        if base is None and point.fits:
-            base = point
-    if base is None:
-        raise UserError(f"{job.model.id} fits on none of {counts[0]}..{max_nodes} nodes of {system.id}")
+    points = [_point(replace(job, global_batch=global_batch_at(job.global_batch, n, max_nodes, strong)),
+                     resolved.with_nodes(n), req) for n in counts]
+    base = next((p for p in points if p.fits), None)
+    if base is None or base.tokens_per_s is None:
+        raise UserError(f"{job.model.id} fits on none of {counts[0]}..{max_nodes} nodes of {resolved.system.id}: "
+                        f"{points[-1].reason}")
     note = "baseline: 1 node" if base.nodes == 1 else \
         f"baseline: {base.nodes} nodes (the smallest that fits), assuming perfect scaling below it"
     per_node_rate = base.tokens_per_s / base.nodes
+    gpus_per_node = resolved.system.node.gpus
     for p in points:
-        p.speedup = p.tokens_per_s / per_node_rate if p.fits else 0.0
-        p.gpu_speedup = p.speedup * system.node.gpus
-        p.efficiency = p.speedup / p.nodes
+        if p.fits and p.tokens_per_s is not None and p.nodes >= base.nodes:
+            p.speedup = p.tokens_per_s / per_node_rate
+            p.gpu_speedup = p.speedup * gpus_per_node
+            p.efficiency = p.speedup / p.nodes
     return points, note

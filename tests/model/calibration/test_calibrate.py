@@ -11,9 +11,8 @@ import pytest
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.calibrate import fit_op, row_time_us
-from linkscope.model.comm.predict import predict_from_profile
-from linkscope.model.calibration.profiles import (calibrated_tiers, load_profile, new_profile, profile_system,
-                                                 save_profile)
+from linkscope.model.calibration.profiles import (calibrated_tiers, load_profile, new_profile, predict_from_profile,
+                                                 profile_system, save_profile)
 from linkscope.results.nccltests.json_format import parse_nccl_tests_json
 from linkscope.results.records import CollectiveRow
 from tests.cli.helpers import run_cli

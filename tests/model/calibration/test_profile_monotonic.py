@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from linkscope.model.calibration.calibrate import OpFit, Segment
-from linkscope.model.comm.predict import predict_from_profile
-from linkscope.model.calibration.profiles import new_profile
+from linkscope.model.calibration.profiles import new_profile, predict_from_profile
 
 # The reported case: a latency-bound range ending at 32 KiB that lies far above the next range's line.
 FIT = OpFit(op="all_reduce", ranks=8, nodes=1, median_error=0.0, max_error=0.0, points=10,

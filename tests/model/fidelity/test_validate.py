@@ -113,7 +113,7 @@ def test_a_source_left_out_is_predicted_without_its_own_evidence(result: Validat
 
 
 def test_range_quantiles_bracket_zero_and_match_the_packaged_ranges(result: Validation) -> None:
-    from linkscope.model.fidelity.accuracy import accuracy_ranges
+    from linkscope.model.ranges.accuracy import accuracy_ranges
 
     computed = range_quantiles(result)
     packaged = accuracy_ranges()

@@ -11,7 +11,9 @@ import pytest
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.infer import InferJob, best_batch_for_budget, estimate_inference
+from linkscope.model.calibration.systems import ResolvedSystem
 from linkscope.model.step.scaling import node_counts, predict_scaling
+from linkscope.model.step.predict import predict_train
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import model_presets
@@ -65,21 +67,36 @@ def test_predict_infer_cli() -> None:
     assert impossible.exit_code == 2 and "no batch meets" in impossible.stderr
 
 
-def test_scaling_keeps_the_replica_layout_and_reports_efficiency(db) -> None:
+def test_scaling_searches_each_count_as_predict_train_does(db) -> None:
     job = Job(model=model_presets()["llama2-7b"], global_batch=32, seq_len=4096)
-    points, note = predict_scaling(job, db.systems["dgx-a100"], 4, LayoutRequest())
+    resolved = ResolvedSystem.plain(db.systems["dgx-a100"])
+    points, note = predict_scaling(job, resolved, 4, LayoutRequest())
     assert [p.nodes for p in points] == [1, 2, 4] and note == "baseline: 1 node"
     assert points[0].speedup == pytest.approx(1.0)
-    assert len({(p.parallelism.tp, p.parallelism.pp) for p in points}) == 1
-    assert all(0.8 < p.efficiency < 1.05 for p in points)
-    assert points[-1].gpu_speedup == pytest.approx(points[-1].speedup * 8)
+    for p in points:
+        alone = predict_train(replace(job, global_batch=p.global_batch), resolved.system.with_nodes(p.nodes),
+                              LayoutRequest())
+        assert p.step_time_s == alone.step_time_s and p.parallelism == alone.parallelism
+    assert all(0.8 < (p.efficiency or 0.0) < 1.05 for p in points)
+    assert points[-1].gpu_speedup == pytest.approx((points[-1].speedup or 0.0) * 8)
+
+
+def test_a_count_where_nothing_fits_has_no_figures_and_speedup_starts_after_it(db) -> None:
+    job = Job(model=model_presets()["llama2-70b"], global_batch=64, seq_len=4096)
+    points, note = predict_scaling(job, ResolvedSystem.plain(db.systems["dgx-h100"]), 4, LayoutRequest())
+    first = points[0]
+    assert not first.fits and first.reason is not None and first.reason.startswith("does not fit in memory")
+    assert (first.step_time_s, first.tokens_per_s, first.speedup, first.efficiency, first.parallelism) == \
+        (None, None, None, None, None)
+    assert points[1].fits and points[1].speedup == pytest.approx(2.0) and points[1].efficiency == pytest.approx(1.0)
+    assert note.startswith("baseline: 2 nodes")
 
 
 def test_scaling_over_tcp_is_worse_than_over_infiniband(db) -> None:
     # 64 sequences leave room for data parallelism up to 8 nodes whatever replica layout the baseline picks.
     job = Job(model=model_presets()["llama2-13b"], global_batch=64, seq_len=4096)
-    ib, _ = predict_scaling(job, db.systems["dgx-a100"], 8, LayoutRequest(), strong=True)
-    tcp, _ = predict_scaling(job, db.systems["pcie-l40s"], 8, LayoutRequest(), strong=True)
+    ib, _ = predict_scaling(job, ResolvedSystem.plain(db.systems["dgx-a100"]), 8, LayoutRequest(), strong=True)
+    tcp, _ = predict_scaling(job, ResolvedSystem.plain(db.systems["pcie-l40s"]), 8, LayoutRequest(), strong=True)
     assert ib[-1].efficiency > tcp[-1].efficiency
 
 

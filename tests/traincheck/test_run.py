@@ -17,7 +17,7 @@ from linkscope.cli.main import app
 from linkscope.model.step.scaled import scaled_model
 from linkscope.model.step.transformer import load_model
 from linkscope.results.store import ResultStore
-from linkscope.trainbench.session import TrainRequest, run_request
+from linkscope.traincheck.session import TrainRequest, run_request
 
 SMALL = ["--model", "llama2-7b", "--layers", "1", "--hidden", "64", "--heads", "2", "--vocab", "128",
          "--seq-len", "32"]
@@ -93,7 +93,7 @@ def test_sweep_names_a_winner_only_among_settings_that_train(tmp_path: Path) -> 
 
 
 def test_a_win_within_the_noise_is_not_significant() -> None:
-    from linkscope.trainbench.verdicts import beyond_noise
+    from linkscope.traincheck.verdicts import beyond_noise
 
     base = {"step_time_s": 1.00, "step_time_s_stdev": 0.10, "steps": {"steps": 4}}
     close = {"step_time_s": 0.95, "step_time_s_stdev": 0.10, "steps": {"steps": 4}}

@@ -8,20 +8,17 @@ CPU ranks without a training profile get no prediction (a CPU host is measured a
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from linkscope.bench.train.config import TrainConfig
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import system_from_dict
-from linkscope.hardware.system import System
-from linkscope.model.step.predict import predict_train
-from linkscope.model.calibration.profiles import Profile, load_profile
-from linkscope.model.calibration.train_compute import (compute_scaling, measured_job, measured_request,
-                                                       profile_scale, scale_note)
+from linkscope.model.step.predict import predict_train_on
+from linkscope.model.calibration.train_compute import measured_job, measured_request
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.calibration.systems import resolve_with_profiles, split_profile
+from linkscope.model.calibration.systems import ResolvedSystem, resolve
 from linkscope.model.step.job import Job
 from linkscope.model.calibration.train_fit import TrainFit, TrainShape, memory_gib_of_layout
 
@@ -70,19 +67,14 @@ def _request(cfg: TrainConfig, ranks: int) -> LayoutRequest:
     return measured_request(cfg.micro_batch, ranks, cfg.tp, cfg.zero, cfg.recompute)
 
 
-def _on_system(cfg: TrainConfig, ranks: int, precision: str, system: System, tiers: Any,
-               profile: Profile | None = None) -> Prediction:
+def _on_system(cfg: TrainConfig, ranks: int, precision: str, resolved: ResolvedSystem) -> Prediction:
     try:
-        sized = system.with_gpus(ranks)
+        sized = replace(resolved, found_system=resolved.system.with_gpus(ranks))
     except ValueError as exc:
         raise UserError(f"--system: {exc}") from None
-    scale = profile_scale(profile) if profile is not None else None
-    with compute_scaling(scale):
-        p = predict_train(_job(cfg, ranks, precision), sized, _request(cfg, ranks), tiers)
+    p = predict_train_on(_job(cfg, ranks, precision), sized, _request(cfg, ranks))
     notes = [] if precision != "fp32" else ["predicted in bf16 (the model has no fp32 GEMM peak)"]
-    if profile is not None and scale is not None:
-        notes.append(scale_note(profile.name, scale))
-    return Prediction(source=f"system {system.id}", step_time_s=p.step_time_s, breakdown=p.breakdown,
+    return Prediction(source=f"system {resolved.system.id}", step_time_s=p.step_time_s, breakdown=p.breakdown,
                       memory_gib_per_gpu=p.memory_gib_per_gpu, memory_gib_available=p.memory_gib_available,
                       fits=p.fits, notes=notes + p.flags,
                       parallelism={**predicted_layout(cfg, ranks), "tp": p.parallelism.tp, "dp": p.parallelism.dp})
@@ -100,24 +92,13 @@ def predict_point(cfg: TrainConfig, ranks: int, precision: str, system_spec: str
     """The prediction for one point, or None with the reason."""
     db = load_db()
     if system_spec:
-        name = split_profile(system_spec)
-        if name is not None:
-            profile = load_profile(name)
-            if profile.train is not None:
-                return _on_fit(cfg, ranks, precision, name, TrainFit.from_dict(profile.train)), ""
-        system, tiers, named = resolve_with_profiles(system_spec, db)
-        return _on_system(cfg, ranks, precision, system, tiers, named), ""
+        resolved = resolve(system_spec, db)
+        if resolved.train_fit is not None and resolved.profile is not None:
+            return _on_fit(cfg, ranks, precision, resolved.profile.name, resolved.train_fit), ""
+        return _on_system(cfg, ranks, precision, resolved), ""
     if probed and probed.get("gpu") not in (None, "CPU"):
-        system = system_from_dict(probed, db.gpu)
-        return _on_system(cfg, ranks, precision, system, resolve_tiers(system)), ""
+        return _on_system(cfg, ranks, precision, ResolvedSystem.plain(system_from_dict(probed, db.gpu))), ""
     return None, NO_CPU_MODEL
-
-
-def resolve_tiers(system: System) -> Any:
-    """The datasheet communication tiers of a System."""
-    from linkscope.model.comm.tiers import comm_tiers
-
-    return comm_tiers(system)
 
 
 def host_memory_gib_per_rank(cfg: TrainConfig, ranks: int, precision: str) -> float:

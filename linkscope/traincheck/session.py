@@ -14,9 +14,9 @@ from linkscope.bench.train.config import SWEEP_KEYS, TrainConfig, check_backend,
 from linkscope.bench.train.runner import Emit, TrainPlan, TrainRunResult, check_scaling_counts, run_points
 from linkscope.bench.train.trace_comm import analyze
 from linkscope.hardware.errors import UserError
-from linkscope.trainbench.document import point_document
-from linkscope.trainbench.predict import Prediction, check_fits, predict_point
-from linkscope.trainbench.verdicts import scaling_rows, sweep_verdict
+from linkscope.traincheck.document import point_document
+from linkscope.traincheck.predict import Prediction, check_fits, predict_point
+from linkscope.traincheck.verdicts import scaling_rows, sweep_verdict
 
 
 @dataclass

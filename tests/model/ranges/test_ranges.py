@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from linkscope.hardware.loader import HardwareDB, load_db
-from linkscope.model.fidelity.accuracy import accuracy_ranges, rate_range, time_range
+from linkscope.model.ranges.accuracy import accuracy_ranges, rate_range, time_range
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.infer import InferJob, estimate_inference, summary
 from linkscope.model.step.predict import predict_train

@@ -11,7 +11,7 @@ from linkscope.bench.train.trace_comm import TraceReport
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.compute import peak_tflops
 from linkscope.model.step.transformer import ModelConfig
-from linkscope.trainbench.predict import Prediction
+from linkscope.traincheck.predict import Prediction
 
 
 def _peak_tflops(result: TrainRunResult) -> float | None:
