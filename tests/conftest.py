@@ -17,3 +17,23 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def pg_server():  # noqa: ANN201 - tests.pg_server.PgServer
+    """One PostgreSQL server for the whole session (started on first use, stopped at the end); skipped with the
+    reason when the server binaries or psycopg are missing."""
+    from tests.pg_server import PgServer
+
+    reason = PgServer.missing()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PgServer.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:  # noqa: ANN001
+    """A fresh, empty database on the session's server."""
+    return str(pg_server.create_database())

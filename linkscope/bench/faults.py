@@ -71,3 +71,16 @@ def corrupt_output(output: torch.Tensor, rank: int, op: str, size_bytes: int) ->
         return
     middle = output.numel() // 2
     output[middle] = 1 if output[middle].item() == 0 else 0
+
+
+SLOW_SEND_ENV = "LINKSCOPE_TEST_SLOW_SEND_S"
+"""Test hook for `check --fleet`: when this variable holds a number of seconds, every message this process sends in
+the fleet's node-pair rounds is held back that long first, as a slow NIC or cable would hold it. The tests set it
+in the environment of one torchrun agent only, so one node is slow; nothing in linkscope sets it."""
+
+
+def slow_send() -> None:
+    """Hold this node's next pair-round send back, if the test suite asked for a slow node."""
+    raw = os.environ.get(SLOW_SEND_ENV)
+    if raw:
+        time.sleep(max(0.0, min(float(raw), 10.0)))

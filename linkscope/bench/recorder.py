@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from linkscope.bench import printer
@@ -33,7 +32,8 @@ class RunResult:
     """How a run ended and what it measured; what `run_bench` and `run_p2p` return."""
 
     run_id: str
-    db_path: Path
+    db_path: str
+    """Where the run is stored, as messages name it (a PostgreSQL URL without its password)."""
     status: str
     """`complete`, `incomplete` or `failed`, as stored."""
     exit_code: int
@@ -81,9 +81,12 @@ class Recorder:
         else:
             self._emit(line)
 
-    def _lines(self, lines: list[str]) -> None:
+    def lines(self, lines: list[str]) -> None:
+        """Print several lines (nothing with --quiet)."""
         for line in lines:
             self.emit(line)
+
+    _lines = lines
 
     def started(self, infos: list[RankInfo]) -> None:
         """Record the rank layout and print the run header."""

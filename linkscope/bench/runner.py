@@ -12,6 +12,7 @@ Outside torchrun the calling process starts the ranks, owns the store and the fi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -30,7 +31,8 @@ from linkscope.bench.ops import OPS
 from linkscope.bench.recorder import EXIT_FAULT, Recorder, RunResult, final_status
 from linkscope.bench.runinfo import build_run_info
 from linkscope.bench.sweep import step_label
-from linkscope.hardware.errors import UserError
+from linkscope.results.export import nccl_choice_lines
+from linkscope.hardware.errors import FaultError, UserError
 from linkscope.results.store import ResultStore
 
 Emit = Callable[[str], None]
@@ -100,8 +102,7 @@ def _total_steps(job: Job, world: int) -> int:
 
 
 def _open_store(job: Job) -> ResultStore:
-    path = job.config.run.db_path
-    return ResultStore(Path(path) if path else None)
+    return ResultStore(job.config.run.db_path or None)
 
 
 def _resolve(job: Job, world: int | None) -> tuple[Job, int]:
@@ -126,8 +127,11 @@ def _run_local(job: Job, emit: Emit) -> RunResult:
             if log_dir is not None:
                 _store_nccl_logs(recorder, nccl_capture.read_logs(log_dir))
     except BaseException as exc:
-        # A failure of linkscope itself (not of a rank): the run must not stay marked as running.
-        recorder.close("failed", f"{type(exc).__name__}: {exc}")
+        # A failure of linkscope itself (not of a rank): the run must not stay marked as running. A store that went
+        # away cannot be told; the next open marks the run incomplete (its launcher is gone by then).
+        with contextlib.suppress(FaultError):
+            recorder.close("incomplete" if isinstance(exc, FaultError) else "failed",
+                           str(exc) if isinstance(exc, FaultError) else f"{type(exc).__name__}: {exc}")
         raise
     return _finish(recorder, outcome.status, outcome.message)
 
@@ -137,6 +141,11 @@ def _store_nccl_logs(recorder: Recorder, texts: dict[str, str]) -> None:
         return
     recorder.info.extra["nccl_log"] = nccl_capture.log_extra(texts, recorder.info.system)
     recorder.store.update_run(recorder.info.run_id, extra=recorder.info.extra)
+    choices = recorder.info.extra["nccl_log"].get("analysis", {}).get("tuning", [])
+    changed = nccl_capture.apply_choices(recorder.stored, choices, recorder.info.world_size)
+    if changed:
+        recorder.store.set_nccl_choices(recorder.info.run_id, changed)
+        recorder.lines(nccl_choice_lines(changed))
 
 
 def _finish(recorder: Recorder, outcome_status: str, message: str) -> RunResult:
@@ -144,7 +153,7 @@ def _finish(recorder: Recorder, outcome_status: str, message: str) -> RunResult:
     recorder.close(status, error)
     result = RunResult(
         run_id=recorder.info.run_id,
-        db_path=recorder.store.path,
+        db_path=recorder.store.where,
         status=status,
         exit_code=code,
         rows=list(recorder.stored),
@@ -223,7 +232,7 @@ def _torchrun_worker(job: Job, ctx: RankContext) -> RunResult:
     run_job(job, ctx, sink)
     nccl_capture.gather_rank_logs(ctx)
     ctx.close()
-    return RunResult(run_id="", db_path=Path(job.config.run.db_path or ""), status="complete", exit_code=0)
+    return RunResult(run_id="", db_path=job.config.run.db_path or "", status="complete", exit_code=0)
 
 
 __all__ = ["EXIT_FAULT", "RunResult", "check_world", "run_bench", "run_p2p", "write_exports"]

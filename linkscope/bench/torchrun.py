@@ -135,11 +135,11 @@ class RankZeroGuard:
 
     def _abort(self, message: str) -> None:
         # The main thread may be stuck in a collective: write through a connection of this thread's own.
-        self.recorder.store = ResultStore(self.recorder.store.path)
+        self.recorder.store = ResultStore(self.recorder.store.location)
         self.recorder.close("incomplete", message)
         sys.stderr.flush()
         text = (f"error: {message}\nerror: partial results stored as run {self.recorder.info.run_id} "
-                f"in {self.recorder.store.path} (status incomplete)\n")
+                f"in {self.recorder.store.where} (status incomplete)\n")
         with contextlib.suppress(OSError):
             os.write(self._stderr_fd, text.encode())
         os._exit(EXIT_FAULT)

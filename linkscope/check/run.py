@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from linkscope.check.items import CheckItem, Status, Thresholds, verdict
@@ -128,7 +127,7 @@ def _store(opts: CheckOptions, expected: System, items: list[CheckItem], bench: 
                    extra={"check": {"verdict": status, "expected_system": expected.id,
                                     "expected": system_dict(expected), "items": [i.to_dict() for i in items],
                                     "bench_run": bench.run_id, "p2p_run": pairs.run_id if pairs else None}})
-    with ResultStore(Path(opts.db_path) if opts.db_path else None) as store:
+    with ResultStore(opts.db_path or None) as store:
         run_id = store.create_run(info)
         store.add_rows(run_id, bench.rows)
         if pairs is not None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
+from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
@@ -33,7 +33,7 @@ def calibrate(
     name: Optional[str] = typer.Option(None, help="Profile name (default: run-ID); use as --system profile:NAME."),
     offering: Optional[str] = typer.Option(None, help="Catalog offering the run was measured on (advise then "
                                                       "uses the measured figures for it)."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: the user data directory)."),
+    db: Optional[str] = DbOpt,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Fit latency and bandwidth per op from a stored run, print the fit error, save a profile."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
 
+from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError, check_output_path
 
@@ -22,10 +23,21 @@ def check(
     full: bool = typer.Option(False, "--full", help="Sizes up to 256 MiB, nccl-tests' iteration counts."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document instead of lines."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML to this file."),
+    prometheus: Optional[Path] = typer.Option(None, "--prometheus", help="Also write a node_exporter textfile "
+                                              "(NCCL Inspector's metric names, linkscope_check_status)."),
     pass_pct: float = typer.Option(90.0, "--pass-pct", help="PASS at this % of the expectation or more."),
     warn_pct: float = typer.Option(75.0, "--warn-pct", help="WARN at this % or more, else FAIL."),
     nproc: Optional[int] = typer.Option(None, "--nproc", help="Ranks (default: the visible GPUs, 2 on CPU)."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Results database file."),
+    db: Optional[str] = DbOpt,
+    fleet: bool = typer.Option(False, "--fleet", help="Every node of a torchrun/srun job at once: each node's items, "
+                                                      "node pairs in rounds, the all-reduce over all nodes."),
+    since: Optional[str] = typer.Option(None, "--since", help="With --fleet: also judge each node against its own "
+                                                              "fleet checks of this window (7d, 12h, 30m)."),
+    drop_pct: float = typer.Option(10.0, "--drop-pct", help="With --since: FAIL a node this % below its median."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="With --fleet: the hostnames that must join "
+                                                              "(comma-separated); missing ones are named."),
+    rounds: int = typer.Option(3, "--rounds", help="With --fleet: node-pair rounds (each a new partner per node)."),
+    timeout: float = typer.Option(300.0, "--timeout", help="With --fleet: give up on a node after S seconds."),
 ) -> None:
     """Did I get what I paid for? PASS/WARN/FAIL/SKIP per item; exit 1 when something fails."""
     from linkscope.check.items import Thresholds
@@ -37,35 +49,104 @@ def check(
     if nproc is not None and nproc < 1:
         raise UserError(f"--nproc must be at least 1, got {nproc}")
     thresholds = Thresholds(pass_pct, warn_pct).validated()
-    if junit is not None:
-        check_output_path(junit, "--junit")
+    for path, flag in ((junit, "--junit"), (prometheus, "--prometheus")):
+        check_output_path(path, flag)
+    if not fleet and (since is not None or hosts is not None):
+        raise UserError("--since and --hosts go with --fleet")
     if expect is not None:
         from linkscope.hardware.loader import load_db
         from linkscope.hardware.resolve import resolve_system
 
         resolve_system(expect, load_db())  # unknown --expect: exit 2 before anything is measured
+    if fleet:
+        from linkscope.check.fleet import FleetOptions
+
+        _fleet(FleetOptions(expect=expect, mode="full" if full else "quick", thresholds=thresholds, db_path=db,
+                            since=since, drop_pct=drop_pct, rounds=rounds, timeout_s=timeout,
+                            hosts=[h.strip() for h in (hosts or "").split(",") if h.strip()]),
+               as_json, junit, prometheus)
+        return
     result = run_check(CheckOptions(expect=expect, mode="full" if full else "quick", thresholds=thresholds,
                                     db_path=str(db) if db else None, nproc=nproc))
     if junit is not None:
         junit.write_text(junit_xml(result.items), encoding="utf-8")
+    if prometheus is not None:
+        _write_prometheus(prometheus, result.run_id, db)
     if as_json:
         print_json(result.to_dict())
     else:
         console.print(f"check of this machine against {escape(result.expected_system)} (run {result.run_id})",
                       highlight=False)
         for item in result.items:
-            measured = "-" if item.measured is None else item.measured
-            expected = "-" if item.expected is None else item.expected
-            line = (f"[{_COLOURS[item.status]}]{item.status:4}[/] {escape(item.name):28} "
-                    f"measured {escape(str(measured))} / expected {escape(str(expected))} {escape(item.unit)}  "
-                    f"\\[{escape(item.source)}]")
-            console.print(line, highlight=False, soft_wrap=True)
-            if item.fix:
-                console.print(f"      {'why' if item.status == 'SKIP' else 'fix'}: {escape(item.fix)}",
-                              highlight=False, soft_wrap=True)
+            _print_item(item)
         console.print(f"verdict: {result.verdict}", highlight=False)
     if result.verdict == "FAIL":
         raise typer.Exit(1)
+
+
+def _print_item(item: Any, indent: str = "") -> None:
+    measured = "-" if item.measured is None else item.measured
+    expected = "-" if item.expected is None else item.expected
+    line = (f"{indent}[{_COLOURS[item.status]}]{item.status:4}[/] {escape(item.name):28} "
+            f"measured {escape(str(measured))} / expected {escape(str(expected))} {escape(item.unit)}  "
+            f"\\[{escape(item.source)}]")
+    console.print(line, highlight=False, soft_wrap=True)
+    if item.fix:
+        console.print(f"{indent}      {'why' if item.status == 'SKIP' else 'fix'}: {escape(item.fix)}",
+                      highlight=False, soft_wrap=True)
+
+
+def _fleet(opts: Any, as_json: bool, junit: Optional[Path], prometheus: Optional[Path]) -> None:
+    from linkscope.check.fleet import run_fleet_check
+    from linkscope.check.junit import junit_xml
+
+    result = run_fleet_check(opts)
+    if result is None:  # not rank 0: rank 0 reports for the fleet
+        return
+    items, classes = list(result.items), ["linkscope.check.fleet"] * len(result.items)
+    for node in result.nodes:
+        node_items = [_check_item(d) for d in node["items"]]
+        items += node_items
+        classes += [f"linkscope.check.{node['hostname']}"] * len(node_items)
+    if junit is not None:
+        junit.write_text(junit_xml(items, "linkscope check --fleet", classes), encoding="utf-8")
+    if prometheus is not None:
+        _write_prometheus(prometheus, result.run_id, opts.db_path)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        _print_fleet(result)
+    if result.verdict == "FAIL":
+        raise typer.Exit(1)
+
+
+def _check_item(d: dict[str, Any]) -> Any:
+    from linkscope.check.items import CheckItem
+
+    return CheckItem(**{k: d[k] for k in ("name", "status", "measured", "expected", "unit", "source", "fix")})
+
+
+def _print_fleet(result: Any) -> None:
+    console.print(f"fleet check of {len(result.nodes)} node(s) against {escape(result.expected_system)} "
+                  f"(run {result.run_id})", highlight=False)
+    for node in result.nodes:
+        console.print(f"[{_COLOURS[node['verdict']]}]{node['verdict']:4}[/] node{node['node']} "
+                      f"{escape(node['hostname'])}", highlight=False)
+        for item in node["items"]:
+            if item["status"] in ("WARN", "FAIL"):
+                _print_item(_check_item(item), indent="      ")
+    for item in result.items:
+        _print_item(item)
+    console.print(f"verdict: {result.verdict}", highlight=False)
+
+
+def _write_prometheus(path: Path, run_id: str, db: Optional[str]) -> None:
+    from linkscope.results.prometheus import stored_run_samples, write_textfile
+    from linkscope.results.store import ResultStore
+
+    with ResultStore(db) as store:
+        info = store.get_run(run_id)
+        write_textfile(path, stored_run_samples(info, store.rows(run_id)))
 
 
 def register(app: typer.Typer) -> None:

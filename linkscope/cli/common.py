@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import FaultError, UserError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -19,6 +20,7 @@ err_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_USER_ERROR = 2
+EXIT_FAULT = 3
 
 FLAG_NAMES: dict[str, str] = {"warmup": "-w/--warmup", "iters": "-n/--iters", "root": "-r/--root",
                               "run_id": "RUN_ID", "hosts": "--hosts"}
@@ -27,12 +29,13 @@ FLAG_NAMES: dict[str, str] = {"warmup": "-w/--warmup", "iters": "-n/--iters", "r
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     """Print one line on stderr and exit."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 def user_errors(func: F) -> F:
-    """Report UserError as one line with exit code 2 instead of a traceback."""
+    """Report UserError as one line with exit code 2, and FaultError (a database server that went away, a node
+    that died) as one line with exit code 3, instead of a traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -40,6 +43,8 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except UserError as exc:
             fail(exc.for_flags(FLAG_NAMES))
+        except FaultError as exc:
+            fail(str(exc), EXIT_FAULT)
 
     return wrapper  # type: ignore[return-value]
 

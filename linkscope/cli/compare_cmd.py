@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
 
+from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
-from linkscope.report.compare import busbw_table, compare_runs, environment_table
+from linkscope.report.compare import busbw_table, choice_lines, compare_runs, environment_table
 from linkscope.results.store import ResultStore
 
 
@@ -18,7 +18,7 @@ def compare(
     run_ids: list[str] = typer.Argument(..., help="Two or more run ids (or unique prefixes); the first is the base."),
     op: Optional[str] = typer.Option(None, "--op", help="Collective to compare (default: the most measured one)."),
     as_json: bool = typer.Option(False, "--json"),
-    db: Optional[Path] = typer.Option(None, "--db", help="Results database file."),
+    db: Optional[str] = DbOpt,
 ) -> None:
     """busbw at 8 B/1M/64M/1G, small-message latency and peak busbw, % against the first run, and what differs."""
     if len(run_ids) < 2:
@@ -33,6 +33,8 @@ def compare(
     environment = environment_table(data)
     console.print(environment if environment is not None else
                   "environment: identical (GPU, driver, NCCL, torch, NCCL_* variables, topology, hosts)")
+    for line in choice_lines(data):
+        console.print(line, highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, fail
 from linkscope.hardware.errors import UserError
 
@@ -32,7 +33,7 @@ def _run(command: click.Command, args: list[str]) -> int:
     return 0
 
 
-def _latest_run(label: str, db: Path | None, kind: str | None = None) -> str:
+def _latest_run(label: str, db: str | None, kind: str | None = None) -> str:
     from linkscope.results.store import ResultStore
 
     with ResultStore(db) as store:
@@ -47,7 +48,7 @@ TRAIN_MODEL = ["--model", "llama2-7b", "--layers", "2", "--hidden", "128", "--he
 """A Llama-2 shape scaled down until a step takes milliseconds on CPU ranks."""
 
 
-def _train_demo(root: click.Command, nproc: int, db_args: list[str], db: Path | None) -> None:
+def _train_demo(root: click.Command, nproc: int, db_args: list[str], db: str | None) -> None:
     """Measure a small training loop at 1 and `nproc` ranks, calibrate this machine from it, and predict a
     deeper model measured next beside its prediction."""
     label = f"demo-train-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -69,7 +70,7 @@ def _train_demo(root: click.Command, nproc: int, db_args: list[str], db: Path | 
 
 def demo(
     ctx: typer.Context,
-    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: the user data directory)."),
+    db: Optional[str] = DbOpt,
     nproc: int = typer.Option(2, help="Local ranks for the sweep."),
     max_bytes: str = typer.Option("4M", help="Largest message of the quick sweep."),
 ) -> None:

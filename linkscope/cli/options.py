@@ -95,7 +95,10 @@ BackendOpt = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else 
 NprocOpt = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all GPUs).")
 TimeoutOpt = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds.")
 LabelOpt = typer.Option("", "--label", help="A name for the run in the store.")
-RunDbOpt = typer.Option(None, "--db", help="SQLite store (default: $LINKSCOPE_DB or the user data dir).")
+RunDbOpt = typer.Option(None, "--db", help="Results store: an SQLite file or a postgresql:// URL (default: "
+                                          "$LINKSCOPE_DB, else a file in the user data dir).")
+DbOpt = RunDbOpt
+"""Every command that reads or writes the store takes the same --db."""
 
 
 # The catalog filters: `linkscope catalog` and `linkscope advise` take the same ones.

@@ -12,7 +12,7 @@ from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
 from linkscope.report.catalog import system_detail
 from linkscope.report.probe import (findings_table, gpu_table, host_table, log_summary, matrix_table, nic_table,
-                                    pair_table)
+                                    pair_table, tuning_table)
 
 if TYPE_CHECKING:  # the probe package is imported by the commands that use it, not at start-up
     from linkscope.probe.nccl_log import NcclLogReport
@@ -90,6 +90,9 @@ def _print_log_report(report: NcclLogReport) -> None:
     if report.pairs:
         console.print(pair_table(report))
     console.print(findings_table(report))
+    tuning = tuning_table(report)
+    if tuning is not None:
+        console.print(tuning)
     for problem in report.log.problems[:20]:
         console.print(f"[dim]{problem}[/]", highlight=False)
 

@@ -11,15 +11,16 @@ import typer
 from rich.markup import escape
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
-from linkscope.cli.options import check_formats
-from linkscope.hardware.errors import UserError
-from linkscope.report.runs import metadata_table, pairs_table, runs_table
-from linkscope.results.export import format_nccl_tests_table, run_to_csv, run_to_json, train_run_to_csv
+from linkscope.cli.options import DbOpt, check_formats
+from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
+from linkscope.results.export import (format_nccl_tests_table, nccl_choice_lines, run_to_csv, run_to_json,
+                                      train_run_to_csv)
 from linkscope.results.nccltests import import_nccl_tests_file
 from linkscope.results.records import RunInfo
-from linkscope.results.store import ResultStore, require_existing
+from linkscope.results.store import DbLocation, ResultStore, require_existing
 
-DbOption = typer.Option(None, "--db", help="Results database file (default: $LINKSCOPE_DB, else the user data dir).")
+DbOption = DbOpt
 
 runs_app = typer.Typer(help="Stored runs: list them, or show one with its nccl-tests tables.")
 import_app = typer.Typer(help="Import results measured by other benchmarks (nccl-tests).", no_args_is_help=True)
@@ -29,7 +30,7 @@ import_app = typer.Typer(help="Import results measured by other benchmarks (nccl
 @user_errors
 def runs(
     ctx: typer.Context,
-    db: Optional[Path] = DbOption,
+    db: Optional[str] = DbOption,
     kind: Optional[str] = typer.Option(None, help="Only runs of this kind: bench, p2p, train, check or import."),
     label: Optional[str] = typer.Option(None, help="Only runs with this label."),
     limit: Optional[int] = typer.Option(None, min=1, help="At most this many runs, newest first."),
@@ -48,8 +49,8 @@ def runs(
         console.print(runs_table(summaries, width=console.width))
 
 
-def _existing(db: Optional[Path]) -> Optional[Path]:
-    """Reading commands never create a database: an explicit --db must name an existing file."""
+def _existing(db: Optional[str]) -> Optional[DbLocation]:
+    """Reading commands never create a database: an explicit --db must name an existing one."""
     return None if db is None else require_existing(db)
 
 
@@ -57,7 +58,7 @@ def _existing(db: Optional[Path]) -> Optional[Path]:
 @user_errors
 def show(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
-    db: Optional[Path] = DbOption,
+    db: Optional[str] = DbOption,
     as_json: bool = typer.Option(False, "--json", help="The run as nccl-tests-style JSON."),
 ) -> None:
     """Show one run: its metadata and, per collective, the table nccl-tests would print."""
@@ -70,6 +71,8 @@ def show(
     console.print(metadata_table(info))
     if rows:
         typer.echo(format_nccl_tests_table(rows), nl=False)
+        for line in nccl_choice_lines(rows, model_choices(info, rows)):
+            typer.echo(line)
     if pairs:
         console.print(pairs_table(pairs))
     if info.kind == "train":
@@ -97,12 +100,17 @@ def _print_train(info: RunInfo) -> None:
 @user_errors
 def export(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
-    db: Optional[Path] = DbOption,
+    db: Optional[str] = DbOption,
     as_json: bool = typer.Option(False, "--json", help="nccl-tests `-J` JSON with linkscope's keys added."),
     as_csv: bool = typer.Option(False, "--csv", help="CSV, one line per op, size and placement."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    prometheus: Optional[Path] = typer.Option(None, "--prometheus", help="Write a node_exporter textfile "
+                                              "(NCCL Inspector's metric names) to this file."),
 ) -> None:
-    """Export one run as JSON or CSV."""
+    """Export one run as JSON, CSV or a Prometheus textfile."""
+    if prometheus is not None:
+        _export_prometheus(run_id, db, prometheus, as_json or as_csv or output is not None)
+        return
     check_formats(as_json, as_csv, required=True)
     with ResultStore(_existing(db)) as store:
         info = store.get_run(run_id)
@@ -123,12 +131,26 @@ def export(
     err_console.print(f"wrote {output}")
 
 
+def _export_prometheus(run_id: str, db: Optional[str], path: Path, other_format: bool) -> None:
+    from linkscope.results.prometheus import stored_run_samples, write_textfile
+
+    if other_format:
+        raise UserError("--prometheus writes its own file: give it without --json, --csv or -o")
+    check_output_path(path, "--prometheus")
+    with ResultStore(_existing(db)) as store:
+        info = store.get_run(run_id)
+        rows = store.rows(info.run_id)
+    samples = stored_run_samples(info, rows)
+    write_textfile(path, samples)
+    err_console.print(f"wrote {path} ({len(samples)} samples)", highlight=False)
+
+
 @import_app.command("nccl-tests")
 @user_errors
 def import_nccl_tests_cmd(
     file: Path = typer.Argument(..., help="nccl-tests output: text (any version) or the -J JSON file."),
     label: Optional[str] = typer.Option(None, "--label", help="Label for the run (default: the file name)."),
-    db: Optional[Path] = DbOption,
+    db: Optional[str] = DbOption,
 ) -> None:
     """Store an nccl-tests output file as a run, so it can be compared with linkscope's own runs."""
     with ResultStore(db) as store:

@@ -66,3 +66,9 @@ def check_output_path(path: str | Path | None, option: str) -> None:
         raise UserError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UserError(f"{option} {path}: not writable")
+
+
+class FaultError(Exception):
+    """A fault outside the user's input (a database server that went away, a node that died): one line, exit 3.
+
+    Whatever was measured and committed before it stays stored."""

@@ -37,6 +37,24 @@ _COMM = re.compile(r"\bcomm\s+(?P<comm>\S+)\s+rank\s+(?P<rank>\d+)\s+nranks\s+(?
 _COMM_FIELDS = {name: re.compile(rf"\b{name}\s+(\d+)") for name in ("nNodes", "localRanks", "localRank", "MNNVL")}
 _ENV = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)\s+set by environment to\s+(?P<value>.*?)\.?\s*$")
 _GRAPH_SYSTEM = re.compile(r"=== System : maxBw\s+(?P<max>[\d.]+)\s+totalBw\s+(?P<total>[\d.]+)")
+# NCCL_DEBUG_SUBSYS=TUNING, rank 0, one line per collective call. NCCL >= 2.20 (src/enqueue.cc, INFO(NCCL_TUNING)):
+#   "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"  (function, count x type size, names)
+# older versions, the model's estimate at INFO (NVIDIA/nccl#1453, #1595): "%ld Bytes -> Algo %d proto %d time %f"
+_TUNING_MARK = re.compile(r"\bBytes\s*->\s*Algo\b")
+_TUNING_NAMED = re.compile(
+    r"^(?P<func>[A-Za-z]+)\s*:\s*(?P<bytes>\d+)\s+Bytes\s*->\s*Algo\s+(?P<algo>[A-Za-z_]+\*?)\s+proto\s+"
+    r"(?P<proto>[A-Za-z0-9_]+)(?:\s+channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?\s*$")
+_TUNING_NUMERIC = re.compile(
+    r"^(?P<bytes>\d+)\s+Bytes\s*->\s*Algo\s+(?P<algo>\d+)\s+proto\s+(?P<proto>\d+)\s+time\s+(?P<time>[\d.]+)\s*$")
+NCCL_ALGOS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT")
+"""NCCL_ALGO_* in index order (src/include/device.h); the numeric form prints the index."""
+NCCL_PROTOS = ("LL", "LL128", "SIMPLE")
+"""NCCL_PROTO_* in index order."""
+_ALGO_SPELLINGS = {"COLLNETDIRECT": "COLLNET_DIRECT", "COLLNETCHAIN": "COLLNET_CHAIN", "NVLSTREE": "NVLS_TREE"}
+NCCL_FUNC_OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
+                 "Broadcast": "broadcast", "Reduce": "reduce", "AlltoAll": "all_to_all", "SendRecv": "sendrecv",
+                 "Gather": "gather", "Scatter": "scatter"}
+"""ncclFuncToString's names -> linkscope's op names."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,26 @@ class CommInfo:
     host: str | None = None
 
 
+@dataclass(frozen=True)
+class TuningChoice:
+    """What NCCL chose for one collective call (a TUNING line)."""
+
+    line: int
+    op: str | None
+    """linkscope's op name; None for the old numeric form, which does not name the collective."""
+    nccl_bytes: int
+    """As NCCL prints it: count x type size, i.e. per rank for AllGather and ReduceScatter."""
+    algo: str
+    """Upper case as NCCL 2.2x prints it: RING, TREE, NVLS, NVLS_TREE, COLLNET_DIRECT, COLLNET_CHAIN, PAT."""
+    proto: str
+    """LL, LL128 or SIMPLE."""
+    channels: int | None = None
+    """channel{Lo..Hi}: Hi - Lo + 1; None in the numeric form."""
+    model_time_us: float | None = None
+    """NCCL's own estimate (numeric form only)."""
+    host: str | None = None
+
+
 @dataclass
 class ParsedLog:
     """Every record read from one log, in line order."""
@@ -117,6 +155,8 @@ class ParsedLog:
     warns: list[tuple[int, str]] = field(default_factory=list)
     graph_bw_gb_per_s: list[tuple[int, float, float]] = field(default_factory=list)
     """(line, maxBw, totalBw) of the GRAPH `=== System` lines: NCCL's topology model, in GB/s."""
+    tuning: list[TuningChoice] = field(default_factory=list)
+    """NCCL's algorithm/protocol choices (NCCL_DEBUG_SUBSYS=TUNING), in line order."""
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -147,8 +187,8 @@ def _read_bare(log: ParsedLog, number: int, text: str) -> None:
 
 def _read_message(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
     """Dispatch one INFO message; True when a reader took it."""
-    readers = (_read_connection, _read_collnet, _read_network, _read_rings, _read_channels, _read_nvls,
-               _read_comm, _read_env, _read_graph)
+    readers = (_read_tuning, _read_connection, _read_collnet, _read_network, _read_rings, _read_channels,
+               _read_nvls, _read_comm, _read_env, _read_graph)
     return any(reader(log, number, message, host) for reader in readers)
 
 
@@ -296,3 +336,81 @@ def _read_graph(log: ParsedLog, number: int, message: str, host: str | None) -> 
         return False
     log.graph_bw_gb_per_s.append((number, float(match.group("max")), float(match.group("total"))))
     return True
+
+
+def _read_tuning(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    if _TUNING_MARK.search(message) is None:
+        return False
+    choice = tuning_choice(number, message, host)
+    if choice is None:
+        log.problems.append(Problem(SOURCE, "TUNING line of an unknown format", number, message))
+    else:
+        log.tuning.append(choice)
+    return True
+
+
+def tuning_choice(number: int, message: str, host: str | None = None) -> TuningChoice | None:
+    """One `... Bytes -> Algo ...` message (either form) as a TuningChoice; None when neither form matches."""
+    named = _TUNING_NAMED.match(message)
+    if named is not None:
+        func, lo, hi = named.group("func"), named.group("lo"), named.group("hi")
+        algo = named.group("algo").rstrip("*").upper()
+        if func not in NCCL_FUNC_OPS:
+            return None
+        return TuningChoice(number, NCCL_FUNC_OPS[func], int(named.group("bytes")), _ALGO_SPELLINGS.get(algo, algo),
+                            named.group("proto").upper(),
+                            None if lo is None or hi is None or int(hi) < int(lo) else int(hi) - int(lo) + 1,
+                            host=host)
+    numeric = _TUNING_NUMERIC.match(message)
+    if numeric is None:
+        return None
+    algo, proto = int(numeric.group("algo")), int(numeric.group("proto"))
+    if algo >= len(NCCL_ALGOS) or proto >= len(NCCL_PROTOS):
+        return None
+    return TuningChoice(number, None, int(numeric.group("bytes")), NCCL_ALGOS[algo], NCCL_PROTOS[proto],
+                        model_time_us=float(numeric.group("time")), host=host)
+
+
+def is_tuning_line(text: str) -> bool:
+    """Whether a raw log line is a TUNING choice (one per collective call: what log capture thins out)."""
+    return "NCCL" in text and _TUNING_MARK.search(text) is not None
+
+
+def nccl_bytes(op: str, size_bytes: int, world: int) -> int:
+    """The byte count NCCL's TUNING line prints for a collective of nccl-tests size `size_bytes`: count x type size,
+    where AllGather's count is per rank (sendcount) and ReduceScatter's too (recvcount)."""
+    return size_bytes // max(1, world) if op in ("all_gather", "reduce_scatter") else size_bytes
+
+
+@dataclass(frozen=True)
+class SizeChoice:
+    """NCCL's choice for one op and size: the one most of its calls got, and how many calls there were."""
+
+    op: str | None
+    nccl_bytes: int
+    algo: str
+    proto: str
+    channels: int | None
+    calls: int
+    other_calls: int = 0
+    """Calls of this size that got another algorithm, protocol or channel count."""
+    first_line: int = 0
+
+    def label(self) -> str:
+        """`RING/LL128 x16` (channels where known)."""
+        return f"{self.algo}/{self.proto}" + (f" x{self.channels}" if self.channels else "")
+
+
+def choices_by_size(choices: list[TuningChoice]) -> list[SizeChoice]:
+    """One SizeChoice per (op, bytes), in order of first appearance."""
+    groups: dict[tuple[str | None, int], list[TuningChoice]] = {}
+    for choice in choices:
+        groups.setdefault((choice.op, choice.nccl_bytes), []).append(choice)
+    out = []
+    for (op, nbytes), calls in groups.items():
+        counts: dict[tuple[str, str, int | None], int] = {}
+        for c in calls:
+            counts[(c.algo, c.proto, c.channels)] = counts.get((c.algo, c.proto, c.channels), 0) + 1
+        (algo, proto, channels), n = max(counts.items(), key=lambda kv: kv[1])
+        out.append(SizeChoice(op, nbytes, algo, proto, channels, len(calls), len(calls) - n, calls[0].line))
+    return out

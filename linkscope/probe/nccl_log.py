@@ -13,7 +13,7 @@ from typing import Any
 
 from linkscope.hardware.errors import UserError
 from linkscope.probe.nccl_findings import SEVERITY_RANK, Expectations, Finding, Severity, find_fallbacks
-from linkscope.probe.nccl_lines import ParsedLog, parse_log
+from linkscope.probe.nccl_lines import ParsedLog, SizeChoice, choices_by_size, parse_log
 from linkscope.probe.nccl_pairs import PairSummary, summarise_pairs
 
 
@@ -55,6 +55,10 @@ class NcclLogReport:
                 totals[path] = totals.get(path, 0) + count
         return dict(sorted(totals.items(), key=lambda item: -item[1]))
 
+    def tuning(self) -> list[SizeChoice]:
+        """NCCL's algorithm, protocol and channels per op and size (NCCL_DEBUG_SUBSYS=TUNING lines)."""
+        return choices_by_size(self.log.tuning)
+
     def to_dict(self) -> dict[str, Any]:
         """A stable JSON object."""
         log = self.log
@@ -73,6 +77,7 @@ class NcclLogReport:
             "comms": [asdict(c) for c in log.comms],
             "collnet": [asdict(c) for c in log.collnet],
             "graph_bw_gb_per_s": [{"line": line, "max": mx, "total": tot} for line, mx, tot in log.graph_bw_gb_per_s],
+            "tuning": [asdict(c) for c in self.tuning()],
             "problems": [p.to_dict() for p in log.problems],
         }
 
@@ -97,4 +102,8 @@ def read_nccl_log(path: Path | str, expect: Expectations | None = None) -> NcclL
     if report.log.nccl_lines == 0:
         # Otherwise a wrong file (or a run without NCCL_DEBUG=INFO) would pass --fail-on-fallback as "no fallback".
         raise UserError(f"{path}: no NCCL INFO lines found (was the run made with NCCL_DEBUG=INFO?)")
+    unknown = [p for p in report.log.problems if p.message.startswith("TUNING line of an unknown format")]
+    if unknown:
+        # A choice read wrongly would be reported as NCCL's: refuse rather than guess.
+        raise UserError(f"{path}:{unknown[0].line}: TUNING line of an unknown format: '{unknown[0].text[:120]}'")
     return report

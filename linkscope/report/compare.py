@@ -76,10 +76,35 @@ def compare_runs(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str | None
         entry["busbw_pct"] = {k: _pct(v, base["busbw"].get(k)) for k, v in entry["busbw"].items()}
         entry["latency_pct"] = _pct(entry["latency_us"], base["latency_us"])
         entry["peak_busbw_pct"] = _pct(entry["peak_busbw"], base["peak_busbw"])
+    choices = _choice_diff(runs, op)
     envs = [environment(info) for info, _ in runs]
     keys = sorted({k for env in envs for k in env})
     differs = {k: [env.get(k) for env in envs] for k in keys if len({env.get(k) for env in envs}) > 1}
-    return {"op": op, "sizes": list(sizes), "runs": table, "environment_diff": differs}
+    return {"op": op, "sizes": list(sizes), "runs": table, "environment_diff": differs, "nccl_choice_diff": choices}
+
+
+def _choice_diff(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str) -> list[dict[str, Any]]:
+    """Sizes where NCCL chose another algorithm or protocol than in the first run: why two runs can differ."""
+    if not runs:
+        return []
+    base = {s: r for s, r in _op_rows(runs[0][1], op).items() if r.nccl_algo}
+    out = []
+    for info, rows in runs[1:]:
+        for size, row in sorted(_op_rows(rows, op).items()):
+            first = base.get(size)
+            if first is None or not row.nccl_algo:
+                continue
+            if (row.nccl_algo, row.nccl_proto) != (first.nccl_algo, first.nccl_proto):
+                out.append({"run_id": info.run_id, "size": size, "base": f"{first.nccl_algo}/{first.nccl_proto}",
+                            "this": f"{row.nccl_algo}/{row.nccl_proto}"})
+    return out
+
+
+def choice_lines(data: dict[str, Any]) -> list[str]:
+    """One line per size where NCCL chose differently from the first run."""
+    base = data["runs"][0]["run_id"] if data["runs"] else "-"
+    return [f"NCCL chose differently: run {d['run_id']} at {_size_label(d['size'])}: {d['this']} "
+            f"(run {base}: {d['base']})" for d in data.get("nccl_choice_diff", [])]
 
 
 def _size_label(nbytes: int) -> str:

@@ -114,3 +114,19 @@ def findings_table(report: NcclLogReport) -> Table:
         style = _SEVERITY_STYLE[finding.severity]
         table.add_row(f"[{style}]{finding.severity}[/]", finding.message, ", ".join(map(str, finding.lines)))
     return table
+
+
+def tuning_table(report: NcclLogReport) -> Table | None:
+    """NCCL's algorithm, protocol and channels per op and size (TUNING lines); None when the log has none."""
+    sizes = report.tuning()
+    if not sizes:
+        return None
+    table = Table(title="what NCCL chose (NCCL_DEBUG_SUBSYS=TUNING)", show_edge=False)
+    for name, justify in (("op", "left"), ("bytes", "right"), ("algorithm", "left"), ("protocol", "left"),
+                          ("channels", "right"), ("calls", "right"), ("line", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for c in sizes:
+        calls = f"{c.calls}" + (f" ({c.other_calls} chose otherwise)" if c.other_calls else "")
+        table.add_row(c.op or "?", str(c.nccl_bytes), c.algo, c.proto, "-" if c.channels is None else str(c.channels),
+                      calls, str(c.first_line))
+    return table

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from linkscope.results.records import PairRow, RunInfo
+from linkscope.hardware.errors import UserError
+from linkscope.results.records import CollectiveRow, PairRow, RunInfo
 from linkscope.results.store import RunSummary
 
 WIDE_COLUMNS = 110
@@ -71,3 +72,25 @@ def matrix_table(values: list[list[float | None]], digits: int) -> Table:
     for src, row in enumerate(values):
         table.add_row(str(src), *("-" if v is None else f"{v:.{digits}f}" for v in row))
     return table
+
+
+def model_choices(info: RunInfo, rows: list[CollectiveRow]) -> dict[tuple[str, int], tuple[str, str]]:
+    """The model's algorithm and protocol for each op and size that NCCL reported a choice for, on the run's probed
+    System; empty when the run has no System or no choices (the model cannot say, or nothing to compare)."""
+    measured = {(r.op, r.size_bytes) for r in rows if r.nccl_algo is not None and r.size_bytes > 0}
+    if not measured or not info.system:
+        return {}
+    from linkscope.hardware.loader import load_db
+    from linkscope.hardware.serialize import system_from_dict
+    from linkscope.model.comm.predict import predict_sizes
+
+    out: dict[tuple[str, int], tuple[str, str]] = {}
+    try:
+        system = system_from_dict(info.system, load_db().gpu)
+        for op in sorted({op for op, _ in measured}):
+            sizes = sorted(size for o, size in measured if o == op)
+            for p in predict_sizes(system, op, sizes, gpus=min(info.world_size or system.gpus, system.gpus)):
+                out[(op, p.bytes)] = (p.algorithm.upper(), p.protocol.upper())
+    except (UserError, KeyError, TypeError, ValueError):
+        return {}
+    return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -37,7 +36,7 @@ def run_values(info: RunInfo) -> dict[str, Any]:
     return {k: encode(k, v, RUN_JSON_FIELDS) for k, v in asdict(info).items()}
 
 
-def run_from_row(row: sqlite3.Row) -> RunInfo:
+def run_from_row(row: Any) -> RunInfo:
     """A `runs` table row as a RunInfo."""
     values = {k: row[k] for k in RUN_FIELDS}
     for k in RUN_JSON_FIELDS:
@@ -50,7 +49,7 @@ def row_values(row: CollectiveRow) -> dict[str, Any]:
     return {k: encode(k, v, ROW_JSON_FIELDS) for k, v in asdict(row).items()}
 
 
-def row_from_db(row: sqlite3.Row) -> CollectiveRow:
+def row_from_db(row: Any) -> CollectiveRow:
     """A `collective_rows` table row as a CollectiveRow."""
     values = {k: row[k] for k in ROW_FIELDS}
     for k in ROW_JSON_FIELDS:
@@ -63,7 +62,7 @@ def pair_values(row: PairRow) -> dict[str, Any]:
     return {k: encode(k, v, frozenset()) for k, v in asdict(row).items()}
 
 
-def pair_from_db(row: sqlite3.Row) -> PairRow:
+def pair_from_db(row: Any) -> PairRow:
     """A `pair_rows` table row as a PairRow."""
     return PairRow(**{k: row[k] for k in PAIR_FIELDS})
 

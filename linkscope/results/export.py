@@ -72,7 +72,9 @@ def _result(oop: CollectiveRow | None, ip: CollectiveRow | None) -> dict[str, An
         "out_of_place": _placement(oop), "in_place": _placement(ip),
         "actual_iterations": first.iters, "experiment_name": first.op,
         "linkscope": {"op": first.op, "world_size": first.world_size,
-                      "out_of_place": _spread(oop), "in_place": _spread(ip)},
+                      "out_of_place": _spread(oop), "in_place": _spread(ip),
+                      "nccl_choice": None if first.nccl_algo is None else
+                      {"algo": first.nccl_algo, "proto": first.nccl_proto, "channels": first.nccl_channels}},
     }
 
 
@@ -157,3 +159,22 @@ def train_run_to_csv(info: RunInfo) -> str:
                   "predicted_step_time_s": (doc.get("predicted") or {}).get("step_time_s")}
         lines.append(",".join("" if values.get(k) is None else str(values[k]) for k in TRAIN_CSV_FIELDS))
     return "\n".join(lines) + "\n"
+
+
+def nccl_choice_lines(rows: Sequence[CollectiveRow],
+                      predicted: dict[tuple[str, int], tuple[str, str]] | None = None) -> list[str]:
+    """`#`-comment lines (below an nccl-tests table, so the table stays as nccl-tests prints it): per op and size
+    what NCCL chose (NCCL_DEBUG_SUBSYS=TUNING), and the model's algorithm beside it where `predicted` has one."""
+    seen: dict[tuple[str, int], CollectiveRow] = {}
+    for row in rows:
+        if row.nccl_algo is not None:
+            seen.setdefault((row.op, row.size_bytes), row)
+    if not seen:
+        return []
+    lines = ["# what NCCL chose (NCCL_DEBUG_SUBSYS=TUNING)" + ("; model's choice beside it" if predicted else "")]
+    for (op, size), row in seen.items():
+        channels = f" x{row.nccl_channels}" if row.nccl_channels else ""
+        model = (predicted or {}).get((op, size))
+        beside = f"   model: {model[0]}/{model[1]}" if model else ""
+        lines.append(f"#  {op:>14} {size:>12} B  {row.nccl_algo}/{row.nccl_proto}{channels}{beside}")
+    return lines

@@ -83,6 +83,13 @@ class CollectiveRow:
     counting wrong elements; imports of such output keep it here and leave `nwrong` None."""
     iter_stats: dict[str, float] = field(default_factory=dict)
     """Per-iteration statistics (nccl-tests `-I`), keyed as nccl-tests' JSON does: min_us, max_us, p99_us, cv_pct."""
+    nccl_algo: str | None = None
+    """What NCCL chose for this size (its `NCCL_DEBUG_SUBSYS=TUNING` line), upper case as NCCL 2.2x prints it:
+    RING, TREE, NVLS, NVLS_TREE, COLLNET_DIRECT, COLLNET_CHAIN, PAT. None where NCCL did not say (gloo, imports)."""
+    nccl_proto: str | None = None
+    """LL, LL128 or SIMPLE."""
+    nccl_channels: int | None = None
+    """Channels the collective ran on (`channel{Lo..Hi}`: Hi - Lo + 1); None where the log line does not say."""
 
 
 @dataclass

@@ -1,9 +1,11 @@
-"""The results store: every run, its collective rows and its pairwise rows, in one SQLite file.
+"""The results store: every run, its collective rows and its pairwise rows, in one SQLite file (the default) or a
+PostgreSQL database a team shares (`postgresql://...`; `results.database` runs the same SQL on both).
 
 Writes are short transactions committed as they happen, so a run that dies midway keeps what it measured, and
-several processes can write to the same file at once (WAL journal, a busy timeout, one connection per store).
+several processes can write at once (SQLite: WAL journal, a busy timeout; PostgreSQL: one atomic statement per
+write). One connection per store.
 
-    store = ResultStore()                       # $LINKSCOPE_DB or the user data dir
+    store = ResultStore()                       # $LINKSCOPE_DB (a file or a URL) or the user data dir
     run_id = store.create_run(RunInfo(kind="bench", label="h100-node"))
     store.add_rows(run_id, rows)
     store.finish_run(run_id, "complete")
@@ -13,8 +15,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,23 +23,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_data_dir
-
 from linkscope.hardware.errors import UserError
 from linkscope.results import codec
+from linkscope.results.database import (DB_ENV, Database, DbLocation, connect, default_db_path, error_line,
+                                        integrity_errors)
 from linkscope.results.records import CollectiveRow, PairRow, RunInfo, RunKind, RunStatus
-from linkscope.results.schema import migrate
+from linkscope.results.schema import migrate, user_version
 
-BUSY_TIMEOUT_MS = 30_000
-"""How long a writer waits for another writer's transaction before giving up (runs commit every few rows)."""
+__all__ = ["DB_ENV", "DbLocation", "ResultStore", "RunSummary", "default_db_path", "pid_alive", "require_existing",
+           "utc_now"]
 
-DB_ENV = "LINKSCOPE_DB"
-
-
-def default_db_path() -> Path:
-    """`$LINKSCOPE_DB` if set, else `runs.db` in the user data directory for linkscope."""
-    env = os.environ.get(DB_ENV)
-    return Path(env).expanduser() if env else Path(user_data_dir("linkscope")) / "runs.db"
+StoreLocation = str | Path | DbLocation | None
+"""What `--db` gives: a file path, a `postgresql://` URL, a parsed location, or None for the default."""
 
 
 def utc_now() -> str:
@@ -67,12 +62,23 @@ class RunSummary:
 
 
 class ResultStore:
-    """Runs and their rows in one SQLite file. One connection per instance: use one store per process."""
+    """Runs and their rows in an SQLite file or a PostgreSQL database. One connection per instance: use one store
+    per process (and per thread)."""
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = Path(path) if path is not None else default_db_path()
-        self._conn = _open(self.path)
+    def __init__(self, location: StoreLocation = None) -> None:
+        self.location = location if isinstance(location, DbLocation) else DbLocation.parse(location)
+        self._conn = _open(self.location)
         self._mark_abandoned_runs()
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file (None for a PostgreSQL store)."""
+        return self.location.path
+
+    @property
+    def where(self) -> str:
+        """How messages name this store: the file, or the URL without its password."""
+        return self.location.display
 
     def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
@@ -85,15 +91,9 @@ class ResultStore:
         self.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        # IMMEDIATE takes the write lock up front, so the busy timeout applies instead of a late deadlock error.
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
+    def _write(self) -> Iterator[Database]:
+        with self._conn.transaction() as conn:
+            yield conn
 
     def create_run(self, info: RunInfo) -> str:
         """Store a new run and return its id (8 hex characters).
@@ -106,9 +106,8 @@ class ResultStore:
                           launcher_pid=info.launcher_pid if info.launcher_pid is not None else os.getpid(),
                           launcher_host=info.launcher_host or socket.gethostname())
             try:
-                with self._write() as conn:
-                    conn.execute(codec.insert_sql("runs", codec.RUN_FIELDS), codec.run_values(run))
-            except sqlite3.IntegrityError:
+                self._conn.insert_rows("runs", [codec.run_values(run)])
+            except integrity_errors():
                 continue  # 8 hex characters can collide in a large store; draw again
             info.run_id, info.started_at, info.status = run.run_id, run.started_at, run.status
             info.launcher_pid, info.launcher_host = run.launcher_pid, run.launcher_host
@@ -117,30 +116,41 @@ class ResultStore:
 
     def add_rows(self, run_id: str, rows: list[CollectiveRow]) -> None:
         """Append collective rows to a run, committed at once."""
-        self._require(run_id)
-        sql = codec.insert_sql("collective_rows", codec.ROW_FIELDS)
-        with self._write() as conn:
-            conn.executemany(sql, [{**codec.row_values(r), "run_id": run_id} for r in rows])
+        self._insert(run_id, "collective_rows", [{**codec.row_values(r), "run_id": run_id} for r in rows])
 
     def add_pair_rows(self, run_id: str, rows: list[PairRow]) -> None:
         """Append pairwise rows to a run, committed at once."""
-        self._require(run_id)
-        sql = codec.insert_sql("pair_rows", codec.PAIR_FIELDS)
-        with self._write() as conn:
-            conn.executemany(sql, [{**codec.pair_values(r), "run_id": run_id} for r in rows])
+        self._insert(run_id, "pair_rows", [{**codec.pair_values(r), "run_id": run_id} for r in rows])
+
+    def _insert(self, run_id: str, table: str, values: list[dict[str, Any]]) -> None:
+        # The foreign key on run_id refuses rows of an unknown run; no separate look-up (a round trip per size).
+        try:
+            self._conn.insert_rows(table, values)
+        except integrity_errors():
+            self._require(run_id)
+            raise
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         """Set some of a run's metadata fields (system, groups, extra, versions, ...); run_id cannot change."""
         unknown = sorted((set(fields) - set(codec.RUN_FIELDS)) | ({"run_id"} & set(fields)))
         if unknown:
             raise TypeError(f"update_run: unknown or read-only field(s) {', '.join(unknown)}")
-        self._require(run_id)
         if not fields:
+            self._require(run_id)
             return
         values = {k: codec.run_field(k, v) for k, v in fields.items()}
         assignments = ", ".join(f"{k} = :{k}" for k in values)
+        # One round trip: the statement's own row count says whether the run exists.
+        if self._conn.write(f"UPDATE runs SET {assignments} WHERE run_id = :run_id", {**values, "run_id": run_id}) == 0:
+            self._require(run_id)
+
+    def set_nccl_choices(self, run_id: str, rows: list[CollectiveRow]) -> None:
+        """Store what NCCL chose (algorithm, protocol, channels) on a run's rows of the same op and size."""
         with self._write() as conn:
-            conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = :run_id", {**values, "run_id": run_id})
+            for row in rows:
+                conn.execute("UPDATE collective_rows SET nccl_algo = ?, nccl_proto = ?, nccl_channels = ? "
+                             "WHERE run_id = ? AND op = ? AND size_bytes = ?",
+                             (row.nccl_algo, row.nccl_proto, row.nccl_channels, run_id, row.op, row.size_bytes))
 
     def _mark_abandoned_runs(self) -> None:
         """Runs still `running` whose launcher on this host no longer exists were killed (SIGKILL, power):
@@ -172,8 +182,10 @@ class ResultStore:
                   label: str | None = None) -> list[RunSummary]:
         """Runs newest first, optionally only one kind or one label."""
         where, params = _filters(kind=kind, label=label)
-        sql = (f"SELECT r.*, {_COUNT_ROWS} AS n_rows, {_OPS} AS ops, {_HAS_PAIRS} AS has_pairs "
-               f"FROM runs r {where} ORDER BY r.started_at DESC, r.rowid DESC")
+        ops = self._conn.fragment("group_concat_ops")
+        sql = (f"SELECT r.*, {_COUNT_ROWS} AS n_rows, (SELECT {ops} FROM collective_rows c WHERE c.run_id = r.run_id)"
+               f" AS ops, {_HAS_PAIRS} AS has_pairs "
+               f"FROM runs r {where} ORDER BY r.started_at DESC, {self._conn.fragment('insertion_order')}")
         if limit is not None:
             sql += " LIMIT ?"
             params.append(max(0, limit))
@@ -195,7 +207,7 @@ class ResultStore:
         if prefix in ids:
             return prefix
         if not ids:
-            raise UserError(f"no run '{run_id}' in {self.path} (see `linkscope runs`)")
+            raise UserError(f"no run '{run_id}' in {self.where} (see `linkscope runs`)")
         if len(ids) > 1:
             raise UserError(f"run id '{run_id}' is ambiguous: it matches {', '.join(ids[:5])}"
                             f"{' ...' if len(ids) > 5 else ''}; give more characters")
@@ -226,12 +238,11 @@ class ResultStore:
 
     def _require(self, run_id: str) -> None:
         if self._conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
-            raise UserError(f"no run '{run_id}' in {self.path}")
+            raise UserError(f"no run '{run_id}' in {self.where}")
 
 
 _COUNT_ROWS = ("((SELECT COUNT(*) FROM collective_rows c WHERE c.run_id = r.run_id)"
                " + (SELECT COUNT(*) FROM pair_rows p WHERE p.run_id = r.run_id))")
-_OPS = "(SELECT GROUP_CONCAT(DISTINCT c.op) FROM collective_rows c WHERE c.run_id = r.run_id)"
 _HAS_PAIRS = "EXISTS (SELECT 1 FROM pair_rows p WHERE p.run_id = r.run_id)"
 
 
@@ -242,7 +253,7 @@ def _filters(**equal: str | None) -> tuple[str, list[Any]]:
     return "WHERE " + " AND ".join(c for c, _ in clauses), [v for _, v in clauses]
 
 
-def _summary(row: sqlite3.Row) -> RunSummary:
+def _summary(row: Any) -> RunSummary:
     info = codec.run_from_row(row)
     ops = sorted(set(row["ops"].split(","))) if row["ops"] else []
     if row["has_pairs"]:
@@ -270,61 +281,46 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def require_existing(path: Path | None) -> Path:
-    """For read-only commands: the database must already exist (a typo must not create an empty one)."""
-    resolved = Path(path) if path is not None else default_db_path()
-    if not resolved.is_file():
-        raise UserError(f"{resolved}: no results database there (run `linkscope bench` or `linkscope import` first)")
+def require_existing(location: StoreLocation) -> DbLocation:
+    """For read-only commands: the database must already exist (a typo must not create an empty one). A
+    PostgreSQL database exists on its server; it must hold linkscope's tables."""
+    resolved = location if isinstance(location, DbLocation) else DbLocation.parse(location)
+    if resolved.is_postgres:
+        db = connect(resolved)
+        try:
+            if user_version(db) == 0:
+                raise UserError(f"{resolved.display}: no linkscope results there yet (run `linkscope bench` with "
+                                "this --db first)")
+        finally:
+            db.close()
+        return resolved
+    assert resolved.path is not None
+    if not resolved.path.is_file():
+        raise UserError(f"{resolved.path}: no results database there (run `linkscope bench` or `linkscope import` "
+                        "first)")
     return resolved
 
 
-def _open(path: Path) -> sqlite3.Connection:
-    """Connect, configure for concurrent writers, and migrate; any SQLite failure becomes a UserError naming path."""
-    if path.exists() and not path.is_file():
-        raise UserError(f"{path}: results database path is not a file")
-    # A typo in --db must not grow a directory tree; only the default location is created.
-    if not path.parent.is_dir() and path != default_db_path():
-        raise UserError(f"{path}: directory {path.parent} does not exist")
+def _open(location: DbLocation) -> Database:
+    """Connect and migrate; any failure of the engine becomes a UserError naming the location."""
+    import sqlite3
+
+    db = connect(location)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    except (OSError, sqlite3.Error) as exc:
-        raise UserError(f"{path}: cannot open results database ({exc})") from exc
-    try:
-        _configure(conn)
-        migrate(conn, str(path))
+        migrate(db, location.display)
     except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise UserError(f"{path}: not a usable linkscope results database ({exc})") from exc
-    except BaseException:
-        conn.close()
+        db.close()
+        raise UserError(f"{location.display}: not a usable linkscope results database ({exc})") from exc
+    except UserError:
+        db.close()
         raise
-    return conn
-
-
-def _configure(conn: sqlite3.Connection) -> None:
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    # Reading the schema first makes a non-SQLite file fail here, before anything is written to it.
-    conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    _enable_wal(conn)
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
-
-
-def _enable_wal(conn: sqlite3.Connection) -> None:
-    """Switch the file to WAL (persistent, so once per file), retrying while another process holds a lock.
-
-    SQLite does not call the busy handler for a journal-mode change, so two processes creating the same new
-    file would otherwise see "database is locked" at once.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
+    except Exception as exc:
+        db.close()
+        if type(exc).__module__.startswith("psycopg"):
+            raise UserError(f"{location.display}: not a usable linkscope results database "
+                            f"({error_line(exc, location)})") from None
+        raise
+    except BaseException:
+        db.close()
+        raise
+    return db

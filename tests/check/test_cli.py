@@ -17,6 +17,7 @@ from tests.cli.helpers import run_cli
     ("--pass-pct", "120"),
     ("--warn-pct", "-1"),
     ("--junit", "/nonexistent-dir/x.xml"),
+    ("--prometheus", "/nonexistent-dir/x.prom"),
     ("--quick", "--full"),
 ])
 def test_bad_input_exits_2(args: tuple[str, ...], tmp_path: Path) -> None:
@@ -26,8 +27,8 @@ def test_bad_input_exits_2(args: tuple[str, ...], tmp_path: Path) -> None:
 
 
 def test_quick_check_runs_for_real_and_is_stored(tmp_path: Path) -> None:
-    db, junit = tmp_path / "r.db", tmp_path / "check.xml"
-    result = run_cli("check", "--quick", "--json", "--junit", str(junit), "--db", str(db))
+    db, junit, prom = tmp_path / "r.db", tmp_path / "check.xml", tmp_path / "check.prom"
+    result = run_cli("check", "--quick", "--json", "--junit", str(junit), "--prometheus", str(prom), "--db", str(db))
     assert result.exit_code in (0, 1), result.output
     doc = json.loads(result.stdout)
     assert set(doc) == {"verdict", "run_id", "expected_system", "items"}
@@ -40,6 +41,8 @@ def test_quick_check_runs_for_real_and_is_stored(tmp_path: Path) -> None:
         if item["status"] in ("WARN", "FAIL", "SKIP"):
             assert item["fix"]
     assert "<testsuite" in junit.read_text()
+    assert 'linkscope_check_status{item="gpus.count"' in prom.read_text()
+    assert 'nccl_bus_bandwidth_gbs{collective="AllReduce"' in prom.read_text()
     with ResultStore(db) as store:
         info = store.get_run(doc["run_id"])
         assert info.kind == "check" and info.extra["check"]["verdict"] == doc["verdict"]

@@ -207,3 +207,15 @@ def test_fuzz_gpu_filter(gpu: str) -> None:
     result = invoke("catalog", "--json", "--provider", "lambda", f"--gpu={gpu}")
     assert_clean(result)
     assert result.exit_code in (0, 2)
+
+
+@pytest.mark.parametrize("url", ["postgresql://", "postgres://", "postgresql://:@:/", "postgresql://u:p@127.0.0.1:1/db",
+                                 "postgresql://u:secret@127.0.0.1:99999/db", "postgresql://u@[::1/db",
+                                 "postgresql://u@127.0.0.1:1/db?sslmode=nonsense", "postgresql://%zz@127.0.0.1/db",
+                                 "postgresql://127.0.0.1:1/" + "x" * 5000])
+@pytest.mark.parametrize("command", [["runs"], ["runs", "show", "abc"], ["export", "abc", "--csv"],
+                                     ["compare", "a", "b"], ["import", "nccl-tests", "/nonexistent"]])
+def test_fuzz_db_urls(url: str, command: list[str]) -> None:
+    result = invoke(*command, "--db", url)
+    assert_clean(result)
+    assert result.exit_code == 2 and "secret" not in result.output

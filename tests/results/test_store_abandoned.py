@@ -44,7 +44,7 @@ def test_read_only_commands_need_an_existing_database(tmp_path: Path) -> None:
         require_existing(tmp_path / "typo.db")
     assert not (tmp_path / "typo.db").exists()
     ResultStore(tmp_path / "r.db").close()
-    assert require_existing(tmp_path / "r.db") == tmp_path / "r.db"
+    assert require_existing(tmp_path / "r.db").path == tmp_path / "r.db"
 
 
 def test_a_missing_directory_is_refused_not_created(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ class TrainRunResult:
     """How a training run ended and what it measured."""
 
     run_id: str
-    db_path: Path
+    db_path: str
     status: str
     exit_code: int
     points: list[TrainPoint]
@@ -102,7 +102,7 @@ def run_points(plans: list[TrainPlan], emit: Emit | None = None) -> TrainRunResu
 
 
 def _recorder(cfg: TrainConfig, backend: str, ranks: int, emit: Emit) -> TrainRecorder:
-    store = ResultStore(Path(cfg.run.db_path) if cfg.run.db_path else None)
+    store = ResultStore(cfg.run.db_path or None)
     info = build_run_info("train", cfg, backend, ranks)
     recorder = TrainRecorder(store, info, emit, cfg.run.quiet)
     recorder.begin()
@@ -111,7 +111,7 @@ def _recorder(cfg: TrainConfig, backend: str, ranks: int, emit: Emit) -> TrainRe
 
 def trace_dir(recorder: TrainRecorder, index: int) -> Path:
     """Where a point's per-rank traces go: `traces/<run id>/p<index>` next to the store."""
-    path = recorder.store.path.parent / "traces" / recorder.info.run_id / f"p{index}"
+    path = recorder.store.location.files_dir / "traces" / recorder.info.run_id / f"p{index}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -134,7 +134,7 @@ def _run_local_point(recorder: TrainRecorder, plan: TrainPlan, index: int) -> tu
 def _finish(recorder: TrainRecorder, outcome_status: str, message: str, backend: str) -> TrainRunResult:
     status, code, error = final_status(outcome_status, [], message)
     recorder.close(status, error)
-    return TrainRunResult(run_id=recorder.info.run_id, db_path=recorder.store.path, status=status, exit_code=code,
+    return TrainRunResult(run_id=recorder.info.run_id, db_path=recorder.store.where, status=status, exit_code=code,
                           points=list(recorder.points), error=error, backend=backend, system=recorder.info.system,
                           recorder=recorder)
 
@@ -154,7 +154,7 @@ def _run_torchrun(plans: list[TrainPlan], env: RankEnv, emit: Emit) -> TrainRunR
             cfg = replace(plan.config, trace_dir=_shared_trace_dir(ctx, ""))
             _on_first_ranks(ctx, plan, Job("train", cfg), waiter, _measured)
         ctx.close()
-        return TrainRunResult("", Path(plans[0].config.run.db_path or ""), "complete", 0, [])
+        return TrainRunResult("", plans[0].config.run.db_path or "", "complete", 0, [])
     recorder = _recorder(plans[0].config, backend, env.world, emit)
     configs = [_point_config(recorder, plan, i) for i, plan in enumerate(plans)]
     where = points_where([(plan.label, cfg) for plan, cfg in zip(plans, configs)])
