@@ -98,12 +98,13 @@ class InferOption:
 
     @property
     def time_per_output_token_s(self) -> float | None:
-        """What each user waits per token: one over the per-user speed."""
+        """What each user waits per token with other users' prefills (the same estimate as `predict infer`): one
+        over the per-user speed."""
         return 1.0 / self.tokens_per_s_per_user if self.tokens_per_s_per_user else None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return dict(self.__dict__)
+        """JSON-ready dict; `tpot_s` x `tokens_per_s_per_user` = 1, as in `predict infer`."""
+        return {**self.__dict__, "tpot_s": self.time_per_output_token_s}
 
 
 @dataclass

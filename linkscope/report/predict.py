@@ -88,10 +88,12 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     table = Table(title=title, show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    rows = [("prefill (one sequence)", _seconds(data["prefill_s"])),
+    mode = ("with other users' prefills" if data["prefill_interference"]
+            else "decode only, no other users' prefills")
+    rows = [("time to first token (prefill)", _seconds(data["ttft_s"])),
             ("decode step", _seconds(data["decode_step_s"])),
-            ("time per output token", f"{_seconds(data['time_per_output_token_s'])} (with other users' prefills)"),
-            ("tokens/s per user", f"{data['tokens_per_s_per_user']:.1f} "
+            ("time per output token", f"{_seconds(data['tpot_s'])} ({mode})"),
+            ("tokens/s per user (1 / TPOT)", f"{data['tokens_per_s_per_user']:.1f} "
                                   f"({range_text(data['tokens_per_s_per_user'], data['tokens_per_s_per_user_range'])})"
                                   + (f" (budget {budget:g})" if budget else "")),
             ("tokens/s per GPU", f"{data['tokens_per_s_per_gpu']:.1f} "
