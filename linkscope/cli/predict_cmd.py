@@ -66,6 +66,8 @@ def collective(
         print_json([r.as_dict() for r in rows] if sweep else rows[0].as_dict())
     else:
         console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
+        if rows[0].range_basis:
+            console.print(f"ranges from {rows[0].range_basis}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _resolved(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> ResolvedSystem:

@@ -101,7 +101,8 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
                                  "p10..p90)"),
             ("TP all-reduce share of prefill", f"{data['tp_allreduce_share_prefill']:.0%}"),
             ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
-            ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})")]
+            ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
+            ("ranges from", data["range_basis"])]
     for what, value in rows:
         table.add_row(what, value)
     return table

@@ -31,7 +31,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.ranges.accuracy import rate_range, time_range
+from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
@@ -273,17 +273,21 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
     step = float(est.decode_step_s[i])
     per_token_s = float(est.tpot_s[i])
     per_gpu = float(est.tokens_per_s_per_gpu[i])
+    nodes = -(-job.tp * job.pp // system.node.gpus)
+    evidence = spread("inference", system, nodes)
     return {
         "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "batch": int(est.batch[i]),
         "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
         "prefill_interference": est.prefill_interference,
         "prefill_s": float(est.prefill_s[i]), "ttft_s": float(est.prefill_s[i]), "decode_step_s": step,
         "tpot_s": per_token_s, "time_per_output_token_s": per_token_s,
-        "time_per_output_token_s_range": list(time_range(per_token_s, "inference")),
+        "time_per_output_token_s_range": list(time_range(per_token_s, "inference", system, nodes)),
         "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
-        "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference")),
+        "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference", system,
+                                                       nodes)),
         "tokens_per_s_per_gpu": per_gpu,
-        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference")),
+        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference", system, nodes)),
+        "range_basis": evidence.basis, "range_evidence": evidence.evidence,
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),
