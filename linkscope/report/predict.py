@@ -146,5 +146,7 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
 
 
 def scaling_reasons(points: list[ScalingPoint]) -> list[str]:
-    """One line per node count without figures, saying why."""
-    return [f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason]
+    """One line per node count without figures, saying why, then one per evidence class the rows' ranges lack."""
+    missing = dict.fromkeys(p.range_basis for p in points if p.fits and p.range_basis.startswith("no "))
+    return [*(f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason),
+            *(f"ranges: {basis}" for basis in missing)]

@@ -101,6 +101,8 @@ def test_a_gpu_family_without_training_evidence_is_flagged_in_predict_and_advise
             > nvidia["step_time_s_range"][1] / nvidia["step_time_s"])
     text = run_cli("predict", "train", "-s", "tensorwave/mi300x-8x", "-m", "llama2-13b", "--gpus", "8").stdout
     assert "no training evidence for MI300X" in text
+    scaling = run_cli("predict", "scaling", "-s", "tensorwave/mi300x-8x", "-m", "llama2-7b", "--nodes", "1").stdout
+    assert "ranges: no training evidence for MI300X" in scaling
     advice = run_cli("advise", "train", "-m", "llama2-7b", "--tokens", "10B", "--gpu", "MI300X", "--gpus", "8",
                      "--json")
     assert advice.exit_code == 0, advice.stderr
