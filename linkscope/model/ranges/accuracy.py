@@ -3,7 +3,7 @@
 data/accuracy.yaml holds the p10 and p90 of log(measured / predicted) per kind (training steps, collectives,
 inference) and, within a kind, per evidence class (`classes.fabric_class`: fabric class and size regime), the
 GPU families each kind has evidence for, and each kind's widest spread (its smallest and largest residual).
-`linkscope validate` computes them (model/fidelity/validate.py, range_quantiles) and a test keeps the file equal to
+`linkscope validate` computes them (model/fidelity/validate.py, range_file) and a test keeps the file equal to
 what it computes. A predicted time t spans t * exp(p10) .. t * exp(p90); a rate the inverse.
 
 A prediction on a System takes the range of its own class. Where that class has too little evidence, or the
