@@ -23,7 +23,7 @@ from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
-from linkscope.model.ranges.accuracy import time_range
+from linkscope.model.ranges.accuracy import spread, time_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, summarize
@@ -214,7 +214,9 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
     base = _base_option(plan)
     time_s = request.tokens / prediction.tokens_per_s
     price = plan.offering.price_per_hour
-    time_range_s = list(time_range(time_s, "training"))
+    system = plan.offering.system.with_nodes(nodes)
+    time_range_s = list(time_range(time_s, "training", system))
+    evidence = spread("training", system)
     unconfirmed_booking = nodes > 1 and plan.offering.multi_node is None
     idle = []
     if prediction.gpus < nodes * base.gpus_per_node:
@@ -229,7 +231,8 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
         memory_gib_available=prediction.memory_gib_available,
         bottleneck=bottleneck_label(prediction.breakdown, prediction.step_time_s),
         bottleneck_detail=prediction.bottleneck,
-        notes=[*base.notes, *idle, *(["multi-node booking unconfirmed"] if unconfirmed_booking else [])])
+        notes=[*base.notes, *idle, *(["multi-node booking unconfirmed"] if unconfirmed_booking else []),
+               *([] if evidence.evidence else [evidence.basis])])
 
 
 def _best(options: list[TrainOption], objective: Objective) -> TrainOption:

@@ -30,7 +30,7 @@ from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.transformer import load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
-from linkscope.report.advise import (duration_text, infer_table, money_text, no_plan_text,
+from linkscope.report.advise import (duration_text, evidence_lines, infer_table, money_text, no_plan_text,
                                      profile_lines, reasons_table, spread_note, train_header, train_table,
                                      winner_text)
 
@@ -122,6 +122,8 @@ def _frontier_title(plans: int, shown: int, versus: str) -> str:
 
 def _print_train_footer(advice: TrainAdvice, selection: TrainSelection) -> None:
     top = selection.top
+    for line in evidence_lines(selection.top + selection.others):
+        console.print(line, highlight=False, markup=False)
     for line in profile_lines(advice.rows):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     if selection.infeasible:
@@ -283,6 +285,8 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
         console.print("[bold]No offering meets this budget.[/] The closest, and why not:" if rows
                       else "No offering matches these filters.")
     shown = {r.offering for r in selection.top + selection.others}
+    for line in evidence_lines(selection.top + selection.others):
+        console.print(line, highlight=False, markup=False)
     hidden = len({r.offering for r in feasible} - shown)
     if hidden:
         console.print(f"[dim]{hidden} more offerings meet the budget (--objective cost or time lists them all).[/]",

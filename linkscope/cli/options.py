@@ -78,6 +78,10 @@ InputTokensOpt = typer.Option(2048, "--input-tokens", help="Prompt tokens per se
 OutputTokensOpt = typer.Option(512, "--output-tokens", help="Generated tokens per sequence.")
 LatencyBudgetOpt = typer.Option(None, "--latency-budget", help="Tokens/s each user must see (1 / time per "
                                                                "output token): the largest batch that meets it.")
+PrefillInterferenceOpt = typer.Option(True, "--prefill-interference/--no-prefill-interference",
+                                      help="Count other users' chunked prefills in each user's time per output "
+                                           "token (continuous batching, the default); --no-prefill-interference "
+                                           "gives decode-only speed.")
 
 
 def tp_opt(default: str | None = None) -> Any:  # typer.Option is typed Any so that it can stand as a default

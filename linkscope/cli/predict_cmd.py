@@ -12,6 +12,7 @@ from linkscope.advise.inputs import batch_and_length
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt,
+                                   PrefillInterferenceOpt,
                                    ModelOpt, OutputTokensOpt, PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int,
                                    check_option, check_zero, choice, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
@@ -65,6 +66,8 @@ def collective(
         print_json([r.as_dict() for r in rows] if sweep else rows[0].as_dict())
     else:
         console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
+        if rows[0].range_basis:
+            console.print(f"ranges from {rows[0].range_basis}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _resolved(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> ResolvedSystem:
@@ -158,6 +161,7 @@ def infer(
     output_tokens: int = OutputTokensOpt,
     latency_budget: Optional[float] = LatencyBudgetOpt,
     precision: str = PrecisionOpt,
+    prefill_interference: bool = PrefillInterferenceOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -174,11 +178,11 @@ def infer(
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])
     if tp_size is None:
-        pick = pick_tp(job, resolved.system, batches, latency_budget, resolved.tiers)
+        pick = pick_tp(job, resolved.system, batches, latency_budget, resolved.tiers, prefill_interference)
     else:
         est = estimate_inference(job, resolved.system,
                                  candidate_batches(job, resolved.system) if batches is None else batches,
-                                 resolved.tiers)
+                                 resolved.tiers, prefill_interference)
         pick = InferPick(job, est, best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0)
     job, est, index = pick.job, pick.est, pick.index
     if index is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
 from rich import box
 from rich.table import Table
@@ -225,6 +226,12 @@ def no_plan_text(advice: TrainAdvice) -> str | None:
         return f"no plan meets both the deadline and the budget ({budget})"
     return (f"no plan meets both the deadline and the budget ({budget}): within the deadline the cheapest costs "
             f"{money_text(within.cost_usd)} on {within.offering} ({within.gpus} GPUs)")
+
+
+def evidence_lines(rows: Sequence[TrainOption | InferOption]) -> list[str]:
+    """One line per GPU family or fabric class shown without evidence: its rows rank on the central value."""
+    missing = dict.fromkeys(n for r in rows for n in r.notes if n.startswith("no ") and " evidence for " in n)
+    return [f"note: {n}; ranked on the central value" for n in missing]
 
 
 def profile_lines(rows: list[TrainOption]) -> list[str]:

@@ -155,6 +155,8 @@ COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
     "train": (TRAIN, ["--global-batch", "--seq-len", "--gpus", "--nodes", "--tp", "--pp", "--zero"], assert_sane_json),
     "infer": (INFER, ["--input-tokens", "--output-tokens", "--batch", "--latency-budget", "--tp", "--pp"],
               assert_sane_json),
+    "infer-decode-only": ([*INFER, "--no-prefill-interference"], ["--input-tokens", "--output-tokens", "--batch",
+                                                                   "--latency-budget"], assert_sane_json),
     "advise-infer": (["advise", "infer", "--model", "llama2-7b", "--json"],
                      ["--latency-budget", "--input-tokens", "--qps", "--max-price-per-gpu-hour", "--tp"], assert_clean),
     "advise-train": (ADVISE_TRAIN, ["--budget", "--top", "--price-per-gpu-hour"], assert_sane_json),

@@ -10,6 +10,7 @@ from linkscope.hardware.loader import HardwareDB, load_system_file
 from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.system import System
 from linkscope.model.comm.predict import predict_sizes
+from linkscope.model.ranges.classes import fabric_class, gpu_family
 from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
 from linkscope.model.step.infer import InferJob, batched_prefill_s, candidate_batches, estimate_inference
 from linkscope.model.step.layout import single_layout
@@ -82,3 +83,15 @@ def predicted(entry: Entry, db: HardwareDB) -> float:
     if isinstance(entry, CollectiveEntry):
         return predicted_collective(entry, db)
     return predicted_inference(entry, db)
+
+
+def evidence_class(entry: Entry, db: HardwareDB) -> tuple[str, str]:
+    """(fabric class with size regime, GPU family) of the System the entry ran on, as its prediction sizes it."""
+    system = evidence_system(entry.system, db)
+    if isinstance(entry, TrainingEntry):
+        system = system.with_gpus(entry.gpus)
+    elif isinstance(entry, CollectiveEntry):
+        system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
+    else:
+        system = system.with_nodes(max(1, -(-entry.tp * entry.pp // system.node.gpus)))
+    return fabric_class(system), gpu_family(system)

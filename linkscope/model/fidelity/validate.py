@@ -30,7 +30,7 @@ from linkscope.model.fidelity.evidence import (
     TrainingEntry,
 )
 from linkscope.model.fidelity.comm_fit import PricedCollectives
-from linkscope.model.fidelity.evidence_predict import measured, predicted
+from linkscope.model.fidelity.evidence_predict import evidence_class, measured, predicted
 from linkscope.model.fidelity.fit import PricedSet, sources_of
 
 RANGE_QUANTILES = (10.0, 90.0)
@@ -46,6 +46,9 @@ class EntryResult:
     measured: float
     in_sample: float
     loso: float
+    fabric_class: str = ""
+    """The class its range evidence counts for (`model.ranges.classes.fabric_class`)."""
+    gpu_family: str = ""
 
     @property
     def in_sample_err_pct(self) -> float:
@@ -145,7 +148,7 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
             else comm
         for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold)):
             loso[i] = value
-    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q)
+    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, *evidence_class(e, db))
                for e, p, q in zip(entries, in_sample, loso)]
     return _summarise(results, evidence, constants, comm)
 
@@ -166,13 +169,33 @@ def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: Com
     return Validation(kinds=kinds, sources=sources, entries=results, fitted=fitted_summary(constants, comm))
 
 
-def range_quantiles(validation: Validation) -> dict[str, dict[str, float]]:
+def _quantiles(logs: list[float]) -> dict[str, Any]:
+    lo, hi = np.percentile(logs, RANGE_QUANTILES)
+    return {"n": len(logs), "p10_log": round(float(lo), 4), "p90_log": round(float(hi), 4)}
+
+
+def range_quantiles(validation: Validation) -> dict[str, dict[str, Any]]:
     """Per kind, the p10 and p90 of log(measured / LOSO prediction): a prediction x spans
     x * exp(p10) .. x * exp(p90) for times (the inverse for rates)."""
     out = {}
     for kind in KINDS:
-        logs = [np.log(r.measured / r.loso) for r in validation.entries if r.kind == kind]
+        logs = [float(np.log(r.measured / r.loso)) for r in validation.entries if r.kind == kind]
         if logs:
-            lo, hi = np.percentile(logs, RANGE_QUANTILES)
-            out[kind] = {"n": len(logs), "p10_log": round(float(lo), 4), "p90_log": round(float(hi), 4)}
+            out[kind] = _quantiles(logs)
+    return out
+
+
+def range_file(validation: Validation) -> dict[str, Any]:
+    """What data/accuracy.yaml holds besides its source: per kind the pooled p10/p90 (`kinds`), the widest
+    spread (smallest and largest residual), p10/p90 per fabric class and size regime, and the GPU families with
+    evidence."""
+    out: dict[str, Any] = {"kinds": range_quantiles(validation), "widest": {}, "classes": {}, "families": {}}
+    for kind in out["kinds"]:
+        results = [r for r in validation.entries if r.kind == kind]
+        logs = [float(np.log(r.measured / r.loso)) for r in results]
+        out["widest"][kind] = {"n": len(logs), "p10_log": round(min(logs), 4), "p90_log": round(max(logs), 4)}
+        classes = sorted({r.fabric_class for r in results})
+        out["classes"][kind] = {c: _quantiles([float(np.log(r.measured / r.loso)) for r in results
+                                               if r.fabric_class == c]) for c in classes}
+        out["families"][kind] = sorted({r.gpu_family for r in results})
     return out

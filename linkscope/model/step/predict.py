@@ -15,7 +15,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.ranges.accuracy import rate_range, time_range
+from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.step.compute import usable_memory_gib
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
@@ -74,6 +74,8 @@ class TrainPrediction:
     step_time_s_range: list[float] = field(default_factory=list)
     """p10..p90 of the step time, from the leave-one-source-out errors of training predictions."""
     tokens_per_s_range: list[float] = field(default_factory=list)
+    range_basis: str = ""
+    """What evidence the ranges come from (`model.ranges.accuracy.spread`), or that there is none."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -143,6 +145,9 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
     step = float(est.step_time_s[i])
     gpus = row.tp * row.pp * row.dp * row.cp
     flags = _flags(job, system, row, est, i)
+    evidence = spread("training", system)
+    if not evidence.evidence:
+        flags.append(evidence.basis)
     if gpus < system.gpus:
         flags.insert(0, f"uses {gpus // system.nodes} of the {system.node.gpus} GPUs per node: no layout divides "
                         f"{system.node.gpus} (the rest stay idle)")
@@ -154,8 +159,9 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         memory_gib_available=usable_memory_gib(system.node.gpu),
         fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
         bottleneck=bottleneck_sentence(breakdown, step), flags=flags,
-        layouts_evaluated=result.evaluated, step_time_s_range=list(time_range(step, "training")),
-        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")))
+        layouts_evaluated=result.evaluated, step_time_s_range=list(time_range(step, "training", system)),
+        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system)),
+        range_basis=evidence.basis)
 
 
 def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:

@@ -25,7 +25,7 @@ from linkscope.model.fidelity.fit import (
     INFER_FINE_SHARE,
     PricedSet,
 )
-from linkscope.model.fidelity.validate import Validation, range_quantiles, validate
+from linkscope.model.fidelity.validate import Validation, range_file, range_quantiles, validate
 
 # What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
 LOSO_MEDIAN_LIMIT_PCT = {"training": 7.0, "collectives": 6.3, "inference": 6.2}
@@ -121,6 +121,24 @@ def test_range_quantiles_bracket_zero_and_match_the_packaged_ranges(result: Vali
         assert computed[kind]["p10_log"] <= computed[kind]["p90_log"]
         assert packaged[kind].p10_log == pytest.approx(computed[kind]["p10_log"], abs=1e-3), kind
         assert packaged[kind].p90_log == pytest.approx(computed[kind]["p90_log"], abs=1e-3), kind
+
+
+def test_the_packaged_ranges_per_class_widest_and_family_are_what_validate_computes(result: Validation) -> None:
+    from linkscope.model.ranges.accuracy import accuracy_file
+
+    computed, packaged = range_file(result), accuracy_file()
+    for kind in KINDS:
+        assert packaged.families[kind] == computed["families"][kind], kind
+        assert set(packaged.classes[kind]) == set(computed["classes"][kind]), kind
+        pairs = [(packaged.widest[kind], computed["widest"][kind]),
+                 *((packaged.classes[kind][c], v) for c, v in computed["classes"][kind].items())]
+        for have, want in pairs:
+            assert have.n == want["n"]
+            assert (have.p10_log, have.p90_log) == pytest.approx((want["p10_log"], want["p90_log"]), abs=1e-3)
+        # The widest spread holds every class's.
+        widest = packaged.widest[kind]
+        assert all(widest.p10_log <= c.p10_log and c.p90_log <= widest.p90_log
+                   for c in packaged.classes[kind].values())
 
 
 def test_inference_entries_need_a_batch_except_at_maximum_load() -> None:
