@@ -9,12 +9,14 @@ last backward pass, and the optimizer step. Memory follows Korthikanti et al. 20
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, usable_memory_gib)
 from linkscope.model.step.job import Job
@@ -71,9 +73,34 @@ class _Ctx:
         return gemm_time_s(flops, peak, self.c, top, gemm_half_gflop(self.c, peak, top))
 
 
+SMALL_LAYOUTS = 8
+"""Calls over up to this many layouts are memoized: the fitting procedure prices each evidence entry (one
+layout) under hundreds of compute constants, and a step's collectives do not depend on them, only on the
+tiers, the group sizes and message sizes, and the collective model's own fitted constant (part of the key)."""
+
+
 def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
-    per_node, nodes = group_span(ranks, stride, ctx.system.node.gpus)
-    return collective_time(op, ctx.tiers, size_bytes, ranks, nodes, labels=False).time_us * 1e-6
+    size, ranks, stride = np.broadcast_arrays(np.asarray(size_bytes, dtype=float), np.asarray(ranks, dtype=float),
+                                              np.asarray(stride, dtype=float))
+    if size.size <= SMALL_LAYOUTS:
+        times = _coll_small_s(op, ctx.tiers, tuple(size.ravel().tolist()), tuple(ranks.ravel().tolist()),
+                              tuple(stride.ravel().tolist()), ctx.system.node.gpus, comm_fit().nvls_chunk_overhead_us)
+        return np.asarray(times).reshape(size.shape)
+    return _coll_vector_s(op, ctx.tiers, size, ranks, stride, ctx.system.node.gpus)
+
+
+@functools.lru_cache(maxsize=8192)
+def _coll_small_s(op: str, tiers: CommTiers, size: tuple[float, ...], ranks: tuple[float, ...],
+                  stride: tuple[float, ...], gpus_per_node: int, nvls_chunk_overhead_us: float) -> tuple[float, ...]:
+    # nvls_chunk_overhead_us is only part of the key: collective_time reads the fit in force itself.
+    return tuple(_coll_vector_s(op, tiers, np.asarray(size), np.asarray(ranks), np.asarray(stride),
+                                gpus_per_node).tolist())
+
+
+def _coll_vector_s(op: str, tiers: CommTiers, size: np.ndarray, ranks: np.ndarray, stride: np.ndarray,
+                   gpus_per_node: int) -> np.ndarray:
+    per_node, nodes = group_span(ranks, stride, gpus_per_node)
+    return collective_time(op, tiers, size, ranks, nodes, labels=False).time_us * 1e-6
 
 
 def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:

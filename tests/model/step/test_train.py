@@ -197,3 +197,18 @@ def test_the_output_layer_does_not_speed_up_under_fp8(db) -> None:
     layers_fp8 = estimate_steps(Job(model=small_vocab, global_batch=64, seq_len=4096, precision="fp8"), system, lay)
     layers_bf16 = estimate_steps(Job(model=small_vocab, global_batch=64, seq_len=4096), system, lay)
     assert layers_fp8.compute_s[0] < layers_bf16.compute_s[0]
+
+
+def test_memoized_collectives_price_a_layout_as_the_search_does(db) -> None:
+    # A few layouts take the memoized path, a search's many the vector path: one layout, same step time.
+    from linkscope.model.step.layout import Layouts
+    from linkscope.model.step.train import SMALL_LAYOUTS
+
+    job = _job("llama2-70b", 256, 4096)
+    system = db.systems["dgx-h100"].with_gpus(64)
+    one = single_layout(tp=4, pp=2, dp=8, mb=1, zero=3, sp=True)
+    many = Layouts(**{f: np.repeat(getattr(one, f), SMALL_LAYOUTS + 1) for f in one.__dataclass_fields__})
+    memo = estimate_steps(job, system, one)
+    vector = estimate_steps(job, system, many)
+    assert memo.step_time_s[0] == vector.step_time_s[0]
+    assert memo.dp_comm_exposed_s[0] == vector.dp_comm_exposed_s[0] > 0
