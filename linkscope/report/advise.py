@@ -188,7 +188,15 @@ def train_header(advice: TrainAdvice, frontier: bool = False) -> str:
     ranking = "the time-cost frontier" if frontier else f"ranked by total {req.objective.value}"
     return (f"[bold]{req.model.id}[/], {count_text(req.tokens)} tokens, {req.precision}, {req.gpus.describe()}: "
             f"{ranking}\n{', '.join(limits)}\n"
-            f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}")
+            f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}\n"
+            f"{framework_text(req.framework)}")
+
+
+def framework_text(framework: str) -> str:
+    """The framework a plan assumes, saying when it is the default."""
+    if framework != "auto":
+        return f"framework {framework}"
+    return "framework by ZeRO stage: megatron for 0-1, deepspeed for 2, fsdp for 3 (--framework to choose)"
 
 
 def limits_text(advice: TrainAdvice) -> str:

@@ -48,7 +48,9 @@ def step_items(job: Job, layout: Layout) -> CommItems:
     params = (layers * m.layer_params() + m.embedding_params()) / tp
     dp_items: list[tuple[str, float, float]] = [("all_reduce", params * c.grad_bytes, 1)]
     if layout.zero >= 1:
-        dp_items = [("reduce_scatter", params * c.grad_bytes, 1), ("all_gather", params * c.weight_bytes, 1)]
+        # ZeRO-2 reduce-scatters every micro-batch (its gradients are sharded, so they cannot accumulate).
+        dp_items = [("reduce_scatter", params * c.grad_bytes, microbatches if layout.zero == 2 else 1),
+                    ("all_gather", params * c.weight_bytes, 1)]
     if layout.zero >= 3:
         # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
         # gradients reduce-scattered, every micro-batch.

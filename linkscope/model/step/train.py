@@ -19,7 +19,7 @@ from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, usable_memory_gib)
-from linkscope.model.step.job import Job
+from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step.memory import memory_gib_per_gpu
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
@@ -277,16 +277,29 @@ def _optimizer_s(ctx: _Ctx) -> np.ndarray:
     return memory_time_s(shard * c.optimizer_traffic_bytes, ctx.system.node.gpu, c)
 
 
+def dp_overlap_of(job: Job, zero: np.ndarray) -> np.ndarray:
+    """Per layout, whether gradient reduction overlaps backward: the job's choice, else its framework's
+    default for the layout's ZeRO stage."""
+    if job.dp_overlap is not None:
+        return np.full(np.shape(zero), job.dp_overlap)
+    by_stage = np.asarray([FRAMEWORK_DP_OVERLAP[framework_for(job.framework, stage)] for stage in range(4)])
+    return by_stage[np.asarray(zero, dtype=int)]
+
+
 def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray,
                   stage_fwd: np.ndarray, stage_bwd: np.ndarray) -> np.ndarray:
     grads, gather = _dp_comm_s(ctx)
-    if ctx.job.dp_overlap:
-        # Gradients of the last micro-batch are reduced bucket by bucket while its backward pass runs, but
-        # the last bucket (the first layers' gradients) is only ready when backward ends: it always shows.
-        # The parameter all-gather of the distributed optimizer overlaps the next step's first forward.
-        last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_params(ctx), 1.0))
-        grads = np.maximum(grads - stage_bwd, grads * last_bucket)
-        gather = np.maximum(gather - stage_fwd, gather * last_bucket)
+    # Gradients of a micro-batch are reduced bucket by bucket while its backward pass runs, but the last
+    # bucket (the first layers' gradients) is only ready when backward ends: it always shows. The parameter
+    # all-gather of a sharded optimizer overlaps the next step's first forward.
+    last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_params(ctx), 1.0))
+    overlap = dp_overlap_of(ctx.job, ctx.lay.zero)
+    grads = np.where(overlap, np.maximum(grads - stage_bwd, grads * last_bucket), grads)
+    gather = np.where(overlap, np.maximum(gather - stage_fwd, gather * last_bucket), gather)
+    # ZeRO-2 keeps only its shard of the gradients, so it cannot sum micro-batches locally: every backward
+    # reduce-scatters (DeepSpeed stage 2; FSDP SHARD_GRAD_OP outside no_sync). Stages 0 and 1 accumulate
+    # full-size gradients and reduce once per step.
+    grads = grads * np.where(ctx.lay.zero == 2, m_count, 1.0)
     classic = np.where(ctx.lay.zero >= 3, 0.0, grads + gather)
     return classic + _zero3_exposed_s(ctx, lt, layers, m_count)
 
