@@ -6,9 +6,7 @@ from __future__ import annotations
 import typer
 
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.hardware.loader import load_db
-from linkscope.model.fidelity.evidence import load_evidence
-from linkscope.model.fidelity.validate import validate
+from linkscope.model.fidelity.validate import packaged_validation
 from linkscope.report.validate import entries_table, kinds_table, regimes_table, sources_table
 
 
@@ -20,7 +18,7 @@ def validate_command(
     """Error of the current constants per kind and per source on the evidence set: in-sample, and with
     each source left out of the fit (leave-one-source-out), and per regime with the regime left out
     (leave-one-regime-out)."""
-    result = validate(load_evidence(), load_db(include_user=False))
+    result = packaged_validation()
     if as_json:
         print_json(result.as_dict(with_entries=entries))
         return

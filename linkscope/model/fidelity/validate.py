@@ -11,13 +11,14 @@ entries are predicted with them. The LOSO residuals of each kind are also what t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from linkscope.hardware.loader import HardwareDB
+from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.model.comm.params import CommFit, comm_fit, comm_fit_override
 from linkscope.model.step.compute import (
     ComputeConstants,
@@ -30,6 +31,7 @@ from linkscope.model.fidelity.evidence import (
     Entry,
     EvidenceSet,
     TrainingEntry,
+    load_evidence,
 )
 from linkscope.model.fidelity.comm_fit import PricedCollectives
 from linkscope.model.fidelity.evidence_predict import measured, predicted
@@ -176,6 +178,13 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
     results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, r)
                for e, p, q, r in zip(entries, in_sample, loso, loro)]
     return _summarise(results, evidence, constants, comm)
+
+
+@functools.cache
+def packaged_validation() -> Validation:
+    """`validate` of the packaged constants on the packaged evidence and hardware, once per process: every
+    input is a packaged file, so the answer cannot change while the process runs."""
+    return validate(load_evidence(), load_db(include_user=False))
 
 
 def _leaving_out(source: str) -> Callable[[Entry], bool]:

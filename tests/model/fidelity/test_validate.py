@@ -25,7 +25,7 @@ from linkscope.model.fidelity.fit import (
     INFER_FINE_SHARE,
     PricedSet,
 )
-from linkscope.model.fidelity.validate import Validation, range_quantiles, validate
+from linkscope.model.fidelity.validate import Validation, packaged_validation, range_quantiles
 
 # What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
 LOSO_MEDIAN_LIMIT_PCT = {"training": 7.0, "collectives": 6.3, "inference": 6.2}
@@ -43,8 +43,9 @@ def db() -> HardwareDB:
 
 
 @pytest.fixture(scope="module")
-def result(db: HardwareDB) -> Validation:
-    return validate(load_evidence(), db)
+def result() -> Validation:
+    # The same object `linkscope validate` prints in this process (tests/cli/test_validate.py).
+    return packaged_validation()
 
 
 def test_every_entry_names_a_known_source_and_resolves(db: HardwareDB) -> None:
