@@ -3,9 +3,9 @@
 Megatron-LM with sequence parallelism: per layer and micro-batch 6 all-gathers and 4 reduce-scatters for TP
 (an all-reduce pair without sequence parallelism; full recomputation replays the forward's), 2 x interleave
 send/recvs per micro-batch for PP, one gradient reduction per step for DP (reduce-scatter + all-gather with a
-distributed optimizer), or with ZeRO-3 two weight gathers and one gradient reduce-scatter per layer and
-micro-batch. `plan` prices each list on the ranks a placement gives the group; a test checks that the TP list
-priced on Megatron's order is the step model's own TP time.
+distributed optimizer; ZeRO-2 reduce-scatters every micro-batch), or with ZeRO-3 two weight gathers and one
+gradient reduce-scatter per layer and micro-batch. `plan` prices each list on the ranks a placement gives
+the group; a test checks that the TP list priced on Megatron's order is the step model's own TP time.
 """
 
 from __future__ import annotations
