@@ -18,7 +18,7 @@ from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.step.job import Job, framework_for
+from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import load_model
 from linkscope.report.advise import groups_table, launch_text, plan_summary, rank_map_table
 
@@ -44,14 +44,6 @@ def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: L
     return searched_parallelism(resolved, nodes, job, given)
 
 
-def _framework(result: PlanResult) -> str | None:
-    """The framework the step times assume (None for a bytes-only comparison, which has no job)."""
-    job = result.request.job
-    if job is None or result.layout is None:
-        return None
-    return framework_for(job.framework, result.layout.zero)
-
-
 def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
     p = result.placement
     return {
@@ -59,7 +51,7 @@ def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
         "parallelism": dict(p.par.__dict__), "order": p.order_text, "order_reason": result.order_reason,
         "baseline_order": result.baseline.order_text, "basis": result.basis,
         "step_time_s": result.step_time_s, "baseline_step_time_s": result.baseline_step_time_s,
-        "layout": result.layout.as_dict() if result.layout else None, "framework": _framework(result),
+        "layout": result.layout.as_dict() if result.layout else None, "framework": result.framework,
         "ranks": p.rank_rows(),
         "groups": {d: dict(s.__dict__) for d, s in group_spans(p).items()},
         "cost": result.cost.as_dict(), "baseline_cost": result.baseline_cost.as_dict(),

@@ -338,8 +338,10 @@ def plan_summary(result: PlanResult) -> str:
             lines.append(f"step model's layout: {layout_detail(result.layout)}")
         job = result.request.job
         if job is not None:
+            default = " (the usual one for this ZeRO stage; --framework to choose)" if job.framework == "auto" else ""
             lines.append(f"job: global batch {job.global_batch} x seq len {job.seq_len} = "
-                         f"{job.global_batch * job.seq_len / 1e6:.1f}M tokens per step, {job.precision}")
+                         f"{job.global_batch * job.seq_len / 1e6:.1f}M tokens per step, {job.precision}, "
+                         f"framework {result.framework}{default}")
     else:
         slower = [f"{d.upper()} {result.baseline_cost.dims[d].time_s / c.time_s:.1f}x"
                   for d, c in result.cost.dims.items() if c.time_s > 0]
