@@ -46,10 +46,12 @@ class TrainRequest:
     limits: Limits = Limits()
     precision: str = "bf16"
     global_batch_is_default: bool = False
+    framework: str = "auto"
 
     def job(self) -> Job:
         """The model's view of one step."""
-        return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision)
+        return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision,
+                   framework=self.framework)
 
 
 def validate_train_request(request: TrainRequest) -> None:
@@ -84,6 +86,8 @@ class TrainOption:
     nodes: int | None = None
     gpus: int | None = None
     parallelism: Layout | None = None
+    framework: str | None = None
+    """How the plan's data-parallel communication is scheduled (model/step/job.py FRAMEWORKS)."""
     step_time_s: float | None = None
     tokens_per_s: float | None = None
     time_to_train_s: float | None = None
@@ -224,6 +228,7 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
                     f"{base.gpus_per_node}); the idle ones are paid for")
     return replace(
         base, feasible=True, nodes=nodes, gpus=prediction.gpus, parallelism=prediction.parallelism,
+        framework=prediction.framework,
         step_time_s=prediction.step_time_s, tokens_per_s=prediction.tokens_per_s, time_to_train_s=time_s,
         cost_usd=None if price is None else price * nodes * time_s / 3600.0, time_to_train_s_range=time_range_s,
         cost_usd_range=None if price is None else [price * nodes * t / 3600.0 for t in time_range_s],

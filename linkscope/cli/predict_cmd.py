@@ -11,10 +11,10 @@ import typer
 from linkscope.advise.inputs import batch_and_length
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt,
-                                   PrefillInterferenceOpt,
-                                   ModelOpt, OutputTokensOpt, PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int,
-                                   check_option, check_zero, choice, pp_opt, tp_opt)
+from linkscope.cli.options import (CatalogOpt, FrameworkOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt,
+                                   MicroBatchOpt, ModelOpt, OutputTokensOpt, PrecisionOpt, PrefillInterferenceOpt,
+                                   SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework, check_option, check_zero,
+                                   choice, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
@@ -104,9 +104,11 @@ def train(
     zero: Optional[int] = ZeroOpt,
     precision: str = PrecisionOpt,
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
-    dp_overlap: bool = typer.Option(True, "--dp-overlap/--no-dp-overlap",
-                                    help="Overlap the data-parallel gradient reduction with the last backward "
-                                         "pass (Megatron --overlap-grad-reduce)."),
+    framework: str = FrameworkOpt,
+    dp_overlap: Optional[bool] = typer.Option(None, "--dp-overlap/--no-dp-overlap",
+                                              help="Overlap the data-parallel gradient reduction with the "
+                                                   "backward pass (Megatron --overlap-grad-reduce, DeepSpeed "
+                                                   "overlap_comm; default: the framework's)."),
     tp_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                     help="Overlap tensor-parallel collectives with their GEMMs (Megatron/NeMo "
                                          "--tp-comm-overlap)."),
@@ -115,18 +117,19 @@ def train(
 ) -> None:
     """Step time, throughput, MFU, memory per GPU and where the time goes; `auto` values are searched."""
     check_zero(zero)
+    framework = check_framework(framework)
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
     spec = load_model(model)
     resolved = _resolved(system, gpus, nodes, extra or [])
     if resolved.train_fit is not None and resolved.profile is not None:
-        fit_job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=dp_overlap)
+        fit_job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=True if dp_overlap is None else dp_overlap)
         prediction = _on_fit(resolved.train_fit, resolved.profile, fit_job, gpus, auto_int(tp, "--tp"),
                              auto_int(dp, "--dp"), zero, recompute)
     else:
         job = _job(spec, global_batch, seq_len, precision,
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
-                   tp_overlap=tp_overlap)
+                   tp_overlap=tp_overlap, framework=framework)
         req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                             cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                             micro_batch=auto_int(micro_batch, "--micro-batch"),

@@ -189,7 +189,15 @@ def train_header(advice: TrainAdvice, frontier: bool = False) -> str:
     ranking = "the time-cost frontier" if frontier else f"ranked by total {req.objective.value}"
     return (f"[bold]{req.model.id}[/], {count_text(req.tokens)} tokens, {req.precision}, {req.gpus.describe()}: "
             f"{ranking}\n{', '.join(limits)}\n"
-            f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}")
+            f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}\n"
+            f"{framework_text(req.framework)}")
+
+
+def framework_text(framework: str) -> str:
+    """The framework a plan assumes, saying when it is the default."""
+    if framework != "auto":
+        return f"framework {framework}"
+    return "framework by ZeRO stage: megatron for 0-1, deepspeed for 2, fsdp for 3 (--framework to choose)"
 
 
 def limits_text(advice: TrainAdvice) -> str:
@@ -337,8 +345,10 @@ def plan_summary(result: PlanResult) -> str:
             lines.append(f"step model's layout: {layout_detail(result.layout)}")
         job = result.request.job
         if job is not None:
+            default = " (the usual one for this ZeRO stage; --framework to choose)" if job.framework == "auto" else ""
             lines.append(f"job: global batch {job.global_batch} x seq len {job.seq_len} = "
-                         f"{job.global_batch * job.seq_len / 1e6:.1f}M tokens per step, {job.precision}")
+                         f"{job.global_batch * job.seq_len / 1e6:.1f}M tokens per step, {job.precision}, "
+                         f"framework {result.framework}{default}")
     else:
         slower = [f"{d.upper()} {result.baseline_cost.dims[d].time_s / c.time_s:.1f}x"
                   for d, c in result.cost.dims.items() if c.time_s > 0]

@@ -71,6 +71,9 @@ def train_table(p: TrainPrediction) -> Table:
             ("memory per GPU", f"{p.memory_gib_per_gpu:.1f} GiB of {p.memory_gib_available:g} "
                                f"({'fits' if p.fits else 'DOES NOT FIT'})"),
             ("layout", layout), ("bottleneck", p.bottleneck)]
+    if p.framework != "auto":
+        rows.insert(-1, ("framework", p.framework + ("" if p.framework_given else " (the usual one for this ZeRO "
+                                                                               "stage; --framework to choose)")))
     for key, value in p.breakdown.items():
         if value > 0:
             rows.append((f"  {key.removesuffix('_s').replace('_', ' ')}", f"{_seconds(value)} "

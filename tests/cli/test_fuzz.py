@@ -183,6 +183,30 @@ def test_fuzz_numeric_options(name: str, data: st.DataObject) -> None:
     check(invoke(*base, *extra, f"{flag}={value}"))
 
 
+FRAMEWORK_COMMANDS = {"train": [*TRAIN, "--global-batch", "64"],
+                      "plan-auto": [*COMMANDS["plan-auto"][0], "--nodes", "1"], "advise-train": ADVISE_TRAIN}
+
+
+@pytest.mark.parametrize("name", sorted(FRAMEWORK_COMMANDS))
+@FEW
+@given(framework=st.one_of(st.sampled_from(["auto", "megatron", "fsdp", "deepspeed", "Megatron", "", "zero3",
+                                            "fsdp ", "none"]), st.text(max_size=12)),
+       zero=st.sampled_from([None, "0", "1", "2", "3"]))
+def test_fuzz_framework(name: str, framework: str, zero: str | None) -> None:
+    # A known framework answers (or, with a ZeRO stage it lacks, exits 2 in one line); anything else exits 2.
+    args = [*FRAMEWORK_COMMANDS[name], f"--framework={framework}"]
+    if zero is not None and name != "advise-train":
+        args.append(f"--zero={zero}")
+    result = invoke(*args)
+    assert_clean(result)
+    if result.exit_code == 0:
+        assert framework in ("auto", "megatron", "fsdp", "deepspeed")
+        if name != "plan-auto":
+            assert_sane_json(result)
+    else:
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+
+
 DEADLINES = st.one_of(
     st.sampled_from(["none", "None", "off", "1000y", "10y", "0d", "-1d", "1e400d", "nand", "infd", "3.5w", "1s", ""]),
     st.tuples(NUMBER, st.sampled_from(["s", "min", "h", "d", "w", "y", "", " d", "x"])).map("".join))
