@@ -12,10 +12,13 @@ from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPric
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt, check_formats)
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
 from linkscope.hardware.check import check_db, stale_warning
-from linkscope.hardware.refresh import read_catalog, refresh, write_overrides
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.refresh import known_clouds, refresh, write_overrides
+from linkscope.hardware.refresh_source import parse_as_of, read_catalog
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import offering_dict
 from linkscope.report.catalog import catalog_csv, catalog_table
+from linkscope.report.refresh_diff import refresh_lines
 
 catalog_app = typer.Typer(help="List cloud offerings with typed interconnect fields; check or refresh the data.",
                           invoke_without_command=True, no_args_is_help=False)
@@ -70,24 +73,33 @@ def catalog(
 
 def refresh_cmd(
     source: str = typer.Option(..., "--from", help="A directory laid out like skypilot-catalog "
-                               "(catalogs/v*/<cloud>/vms.csv), one vms.csv, or an http(s) URL of one."),
+                               "(catalogs/v<N>/<cloud>/vms.csv), one vms.csv, or an http(s) URL of one."),
     cloud: Optional[str] = typer.Option(None, "--cloud", help="Cloud of a single CSV (default: its directory name)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Report the changes without writing the override file."),
+    commit: Optional[str] = typer.Option(None, "--commit", help="The skypilot-catalog commit the files are from "
+                                         "(read from git when --from is a checkout)."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="That commit's date, YYYY-MM-DD (read from git when "
+                                        "--from is a checkout); prices are dated by it, never by today."),
+    apply: bool = typer.Option(False, "--apply", help="Write the applied prices; without it only the diff is shown."),
 ) -> None:
-    """Read SkyPilot catalog prices, join them onto the offerings and write them to the config directory."""
+    """Show what SkyPilot's catalog would change in the prices; with --apply, write it to the config directory."""
     db = load_db()
-    report = refresh(db, read_catalog(source, cloud), source)
-    changed = [c for c in report.changes if c.changed]
-    for c in changed:
-        old = "unknown" if c.old_price is None else f"{c.old_price:g}"
-        new = "unknown" if c.new_price is None else f"{c.new_price:g}"
-        spot = f" (spot {c.new_spot:g})" if c.new_spot is not None else ""
-        typer.echo(f"{c.offering}: {old} -> {new}/h{spot} [{c.region or 'no region'}]")
-    typer.echo(f"{len(report.changes)} offering(s) matched in {report.rows} catalog rows, {len(changed)} changed")
-    if report.unmatched:
-        typer.echo(f"not in the catalog ({len(report.unmatched)}): {', '.join(report.unmatched)}")
-    if not dry_run and report.changes:
+    when = parse_as_of(as_of)
+    report = refresh(db, read_catalog(source, known_clouds(db), cloud, commit, when))
+    for rejected in report.source.rejected:
+        err_console.print(f"rejected {rejected}", highlight=False, soft_wrap=True, markup=False)
+    if report.blocking:
+        raise UserError(f"{len(report.blocking)} row(s) of {source} rejected (listed above); nothing written",
+                        field="from")
+    for line in refresh_lines(report):
+        typer.echo(line)
+    applied = [c for c in report.changes if c.applied]
+    if not apply:
+        typer.echo(f"nothing written; rerun with --apply to write {len(applied)} price(s)" if applied
+                   else "nothing to write")
+    elif applied:
         typer.echo(f"wrote {write_overrides(report)}")
+    else:
+        typer.echo("nothing to write")
 
 
 def register(app: typer.Typer) -> None:

@@ -317,7 +317,9 @@ def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
                     price_per_hour=e.price_per_hour, spot_price_per_hour=e.spot_price_per_hour,
                     price_as_of=e.price_as_of, price_source=e.price_source, regions=tuple(e.regions),
                     multi_node=e.multi_node, unconfirmed=tuple(e.unconfirmed), notes=e.notes,
-                    source=e.source, as_of=e.as_of, skypilot=e.skypilot)
+                    source=e.source, as_of=e.as_of, skypilot=e.skypilot,
+                    skypilot_aliases=tuple(e.skypilot_aliases), skypilot_parts=tuple(e.skypilot_parts),
+                    price_source_kind=e.price_source_kind)
 
 
 def _apply_override(o: Offering, p: PriceOverride) -> Offering:
@@ -325,6 +327,7 @@ def _apply_override(o: Offering, p: PriceOverride) -> Offering:
     unconfirmed = tuple(u for u in o.unconfirmed if u not in ("price_per_hour", "price_as_of"))
     return replace(o, price_per_hour=p.price_per_hour, spot_price_per_hour=p.spot_price_per_hour,
                    price_as_of=p.price_as_of, price_source=p.price_source,
+                   price_source_kind=p.price_source_kind,
                    regions=tuple(p.regions) or o.regions, unconfirmed=unconfirmed)
 
 

@@ -32,6 +32,12 @@ class Offering:
     as_of: date
     skypilot: str | None = None
     """`cloud/InstanceType` of the matching SkyPilot catalog row when it is not `provider/instance`."""
+    skypilot_aliases: tuple[str, ...] = ()
+    """Further SkyPilot keys tried in order (renamed SKUs, hosts that became clouds of their own)."""
+    skypilot_parts: tuple[str, ...] = ()
+    """SkyPilot GPU rows (`cloud/gpu:NAME:COUNT`) billed on top of the host row."""
+    price_source_kind: str | None = None
+    """`provider`, `dataset` or `marketplace` when stated in the data."""
 
     @property
     def price_per_gpu_hour(self) -> float | None:
