@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from linkscope.hardware.errors import DataError, UserError
-from linkscope.hardware.loader import load_db
+from linkscope.hardware.loader import ConfigFileWarning, load_db
 from linkscope.hardware.refresh import OVERRIDE_FILE, known_clouds, refresh, write_overrides
 from linkscope.hardware.refresh_source import parse_csv, read_catalog, version_of
 from tests.cli.helpers import run_cli
@@ -180,3 +180,18 @@ def test_undated_source_holds_every_price_back() -> None:
     report = _report(None)  # type: ignore[arg-type]
     assert report.changes and all(c.held_back for c in report.changes if c.changed)
     assert json.dumps([c.offering for c in report.changes])
+
+
+def test_a_broken_config_file_is_skipped_with_a_warning(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    bad = tmp_path / OVERRIDE_FILE
+    bad.write_text("price_overrides:\n  - offering: lambda/gpu_8x_a100\n    price_per_hour: .inf\n"
+                   "    price_as_of: 2026-11-01\n    price_source: x\n")
+    for command in (["catalog", "--json"], ["systems"]):
+        with pytest.warns(ConfigFileWarning, match="delete it: rm"):
+            result = run_cli(*command)
+        assert result.exit_code == 0, result.output
+    with pytest.warns(ConfigFileWarning):
+        shown = run_cli("catalog", "--json", "--provider", "lambda")
+    assert next(r for r in json.loads(shown.stdout) if r["id"] == "lambda/gpu_8x_a100")["price_per_hour"] != \
+        float("inf")
