@@ -13,10 +13,11 @@ from linkscope.hardware.errors import DataError, UserError
 from linkscope.hardware.loader import ConfigFileWarning, load_db
 from linkscope.hardware.refresh import OVERRIDE_FILE, known_clouds, refresh, write_overrides
 from linkscope.hardware.refresh_source import parse_csv, read_catalog, version_of
+from linkscope.report.refresh_diff import refresh_lines
 from tests.cli.helpers import run_cli
 
 SAMPLE = Path(__file__).parents[1] / "fixtures" / "catalog" / "skypilot"
-AFTER_ALL = date(2026, 12, 3)
+AFTER_ALL = date(2026, 12, 4)
 """A source date after every shipped price date: only rank, completeness and plausibility can hold a price back."""
 BEFORE_NEBIUS = date(2026, 5, 1)
 """Before Nebius's 2026-06-01 price change."""
@@ -58,16 +59,25 @@ def test_no_newer_price_is_downgraded() -> None:
     assert not any(c.applied for c in by_id.values() if c.offering.startswith("nebius/"))
 
 
-def test_marketplace_rows_move_to_a_host_that_became_a_cloud_and_report_the_region_switch() -> None:
+def test_marketplace_rows_move_to_a_host_that_became_a_cloud() -> None:
     report = _report(AFTER_ALL)
     by_id = {c.offering: c for c in report.changes}
-    h100 = by_id["hyperstack/H100x8"]
-    assert h100.rows == "hyperstack/n3-H100x8"  # the native v8 file wins over the v7 Shadeform listing
-    assert h100.region_switch == "montreal-canada-2 -> CANADA-1"
-    lines = "\n".join(__import__("linkscope.report.refresh_diff", fromlist=["x"]).refresh_lines(report))
-    assert "region switch hyperstack/H100x8: montreal-canada-2 -> CANADA-1" in lines
+    assert by_id["hyperstack/H100x8"].rows == "hyperstack/n3-H100x8"  # v7 Shadeform key gone; the native v8 row
+    assert by_id["crusoe/A100-80Gx4"].rows == "shadeform/crusoe_A100-80GBx4"  # renamed SKU, through its alias
+    lines = "\n".join(refresh_lines(report))
     assert "hyperstack: 3 source GPU type(s) match no offering: n3-A100x8-NVLink, n3-L40x8, n3-RTX-A6000x8" in lines
     assert any(u.startswith("hyperstack/8x-h100-sxm (no row") for u in report.unmatched)
+
+
+def test_a_region_switch_is_reported(tmp_path: Path) -> None:
+    tree = tmp_path / "catalogs" / "v8" / "hyperstack"
+    tree.mkdir(parents=True)
+    text = (SAMPLE / "catalogs" / "v8" / "hyperstack" / "vms.csv").read_text()
+    tree.joinpath("vms.csv").write_text(text.replace("15.2,CANADA-1", "15.2,NORWAY-1"))
+    report = _report(AFTER_ALL, tmp_path)
+    h100 = next(c for c in report.changes if c.offering == "hyperstack/H100x8")
+    assert h100.region_switch == "CANADA-1 -> NORWAY-1" and not h100.changed
+    assert "region switch hyperstack/H100x8: CANADA-1 -> NORWAY-1" in refresh_lines(report)
 
 
 def test_versions_compare_as_numbers(tmp_path: Path) -> None:
@@ -105,12 +115,12 @@ def test_a_file_that_is_not_a_catalog_is_named() -> None:
 
 
 def _newer_listing(tmp_path: Path) -> Path:
-    """A v8 Shadeform file whose crusoe A100-80G x 8 row is 14.0/h instead of the shipped 13.2."""
+    """A v8 Shadeform file with the v7 crusoe A100-80G x 8 row (13.2/h there) at 19.0/h."""
     tree = tmp_path / "catalogs" / "v8" / "shadeform"
     tree.mkdir(parents=True)
     header, *rows = (SAMPLE / "catalogs" / "v7" / "shadeform" / "vms.csv").read_text().splitlines()
     row = next(r for r in rows if r.startswith("crusoe_A100-80Gx8,"))
-    tree.joinpath("vms.csv").write_text(f"{header}\n{row.replace(',13.2,', ',14.0,')}\n")
+    tree.joinpath("vms.csv").write_text(f"{header}\n{row.replace(',13.2,', ',19.0,')}\n")
     return tmp_path
 
 
@@ -119,18 +129,18 @@ def test_written_override_is_applied_and_dated_by_the_source(tmp_path: Path) -> 
     assert [c.offering for c in report.changes if c.applied] == ["crusoe/A100-80Gx8"]
     path = write_overrides(report, tmp_path / "config")
     [entry] = yaml.safe_load(path.read_text())["price_overrides"]
-    assert entry["price_per_hour"] == 14.0 and entry["price_as_of"] == AFTER_ALL
+    assert entry["price_per_hour"] == 19.0 and entry["price_as_of"] == AFTER_ALL
     assert entry["price_source_kind"] == "marketplace"
     assert entry["price_source"].startswith("SkyPilot catalog v8 shadeform/vms.csv (skypilot-org/skypilot-catalog")
     assert not list((tmp_path / "config").glob(".prices-*"))  # no temporary file left behind
-    assert load_db([path], include_user=False).offerings["crusoe/A100-80Gx8"].price_per_hour == 14.0
+    assert load_db([path], include_user=False).offerings["crusoe/A100-80Gx8"].price_per_hour == 19.0
 
 
 def test_an_unwritable_config_dir_is_a_user_error(monkeypatch, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(blocker))
-    result = run_cli("catalog", "refresh", "--from", str(_newer_listing(tmp_path)), "--as-of", "2026-12-03",
+    result = run_cli("catalog", "refresh", "--from", str(_newer_listing(tmp_path)), "--as-of", "2026-12-04",
                      "--apply")
     assert result.exit_code == 2 and "cannot write" in result.stderr and "Traceback" not in result.output
     assert blocker.read_text() == ""
