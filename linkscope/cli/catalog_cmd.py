@@ -18,6 +18,7 @@ from linkscope.hardware.refresh_source import parse_as_of, read_catalog
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import offering_dict
 from linkscope.report.catalog import catalog_csv, catalog_table
+from linkscope.report.catalog_html import render_catalog_page
 from linkscope.report.refresh_diff import refresh_lines
 
 catalog_app = typer.Typer(help="List cloud offerings with typed interconnect fields; check or refresh the data.",
@@ -43,6 +44,8 @@ def catalog(
     extra: Optional[list[Path]] = CatalogOpt,
     check: bool = typer.Option(False, "--check", help="Check the data itself (prices, NICs, sources, dates); "
                                "print each finding and exit 1 if there is any."),
+    html_file: Optional[Path] = typer.Option(None, "--html", help="Write the offerings (after the filters) "
+                                             "as one self-contained page (sortable, filterable table; works offline)."),
 ) -> None:
     """List cloud offerings with typed interconnect fields, filtered and sorted. Unknown values say unknown."""
     if ctx.invoked_subcommand is not None:
@@ -60,6 +63,16 @@ def catalog(
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
     rows = sort_offerings(filter_offerings(db.offerings.values(), wanted, db), sort)
+    if html_file is not None:
+        page = render_catalog_page(rows, note=f"{len(rows)} offerings from linkscope's catalog; prices in USD, "
+                                   "each with its date. Click a header to sort.")
+        try:
+            html_file.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"--html: cannot write '{html_file}': {exc.strerror or exc}") from None
+        console.print(f"wrote {html_file} ({len(page) // 1024} KiB, {len(rows)} offerings)", highlight=False)
+        warn_stale(rows)
+        return
     if as_json:
         print_json([offering_dict(o) for o in rows])
     elif as_csv:
