@@ -12,6 +12,7 @@ from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPric
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt, check_formats)
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
 from linkscope.hardware.check import check_db, stale_warning
+from linkscope.hardware.currency import check_currency, in_currency, rates
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.refresh import known_clouds, refresh, write_overrides
 from linkscope.hardware.refresh_source import parse_as_of, read_catalog
@@ -44,6 +45,8 @@ def catalog(
     extra: Optional[list[Path]] = CatalogOpt,
     check: bool = typer.Option(False, "--check", help="Check the data itself (prices, NICs, sources, dates); "
                                "print each finding and exit 1 if there is any."),
+    currency: str = typer.Option("USD", "--currency", help="Show prices in USD, CNY or EUR (converted at the "
+                                 "dated ECB reference rate in linkscope's data; filters use the same currency)."),
     html_file: Optional[Path] = typer.Option(None, "--html", help="Write the offerings (after the filters) "
                                              "as one self-contained page (sortable, filterable table; works offline)."),
 ) -> None:
@@ -62,9 +65,16 @@ def catalog(
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
-    rows = sort_offerings(filter_offerings(db.offerings.values(), wanted, db), sort)
+    target = check_currency(currency)
+    shown = [in_currency(o, target) for o in db.offerings.values()]
+    rows = sort_offerings(filter_offerings(shown, wanted, db), sort)
+    converted = any(o.currency != target for o in db.offerings.values() if o.price_per_hour is not None)
+    if converted:
+        r = rates()
+        err_console.print(f"prices in {target}, converted where published otherwise at the ECB reference rate of "
+                          f"{r.as_of} ({r.source})", highlight=False, soft_wrap=True, markup=False)
     if html_file is not None:
-        page = render_catalog_page(rows, note=f"{len(rows)} offerings from linkscope's catalog; prices in USD, "
+        page = render_catalog_page(rows, note=f"{len(rows)} offerings from linkscope's catalog; prices in {target}, "
                                    "each with its date. Click a header to sort.")
         try:
             html_file.write_text(page, encoding="utf-8")
@@ -78,7 +88,7 @@ def catalog(
     elif as_csv:
         typer.echo(catalog_csv(rows), nl=False)
     else:
-        console.print(catalog_table(rows, width=console.width))
+        console.print(catalog_table(rows, width=console.width, currency=target))
         if not rows:
             console.print("No offering matches these filters.")
     warn_stale(rows)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
-from linkscope.hardware.plausibility import family_medians, implausible
+from linkscope.hardware.plausibility import family_medians, implausible, usd_per_gpu_hour
 
 STALE_AFTER_DAYS = 90
 """A price older than this draws a warning wherever it is shown or used."""
@@ -126,8 +126,8 @@ def check_db(db: HardwareDB, today: date | None = None) -> list[Finding]:
     for o in sorted(db.offerings.values(), key=lambda o: o.id):
         found += _dates(o.id, today, ("as_of", o.as_of), ("price_as_of", o.price_as_of))
         found += _price_findings(o)
-        band = implausible(o.price_per_gpu_hour, o.system.node.gpu.family_name, medians) \
-            if o.price_per_gpu_hour is not None else None
+        usd = usd_per_gpu_hour(o)
+        band = implausible(usd, o.system.node.gpu.family_name, medians) if usd is not None else None
         if band:
             found.append(Finding(o.id, f"price_per_hour {o.price_per_hour:g} is implausible: {band}"))
         found += _nic_findings(o, db)

@@ -338,7 +338,7 @@ def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
                     multi_node=e.multi_node, unconfirmed=tuple(e.unconfirmed), notes=e.notes,
                     source=e.source, as_of=e.as_of, skypilot=e.skypilot,
                     skypilot_aliases=tuple(e.skypilot_aliases), skypilot_parts=tuple(e.skypilot_parts),
-                    price_source_kind=e.price_source_kind)
+                    price_source_kind=e.price_source_kind, currency=e.currency)
 
 
 def _apply_override(o: Offering, p: PriceOverride) -> Offering:
@@ -346,7 +346,7 @@ def _apply_override(o: Offering, p: PriceOverride) -> Offering:
     unconfirmed = tuple(u for u in o.unconfirmed if u not in ("price_per_hour", "price_as_of"))
     return replace(o, price_per_hour=p.price_per_hour, spot_price_per_hour=p.spot_price_per_hour,
                    price_as_of=p.price_as_of, price_source=p.price_source,
-                   price_source_kind=p.price_source_kind,
+                   price_source_kind=p.price_source_kind, currency=p.currency,
                    regions=tuple(p.regions) or o.regions, unconfirmed=unconfirmed)
 
 

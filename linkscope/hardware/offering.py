@@ -18,7 +18,7 @@ class Offering:
     instance: str
     system: System
     price_per_hour: float | None
-    """On-demand USD per node-hour."""
+    """On-demand price per node-hour, in `currency`."""
     spot_price_per_hour: float | None
     price_as_of: date | None
     price_source: str | None
@@ -38,6 +38,8 @@ class Offering:
     """SkyPilot GPU rows (`cloud/gpu:NAME:COUNT`) billed on top of the host row."""
     price_source_kind: str | None = None
     """`provider`, `dataset` or `marketplace` when stated in the data."""
+    currency: str = "USD"
+    """The currency of `price_per_hour` and `spot_price_per_hour` (as published)."""
 
     @property
     def price_per_gpu_hour(self) -> float | None:

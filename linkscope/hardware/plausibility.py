@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
+from linkscope.hardware.currency import in_currency
 from linkscope.hardware.offering import Offering
 
 BAND_FACTOR = 5.0
@@ -19,11 +20,16 @@ MIN_PRICES = 3
 """Families with fewer priced offerings have no median to trust; their prices are not banded."""
 
 
+def usd_per_gpu_hour(o: Offering) -> float | None:
+    """The on-demand price per GPU-hour in USD, whatever currency it was published in."""
+    return in_currency(o, "USD").price_per_gpu_hour
+
+
 def family_medians(offerings: Iterable[Offering]) -> dict[str, float]:
-    """Median on-demand price per GPU-hour of each GPU family with at least MIN_PRICES priced offerings."""
+    """Median on-demand USD price per GPU-hour of each GPU family with at least MIN_PRICES priced offerings."""
     prices: dict[str, list[float]] = {}
     for o in offerings:
-        per_gpu = o.price_per_gpu_hour
+        per_gpu = usd_per_gpu_hour(o)
         if per_gpu is not None:
             prices.setdefault(o.system.node.gpu.family_name, []).append(per_gpu)
     return {family: statistics.median(p) for family, p in prices.items() if len(p) >= MIN_PRICES}

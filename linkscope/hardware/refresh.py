@@ -149,6 +149,8 @@ def _cheapest(o: Offering, parts: list[list[CatalogRow]]) -> tuple[str, float, f
 def _hold_back(o: Offering, price: float, as_of: date | None, kind: str, medians: dict[str, float]) -> str | None:
     if as_of is None:
         return "the source has no date (give --as-of, the source commit's date)"
+    if o.currency != "USD":
+        return f"the current price is published in {o.currency}; SkyPilot's are USD"
     if o.price_as_of is not None and o.price_as_of > as_of:
         return f"the current price is newer ({o.price_as_of} > {as_of})"
     old_kind = source_kind(o)
@@ -230,6 +232,7 @@ def override_entries(report: RefreshReport) -> list[dict[str, object]]:
         entry["price_as_of"] = c.as_of
         entry["price_source"] = f"{c.source}: {c.rows}, {c.region or 'no region'}"
         entry["price_source_kind"] = c.kind
+        entry["currency"] = "USD"  # SkyPilot's catalog prices are USD
         if c.region:
             entry["regions"] = [c.region]
         try:

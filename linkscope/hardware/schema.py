@@ -135,6 +135,8 @@ class OfferingEntry(NodeEntry, Provenance):
     """`cloud/gpu:NAME:COUNT` rows billed on top of the host row (GCP bills GPUs apart from the VM)."""
     price_source_kind: PriceSourceKind | None = None
     """Rank of `price_source`; when absent it is read from the source text (see hardware.refresh)."""
+    currency: Literal["USD", "CNY", "EUR"] = "USD"
+    """The currency the price was published in; it is kept, and converted only for display."""
 
     @model_validator(mode="after")
     def _keys_are_keys(self) -> OfferingEntry:
@@ -159,4 +161,5 @@ class PriceOverride(_Strict):
     price_as_of: date
     price_source: str = Field(min_length=1)
     price_source_kind: PriceSourceKind | None = None
+    currency: Literal["USD", "CNY", "EUR"] = "USD"
     regions: list[str] = []

@@ -34,7 +34,7 @@ def page_row(o: Offering) -> dict[str, Any]:
         "price_per_hour": round(o.price_per_hour, 4) if o.price_per_hour is not None else None,
         "price_per_gpu_hour": round(per_gpu, 4) if per_gpu is not None else None,
         "price_as_of": o.price_as_of.isoformat() if o.price_as_of else None,
-        "currency": "USD" if o.price_per_hour is not None else None,
+        "currency": o.currency if o.price_per_hour is not None else None,
         "region": ", ".join(o.regions) or None,
         "nvlink": su.is_nvlink, "rdma": so.is_rdma,
     }
