@@ -80,7 +80,8 @@ def catalog(
             html_file.write_text(page, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"--html: cannot write '{html_file}': {exc.strerror or exc}") from None
-        console.print(f"wrote {html_file} ({len(page) // 1024} KiB, {len(rows)} offerings)", highlight=False)
+        console.print(f"wrote {html_file} ({len(page) // 1024} KiB, {len(rows)} offerings)", highlight=False,
+                      soft_wrap=True)
         warn_stale(rows)
         return
     if as_json:
