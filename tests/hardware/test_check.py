@@ -129,3 +129,13 @@ def test_a_planted_price_in_the_config_dir_is_flagged(monkeypatch, tmp_path: Pat
         "    price_as_of: 2026-11-01\n    price_source: a typo\n")
     result = run_cli("catalog", "--check")
     assert result.exit_code == 1 and "lambda/gpu_8x_h100_sxm5: price_per_hour 1 is implausible" in result.stdout
+
+
+def test_the_catalog_covers_the_market() -> None:
+    db = load_db(include_user=False)
+    assert len(db.offerings) >= 250
+    assert len({o.provider for o in db.offerings.values()}) >= 30
+    b300 = db.offerings["aws/p6-b300.48xlarge"]
+    assert (b300.system.node.gpus, b300.system.node.scale_out.nics, b300.system.node.scale_out.nic_gbit_per_s) == \
+        (8, 16, 400)
+    assert check_db(db) == []
