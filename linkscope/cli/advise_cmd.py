@@ -26,6 +26,7 @@ from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt
                                    check_framework, check_option)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
+from linkscope.hardware.currency import priced_in_usd
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
@@ -173,7 +174,7 @@ def train(
     check_option(seq_len, "--seq-len")
     check_option(global_batch, "--global-batch")
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
-    db = load_db(extra or [])
+    db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
     request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
                              precision, framework)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
@@ -242,7 +243,7 @@ def infer(
     check_option(qps, "--qps")
     check_option(tp, "--tp")
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
-    db = load_db(extra or [])
+    db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
     request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
                            parse_objective(objective) if objective is not None else Objective.COST, tp)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+import warnings
+from typing import TextIO
+
 import typer
 
 from linkscope import __version__
 from linkscope.cli import (advise_cmd, bench_cmd, calibrate_cmd, catalog_cmd, check_cmd, compare_cmd, demo_cmd,
                            plan_cmd, predict_cmd, probe_cmd, report_cmd, runs_cmd, systems_cmd, validate_cmd)
+from linkscope.hardware.loader import ConfigFileWarning
 
 app = typer.Typer(
     name="linkscope",
@@ -38,6 +43,19 @@ COMMAND_MODULES = (systems_cmd, catalog_cmd, runs_cmd, probe_cmd, bench_cmd, pre
                    advise_cmd, plan_cmd, check_cmd, compare_cmd, report_cmd, validate_cmd)
 for _module in COMMAND_MODULES:
     _module.register(app)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """Warnings meant for the user (a skipped config file) as one stderr line; others as Python prints them."""
+    if issubclass(category, ConfigFileWarning):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        _default_show_warning(message, category, filename, lineno, file, line)
+
+
+_default_show_warning = warnings.showwarning
+warnings.showwarning = _show_warning
 
 
 def main() -> None:

@@ -115,6 +115,23 @@ def test_fuzz_config_dir_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
     assert_clean(invoke("systems"))
 
 
+def _skypilot_csvs() -> list[bytes]:
+    return [p.read_bytes()[:4000] for p in sorted((FIXTURES / "catalog" / "skypilot").rglob("vms.csv"))]
+
+
+@FUZZ
+@given(content=_mutated(_skypilot_csvs()))
+def test_fuzz_refresh_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes) -> None:
+    cfg = tmp_path / "cfg"
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(cfg))
+    source = _write(tmp_path, "vms.csv", content)
+    result = invoke("catalog", "refresh", "--from", str(source), "--cloud", "lambda", "--as-of", "2026-12-01",
+                    "--apply")
+    assert_clean(result)
+    # Whatever was written, every command still reads it.
+    assert invoke("catalog", "--json").exit_code == 0
+
+
 @FUZZ
 @given(content=_mutated(_yaml_texts()))
 def test_fuzz_system_file(tmp_path: Path, content: bytes) -> None:
