@@ -15,9 +15,8 @@ def validate_command(
     as_json: bool = typer.Option(False, "--json", help="JSON: kinds, sources, regimes, fitted constants."),
     entries: bool = typer.Option(False, "--entries", help="Also every entry's measured and predicted value."),
 ) -> None:
-    """Error of the current constants per kind and per source on the evidence set: in-sample, and with
-    each source left out of the fit (leave-one-source-out), and per regime with the regime left out
-    (leave-one-regime-out)."""
+    """The model's error per kind, source and regime on the evidence set: in-sample, leave-one-source-out and
+    leave-one-regime-out."""
     result = packaged_validation()
     if as_json:
         print_json(result.as_dict(with_entries=entries))

@@ -28,11 +28,11 @@ class Rates(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     source: str = Field(min_length=1)
     as_of: date
-    per_eur: dict[Currency, float]
+    per_eur: dict[str, float]
 
     def factor(self, source: str, target: str) -> float:
         """Multiply an amount in `source` by this to get `target`."""
-        return self.per_eur[target] / self.per_eur[source]  # type: ignore[index]
+        return self.per_eur[target] / self.per_eur[source]
 
 
 @lru_cache(maxsize=1)

@@ -31,7 +31,7 @@ from linkscope.hardware.schema import (
 )
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.specs import GpuSpec, LinkSpec
-from linkscope.hardware.system import NodeSpec, ScaleOut, ScaleUp, System
+from linkscope.hardware.system import NodeSpec, Origin, ScaleOut, ScaleUp, System
 
 DATA_DIR = Path(__file__).parent / "data"
 USER_DIR_ENV = "LINKSCOPE_CONFIG_DIR"
@@ -213,6 +213,8 @@ def _read_file(path: Path, pending: _Pending) -> None:
 class ConfigFileWarning(UserWarning):
     """A file in the user's config directory that cannot be read; the shipped data is used without it."""
 
+    user_facing = True
+
 
 def _read_user_file(path: Path, pending: _Pending) -> None:
     """A broken file in the config directory (an old refresh, a hand edit) must not break every command: it is
@@ -322,9 +324,9 @@ class NodeBuilder:
                         transport=so.transport)
 
 
-def _system(e: SystemEntry, node: NodeSpec, origin: str) -> System:
+def _system(e: SystemEntry, node: NodeSpec, origin: Origin) -> System:
     return System(id=e.id, node=node, nodes=e.nodes, name=e.name or e.id, description=e.description,
-                  origin=origin, source=e.source, as_of=e.as_of)  # type: ignore[arg-type]
+                  origin=origin, source=e.source, as_of=e.as_of)
 
 
 def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:

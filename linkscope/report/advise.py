@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from rich import box
 from rich.table import Table
 
+from linkscope.report.columns import Column
+
 from linkscope.advise.bottleneck import bottleneck_short
 from linkscope.advise.infer import InferOption
 from linkscope.advise.launch import LaunchPlan
@@ -84,24 +86,24 @@ WIDE_COLUMNS = 120
 paragraph still gives them) rather than fold every cell."""
 
 
-def _table(title: str, columns: list[tuple[str, str]]) -> Table:
+def _table(title: str, columns: list[Column]) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, title_justify="left")
     for name, justify in columns:
         # Offering ids run to 40 characters; below 20 they fold into unreadable pieces.
         width = 20 if name == "offering" else None
         # A layout split over two lines (`tp1 pp1` / `dp8`) reads as two rows; a link name cut in two is lost.
-        table.add_column(name, justify=justify, overflow="fold", min_width=width,  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold", min_width=width,
                          no_wrap=name in ("layout", "link", "naive link"))
     return table
 
 
-def _narrow(columns: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+def _narrow(columns: list[Column], width: int) -> list[Column]:
     if width >= WIDE_COLUMNS:
         return columns
     return [c for c in columns if c[0] not in ("step", "bottleneck", "MFU")]
 
 
-def _cells(columns: list[tuple[str, str]], values: dict[str, str]) -> list[str]:
+def _cells(columns: list[Column], values: dict[str, str]) -> list[str]:
     return [values[name] for name, _ in columns]
 
 
@@ -267,7 +269,7 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: Inf
                 start: int = 1) -> Table:
     """Feasible serving options in ranking order, numbered from `start`; `versus` (the frontier's cheapest plan):
     a column says how much faster each row serves a user than it, and how much dearer a token is."""
-    columns = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
+    columns: list[Column] = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
                ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right"),
                ("p10..p90", "right")]
     if with_qps:
@@ -301,7 +303,7 @@ def rank_map_table(p: Placement, max_nodes: int, max_gpus: int = 8) -> Table:
            f"first {gpn} of {p.system.node.gpus} GPUs per node" if gpn < p.system.node.gpus else ""]
     cut_text = "; ".join(c for c in cut if c)
     title = f"rank map, order {p.order_text} (fastest first)" + (f"; {cut_text} (--json has all)" if cut_text else "")
-    table = _table(title, [("node", "left")] + [(f"GPU{g}", "left") for g in range(gpn)])
+    table = _table(title, [("node", "left"), *((f"GPU{g}", "left") for g in range(gpn))])
     by_slot = {(int(p.node[r]), int(p.gpu[r])): r for r in range(p.par.world)}
     for n in range(shown):
         cells = []

@@ -9,6 +9,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from linkscope.report.columns import Column
+
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.serialize import offering_dict
 from linkscope.hardware.system import NodeSpec, System
@@ -67,15 +69,16 @@ def catalog_table(offerings: list[Offering], width: int = WIDE_COLUMNS, currency
     # Without vertical rules a narrow table gains the 6 columns its descriptions need to wrap at words.
     table = Table(title=f"{len(offerings)} offerings", header_style="bold", expand=False,
                   box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, show_edge=wide, pad_edge=wide)
-    columns = [("offering", "left"), ("GPU", "left"), ("#", "right"), ("scale-up (per GPU, per dir)", "left"),
-               ("scale-out (per node)", "left"), (f"{money}/h", "right"), (f"{money}/GPU-h", "right"),
-               ("price date", "left"), ("multi-node", "left")]
+    columns: list[Column] = [
+        ("offering", "left"), ("GPU", "left"), ("#", "right"), ("scale-up (per GPU, per dir)", "left"),
+        ("scale-out (per node)", "left"), (f"{money}/h", "right"), (f"{money}/GPU-h", "right"),
+        ("price date", "left"), ("multi-node", "left")]
     keep = range(len(columns)) if wide else (0, 2, 3, 4, 6)
     for i in keep:
         name, justify = columns[i]
         # Narrow: most offering ids fit 22 columns whole (the longest fold); the descriptions wrap at words.
         narrow_max = 17 if not wide and name.startswith("scale") else None
-        table.add_column(name, justify=justify, overflow="fold",  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold",
                          min_width=None if wide or name != "offering" else 22, max_width=narrow_max,
                          no_wrap=name in ("#", f"{money}/GPU-h"))
     for o in offerings:

@@ -205,7 +205,7 @@ def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: Com
                comm: CommFit) -> Validation:
     kinds = {k: ErrorSummary.of(rs) for k in KINDS if (rs := [r for r in results if r.kind == k])}
     sources = []
-    for source in sources_of(results):  # type: ignore[arg-type]
+    for source in sources_of(results):
         rs = [r for r in results if r.source == source]
         sources.append({"source": source, "kind": rs[0].kind, "citation": evidence.sources[source].citation,
                         **asdict(ErrorSummary.of(rs))})
