@@ -199,13 +199,13 @@ def _run_torchrun(job: Job, env: RankEnv, emit: Emit) -> RunResult:
     return _finish(recorder, status, message)
 
 
-def _describe_stall(job: Job, timeout_s: float) -> Callable[[list[int] | None, int], str]:
+def _describe_stall(job: Job, timeout_s: float) -> Callable[[list[int] | None, int, list[int]], str]:
     where = _where(job)
 
-    def describe(values: list[int] | None, own: int) -> str:
+    def describe(values: list[int] | None, own: int, frozen: list[int]) -> str:
         if not values:
             return where(own)
-        return stall_message(values, timeout_s, where)[0]
+        return stall_message(values, timeout_s, where, frozen)[0]
 
     return describe
 

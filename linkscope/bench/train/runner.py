@@ -159,7 +159,7 @@ def _run_torchrun(plans: list[TrainPlan], env: RankEnv, emit: Emit) -> TrainRunR
     configs = [_point_config(recorder, plan, i) for i, plan in enumerate(plans)]
     where = points_where([(plan.label, cfg) for plan, cfg in zip(plans, configs)])
     guard = torchrun.RankZeroGuard(recorder, ctx.progress, env.world, timeout_s,  # type: ignore[arg-type]
-                                   lambda values, own: stall_message(values, timeout_s, where)[0]
+                                   lambda values, own, frozen: stall_message(values, timeout_s, where, frozen)[0]
                                    if values else where(own))
     guard.start()
     status, message = "complete", ""
