@@ -74,6 +74,8 @@ class TrainPrediction:
     step_time_s_range: list[float] = field(default_factory=list)
     """p10..p90 of the step time, from the leave-one-source-out errors of training predictions."""
     tokens_per_s_range: list[float] = field(default_factory=list)
+    rank_kind: str = "GPU"
+    """What one rank is: `GPU`, or `CPU rank` for a prediction from a profile fitted on CPU ranks."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
