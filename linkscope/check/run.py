@@ -31,6 +31,7 @@ class CheckOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     db_path: str | None = None
     nproc: int | None = None
+    oversubscribe: bool = False
 
 
 @dataclass
@@ -98,7 +99,8 @@ def run_check(opts: CheckOptions) -> CheckResult:
     items.append(rules.topology_item(probed.system, expected))
 
     iters, warmup = _ITERS[opts.mode]
-    run_opts = RunOptions(nproc=opts.nproc, db_path=opts.db_path, quiet=True, label="check")
+    run_opts = RunOptions(nproc=opts.nproc, db_path=opts.db_path, quiet=True, label="check",
+                          oversubscribe=opts.oversubscribe)
     bench = run_bench(BenchConfig(ops=CHECK_OPS, min_bytes=8, max_bytes=_MAX_BYTES[opts.mode], step_factor=4 if
                                   opts.mode == "quick" else 2, iters=iters, warmup=warmup, run=run_opts),
                       emit=lambda line: None)
