@@ -60,6 +60,9 @@ class RunSummary:
     ops: list[str] = field(default_factory=list)
     """Collective ops measured, sorted; `p2p` when the run has pairwise rows."""
 
+MAX_RUN_ID_CHARS = 64
+"""Longer than any id linkscope writes (8 hex characters, or a uuid)."""
+
 
 class ResultStore:
     """Runs and their rows in an SQLite file or a PostgreSQL database. One connection per instance: use one store
@@ -201,6 +204,10 @@ class ResultStore:
         prefix = run_id.strip().lower()
         if not prefix:
             raise UserError("empty run id")
+        if len(prefix) > MAX_RUN_ID_CHARS:
+            # Stored ids are short hex; a long one is a typo or a pasted file, and would only strain the query.
+            raise UserError(f"run id '{prefix[:20]}...' has {len(prefix):,} characters; ids have at most "
+                            f"{MAX_RUN_ID_CHARS}")
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         ids = [str(r[0]) for r in self._conn.execute(
             "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' ORDER BY run_id", (pattern,))]

@@ -1,0 +1,65 @@
+"""Inputs that used to hang or crash: FIFOs and devices given as files, numbers past what the store holds, ids of
+tens of thousands of characters, output paths that cannot be created. Each is one line and exit 2."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_fuzz import FIXTURES, assert_clean, invoke
+
+OCI = FIXTURES / "nccl_tests" / "v2.13_all_reduce_a100_8gpu_oci.txt"
+
+
+def _fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("args", [["import", "nccl-tests"], ["nccl-log"]])
+def test_a_fifo_or_device_is_refused_before_it_is_opened(tmp_path: Path, args: list[str]) -> None:
+    # Opening a FIFO with no writer blocks forever: the refusal must come from looking at it, not reading it.
+    for target in (_fifo(tmp_path), Path("/dev/zero")):
+        if not target.exists():
+            continue
+        extra = ["--db", str(tmp_path / "r.db")] if args[0] == "import" else []
+        result = invoke(*args, str(target), *extra)
+        assert_clean(result)
+        assert result.exit_code == 2 and "not a regular file" in result.output, result.output
+        target.unlink() if target.name == "fifo" else None
+
+
+def test_a_wrong_count_past_the_stores_integers_is_refused(tmp_path: Path) -> None:
+    text = OCI.read_text()
+    first = re.search(r"^( +64 +16 +float +sum +-1 +\S+ +\S+ +\S+ +)0 ", text, re.M)
+    assert first is not None
+    bad = tmp_path / "wrong.txt"
+    bad.write_text(text[:first.start()] + first.group(1) + "100000000000000000000000 " + text[first.end():])
+    result = invoke("import", "nccl-tests", str(bad), "--db", str(tmp_path / "r.db"))
+    assert_clean(result)
+    assert result.exit_code == 2 and "#wrong" in result.output and "out of range" in result.output
+
+
+@pytest.mark.parametrize("command", [["compare", "{id}", "abc"], ["runs", "show", "{id}"],
+                                     ["export", "{id}", "--csv"]])
+def test_an_id_of_sixty_thousand_characters_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    db = tmp_path / "r.db"
+    assert invoke("import", "nccl-tests", str(OCI), "--db", str(db)).exit_code == 0
+    result = invoke(*[c.replace("{id}", "a" * 60_000) for c in command], "--db", str(db))
+    assert_clean(result)
+    assert result.exit_code == 2 and "60,000 characters" in result.output
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("args", [["bench", "-b", "8", "-e", "8", "-J", "/proc/out.json"],
+                                  ["check", "--junit", "/proc/j.xml"]])
+def test_an_output_path_that_cannot_be_created_is_refused_before_measuring(tmp_path: Path, args: list[str]) -> None:
+    result = invoke(*args, "--db", str(tmp_path / "r.db"))
+    assert_clean(result)
+    assert result.exit_code == 2 and "cannot be written" in result.output
+    assert not (tmp_path / "r.db").exists()
