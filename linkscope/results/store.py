@@ -305,7 +305,31 @@ def require_existing(location: StoreLocation) -> DbLocation:
     if not resolved.path.is_file():
         raise UserError(f"{resolved.path}: no results database there (run `linkscope bench` or `linkscope import` "
                         "first)")
+    _require_sqlite_store(resolved.path)
     return resolved
+
+
+def _require_sqlite_store(path: Path) -> None:
+    """The file already is a linkscope store: opening anything else would turn it into one (an empty file
+    becomes a database on the first schema write), so read it read-only first and refuse what it is not."""
+    import sqlite3
+
+    with open(path, "rb") as fh:
+        header = fh.read(16)
+    if not header:
+        raise UserError(f"{path}: an empty file, not a results database (nothing stored there yet)")
+    if header != b"SQLite format 3\x00":
+        raise UserError(f"{path}: not a linkscope results database (not an SQLite file)")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise UserError(f"{path}: not a usable linkscope results database ({exc})") from None
+    if version == 0:
+        raise UserError(f"{path}: an SQLite file without linkscope results (nothing stored there yet)")
 
 
 def _open(location: DbLocation) -> Database:

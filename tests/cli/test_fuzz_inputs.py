@@ -63,3 +63,16 @@ def test_an_output_path_that_cannot_be_created_is_refused_before_measuring(tmp_p
     assert_clean(result)
     assert result.exit_code == 2 and "cannot be written" in result.output
     assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("command", [["compare", "a", "b"], ["runs"], ["runs", "show", "a"], ["report", "a"],
+                                     ["export", "a", "--csv"]])
+def test_reading_commands_never_create_or_write_a_database(tmp_path: Path, command: list[str]) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    result = invoke(*command, "--db", str(empty))
+    assert result.exit_code == 2 and "an empty file, not a results database" in result.output
+    assert empty.stat().st_size == 0 and {p.name for p in tmp_path.iterdir()} == {"empty.db"}
+    missing = invoke(*command, "--db", str(tmp_path / "missing.db"))
+    assert missing.exit_code == 2 and "no results database there" in missing.output
+    assert not (tmp_path / "missing.db").exists()
