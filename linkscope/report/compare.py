@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from linkscope.hardware.errors import UserError
 from linkscope.results.records import CollectiveRow, RunInfo
 
 DEFAULT_SIZES = (8, 1 << 20, 64 << 20, 1 << 30)
@@ -50,13 +51,31 @@ def environment(info: RunInfo) -> dict[str, str | None]:
     return env
 
 
+def _check_comparable(runs: list[tuple[RunInfo, list[CollectiveRow]]]) -> None:
+    """Only collective sweeps compare: a training run or a p2p matrix would fill the table with dashes."""
+    for info, rows in runs:
+        if info.kind in ("train", "p2p"):
+            what = "a training run" if info.kind == "train" else "a p2p matrix"
+            raise UserError(f"run {info.run_id} is {what}, not a collective sweep; compare compares bench, check and "
+                            f"import runs (see `linkscope runs show {info.run_id}`)")
+        if not rows:
+            raise UserError(f"run {info.run_id} has no collective measurements (status {info.status}); "
+                            "nothing to compare")
+
+
 def compare_runs(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str | None = None,
                  sizes: tuple[int, ...] = DEFAULT_SIZES) -> dict[str, Any]:
     """Per run: busbw at `sizes` (nearest measured size at or below), small-message latency, peak busbw, each with
     the difference in % against the first run; and the environment keys whose values differ."""
+    _check_comparable(runs)
     if op is None:
         ops = [r.op for _, rows in runs for r in rows]
         op = max(set(ops), key=ops.count) if ops else "all_reduce"
+    for info, rows in runs:
+        if not any(r.op == op for r in rows):
+            has = sorted({r.op for r in rows})
+            raise UserError(f"run {info.run_id} has no {op} measurements (it has: {', '.join(has)}); "
+                            "choose an op both runs measured with --op")
     table = []
     for info, rows in runs:
         by_size = _op_rows(rows, op)

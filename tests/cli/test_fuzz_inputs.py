@@ -3,6 +3,7 @@ tens of thousands of characters, output paths that cannot be created. Each is on
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -76,3 +77,35 @@ def test_reading_commands_never_create_or_write_a_database(tmp_path: Path, comma
     missing = invoke(*command, "--db", str(tmp_path / "missing.db"))
     assert missing.exit_code == 2 and "no results database there" in missing.output
     assert not (tmp_path / "missing.db").exists()
+
+
+def _train_run(db: Path) -> str:
+    from linkscope.results.records import RunInfo
+    from linkscope.results.store import ResultStore
+
+    with ResultStore(db) as store:
+        run_id = store.create_run(RunInfo(kind="train", label="", world_size=2, backend="gloo", versions={},
+                                          nccl_env={}, system=None, config={}, command=""))
+        store.finish_run(run_id, "complete", None)
+    return run_id
+
+
+def test_nothing_to_show_always_says_why(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    assert invoke("import", "nccl-tests", str(OCI), "--db", str(db)).exit_code == 0
+    sweep = json.loads(invoke("runs", "--db", str(db), "--json").stdout)[0]["run_id"]
+    train = _train_run(db)
+    cases = [(["compare", sweep, train], f"run {train} is a training run, not a collective sweep"),
+             (["compare", sweep, sweep, "--op", "broadcast"], f"run {sweep} has no broadcast measurements (it has: "
+                                                              "all_reduce)"),
+             (["report", train, "-o", str(tmp_path / "r.html")], f"run {train} is a training run"),
+             (["runs", "--kind", "banana"], "--kind: 'banana' is not one of bench, p2p, import, check, train")]
+    for args, why in cases:
+        result = invoke(*args, "--db", str(db))
+        assert_clean(result)
+        assert result.exit_code == 2 and why in result.output, (args, result.output)
+    assert not (tmp_path / "r.html").exists()
+    none = invoke("runs", "--kind", "p2p", "--db", str(db))
+    assert none.exit_code == 0 and "No stored run has kind 'p2p'" in none.output
+    listed = invoke("runs", "--db", str(db), "--kind", "train")
+    assert train in listed.output and " 0 " not in listed.output.split(train)[1].splitlines()[0]
