@@ -16,8 +16,9 @@ def _busbw(value: float) -> str:
 def fit_table(report_fits: dict[str, OpFit], title: str) -> Table:
     """Per op: the size ranges fitted, their latency and bandwidth, and how well the fit matches the run."""
     table = Table(title=title, header_style="bold")
-    for name in ("op", "ranks", "sizes", "ranges", "latency (us)", "busbw (GB/s)", "fit error median", "max"):
-        table.add_column(name, justify="left" if name == "op" else "right")
+    # Short headers keep the op name and the figures whole at 80 columns.
+    for name in ("op", "ranks", "sizes", "ranges", "alpha us", "busbw GB/s", "err med", "max"):
+        table.add_column(name, justify="left" if name == "op" else "right", no_wrap=name in ("op", "err med", "max"))
     for op, fit in report_fits.items():
         segs = fit.segments
         table.add_row(op, str(fit.ranks), str(fit.points), str(len(segs)),
@@ -29,14 +30,16 @@ def fit_table(report_fits: dict[str, OpFit], title: str) -> Table:
 
 def profiles_table(loaded: list[Profile]) -> Table:
     """Every saved profile: the run it came from, where and what it fitted."""
-    table = Table(title=f"{len(loaded)} profiles", header_style="bold")
+    table = Table(title=f"{len(loaded)} profiles", header_style="bold", show_edge=False)
     for column in ("name", "run", "backend", "ranks", "nodes", "ops", "offering", "created"):
-        table.add_column(column)
+        # The run id and the date stay whole at 80 columns; names, ops and offerings fold instead.
+        table.add_column(column, no_wrap=column in ("run", "created", "ranks", "nodes"), overflow="fold",
+                         min_width=len(column))
     for p in loaded:
         table.add_row(p.name, p.run_id, p.backend, str(p.ranks), str(p.nodes),
                       ", ".join(sorted(p.fits) + (["training step"] if p.train is not None else [])
                                 + (["training compute"] if p.train_compute is not None else [])),
-                      p.offering or "", p.created_at)
+                      p.offering or "", p.created_at[:10])
     return table
 
 

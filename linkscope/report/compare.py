@@ -134,21 +134,24 @@ def _size_label(nbytes: int) -> str:
 
 
 def _cell(value: float | None, pct: float | None) -> str:
+    """Four significant figures, the % against the base run under it: narrow enough for 80 columns whole."""
     if value is None:
         return "-"
-    return f"{value:g}" if pct is None or pct == 0 else f"{value:g} ({pct:+.1f}%)"
+    return f"{value:.4g}" if pct is None or pct == 0 else f"{value:.4g}\n{pct:+.0f}%"
 
 
 def busbw_table(data: dict[str, Any]) -> Table:
     """busbw at the compared sizes, latency and peak per run, each with its % against the first run."""
     base = data["runs"][0]["run_id"] if data["runs"] else "-"
-    table = Table(title=f"{data['op']}: busbw (GB/s), % vs {base}", show_edge=False)
-    table.add_column("run")
-    table.add_column("label")
+    table = Table(title=f"{data['op']} busbw GB/s by size, latency, peak; % vs {base}", show_edge=False)
+    # Ids, size headers and percentages never wrap or get cut; only the free-text label folds.
+    table.add_column("run", no_wrap=True, min_width=8)
+    table.add_column("label", overflow="fold", max_width=10)
     for size in DEFAULT_SIZES:
-        table.add_column(f"busbw@{_size_label(size)}", justify="right")
-    table.add_column("latency us", justify="right")
-    table.add_column("peak busbw", justify="right")
+        label = _size_label(size)
+        table.add_column(label if label[-1].isalpha() else f"{label} B", justify="right", no_wrap=True)
+    table.add_column("lat us", justify="right", no_wrap=True)
+    table.add_column("peak", justify="right", no_wrap=True)
     for e in data["runs"]:
         table.add_row(e["run_id"], escape(e["label"] or ""), *[_cell(e["busbw"][str(s)], e["busbw_pct"][str(s)])
                                                                 for s in DEFAULT_SIZES],
