@@ -24,6 +24,10 @@ MAX_BUCKET_MB = 16_384.0
 MAX_PROFILE_STEPS = 1_000
 OVERSUBSCRIBE_FACTOR = 4
 """With `--oversubscribe`, local CPU ranks may reach this many per core (and no more)."""
+MAX_GPUS = 131_072
+"""GPUs in one job: above the largest clusters built (about 100,000 GPUs); the catalog's offerings are far smaller."""
+MAX_TOKENS = 1e15
+"""Training tokens: well above the largest published pre-training runs (Llama 3: about 1.5e13 tokens)."""
 HOST_BYTES_PER_MESSAGE = 3
 """A rank of a CPU sweep holds about this many buffers of the largest message (input, output, check)."""
 

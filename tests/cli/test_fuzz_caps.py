@@ -60,3 +60,16 @@ def test_sizes_past_host_memory_are_refused_on_cpu_ranks(args: list[str], tmp_pa
     result = invoke(*args, "--backend", "gloo", "--db", str(tmp_path / "r.db"))
     assert result.exit_code == 2 and "GiB of host memory, but only" in result.output
     assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--tokens", "1e40", "--gpus", "8"], "--tokens: 1e40 is more than"),
+    (["--tokens", "1e10", "--gpus-range", "8..99999999999999999999"], "--gpus-range"),
+    (["--tokens", "1e10", "--gpus-range", "8..200000"], "is more than the 131,072"),
+    (["--tokens", "1e10", "--gpus", "99999999"], "--gpus must be"),
+    (["--tokens", "1e10", "--min-gpus", "0"], "--min-gpus must be at least 1"),
+])
+def test_advise_searches_are_bounded(args: list[str], why: str) -> None:
+    result = invoke("advise", "train", "-m", "llama2-7b", *args)
+    assert_clean(result)
+    assert result.exit_code == 2 and why in result.output, result.output
