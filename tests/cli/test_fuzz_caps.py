@@ -73,3 +73,15 @@ def test_advise_searches_are_bounded(args: list[str], why: str) -> None:
     result = invoke("advise", "train", "-m", "llama2-7b", *args)
     assert_clean(result)
     assert result.exit_code == 2 and why in result.output, result.output
+
+
+@pytest.mark.parametrize("option, value, why", [
+    ("--sweep", "", "--sweep: empty"), ("--sweep", "bucket-mb=1,,25", "an empty value"),
+    ("--sweep", "bucket-mb=1,1", "1 given more than once"), ("--sweep", "bucket-mb=1,inf", "--bucket-mb"),
+    ("--scaling", "", "--scaling: empty"),
+])
+def test_sweep_and_scaling_points_are_checked(option: str, value: str, why: str, tmp_path: Path) -> None:
+    result = invoke(*TRAIN, option, value, "--db", str(tmp_path / "r.db"))
+    assert_clean(result)
+    assert result.exit_code == 2 and why in result.output, result.output
+    assert not (tmp_path / "r.db").exists()
