@@ -9,7 +9,6 @@ from linkscope.check.items import CheckItem, Status, Thresholds, verdict
 from linkscope.check import rules
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.serialize import system_dict
 from linkscope.hardware.system import System
 from linkscope.results.records import RunInfo
@@ -55,7 +54,18 @@ def resolve_expected(spec: str | None, probed: System | None, probe_reason: str 
         if probed is None:
             raise UserError(f"the probe could not build this machine's System ({probe_reason}); give --expect")
         return probed
-    return resolve_system(spec, load_db())
+    return expected_system(spec)
+
+
+def expected_system(spec: str) -> System:
+    """`--expect`: a preset, offering, System file or `profile:NAME` (a GPU profile's System), as `--system` takes;
+    a UserError names `--expect`."""
+    from linkscope.model.calibration.systems import resolve
+
+    try:
+        return resolve(spec, load_db()).system
+    except UserError as exc:
+        raise UserError(exc.message, field="expect" if exc.field in (None, "system") else exc.field) from None
 
 
 def _predictions(expected: System, rows: list[Any], world: int) -> tuple[dict[str, dict[int, Any]] | None, str]:

@@ -57,10 +57,9 @@ def check(
     if not fleet and (since is not None or hosts is not None):
         raise UserError("--since and --hosts go with --fleet")
     if expect is not None:
-        from linkscope.hardware.loader import load_db
-        from linkscope.hardware.resolve import resolve_system
+        from linkscope.check.run import expected_system
 
-        resolve_system(expect, load_db())  # unknown --expect: exit 2 before anything is measured
+        expected_system(expect)  # unknown --expect: exit 2 before anything is measured
     if fleet:
         from linkscope.check.fleet import FleetOptions
 

@@ -116,3 +116,18 @@ def test_a_cpu_run_cannot_be_calibrated_for_a_gpu_offering(tmp_path: Path, _prof
     assert out.exit_code == 2 and "Traceback" not in out.output
     assert "measured on gloo (CPU) ranks" in out.output and "aws/p5.48xlarge" in out.output
     assert not _profiles.exists() or not list(_profiles.iterdir())
+
+
+def test_check_expect_takes_a_gpu_profile_and_names_its_own_flag() -> None:
+    from linkscope.check.run import expected_system
+    from linkscope.hardware.loader import load_db
+
+    db = load_db(include_user=False)
+    fit = OpFit("all_reduce", 8, 1, (Segment(30.0, 150.0, float("inf")),), 0.01, 0.02, 8)
+    save_profile(new_profile("lab", "r", 8, 1, "nccl", {"all_reduce": fit}, db.systems["dgx-a100"], None, ""))
+    assert expected_system("profile:lab").id == "profile:lab"
+    save_profile(new_profile("cpu-vm", "r", 2, 1, "gloo", {}, None, None, "", train=GOOD_TRAIN.as_dict()))
+    for spec, why in (("profile:cpu-vm", "without a GPU System"), ("profile:nope", "unknown profile 'nope'"),
+                      ("nonsense", "unknown System 'nonsense'")):
+        out = _cli(["check", "--expect", spec])
+        assert out.exit_code == 2 and out.output.startswith("error: --expect: ") and why in out.output, out.output
