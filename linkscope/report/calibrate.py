@@ -13,6 +13,20 @@ def _busbw(value: float) -> str:
     return "-" if value > 1e6 else f"{value:.2f}"
 
 
+ROUGH_FIT_ERROR = 0.5
+"""A fit whose median error on its own run exceeds this predicts little; `calibrate` says so."""
+
+
+def rough_fit_warnings(profile: Profile) -> list[str]:
+    """One warning per fit that misses its own run by more than `ROUGH_FIT_ERROR` (median)."""
+    errors = {op: (f.median_error, f.max_error) for op, f in profile.fits.items()}
+    if profile.train is not None:
+        errors["training step"] = (float(profile.train["median_error"]), float(profile.train["max_error"]))
+    return [f"warning: the {op} fit misses its own run by {median:.0%} (median; max {worst:.0%}), so predictions "
+            f"from profile {profile.name} are rough; measure more sizes or steps, or on a quieter machine"
+            for op, (median, worst) in errors.items() if median > ROUGH_FIT_ERROR]
+
+
 def fit_table(report_fits: dict[str, OpFit], title: str) -> Table:
     """Per op: the size ranges fitted, their latency and bandwidth, and how well the fit matches the run."""
     table = Table(title=title, header_style="bold")

@@ -58,3 +58,14 @@ def test_profiles_and_calibrate_fit_eighty_columns() -> None:
     assert profile.created_at[:10] in "\n".join(_render(profiles_table([profile])))
     calib = "\n".join(_render(fit_table({"all_reduce": fit}, "t")))
     assert "all_reduce" in calib and "13.5%" in calib and "0.8%" in calib
+
+
+def test_a_fit_that_misses_its_own_run_is_saved_with_a_warning() -> None:
+    from linkscope.report.calibrate import rough_fit_warnings
+
+    rough = OpFit("all_reduce", 2, 1, (Segment(30.0, 1.5, float("inf")),), 8.3, 28.0, 12)
+    close = OpFit("all_gather", 2, 1, (Segment(30.0, 1.5, float("inf")),), 0.05, 0.2, 12)
+    profile = new_profile("gloo-vm", "r", 2, 1, "gloo", {"all_reduce": rough, "all_gather": close}, None, None, "")
+    assert rough_fit_warnings(profile) == [
+        "warning: the all_reduce fit misses its own run by 830% (median; max 2800%), so predictions from profile "
+        "gloo-vm are rough; measure more sizes or steps, or on a quieter machine"]
