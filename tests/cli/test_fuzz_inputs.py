@@ -109,3 +109,18 @@ def test_nothing_to_show_always_says_why(tmp_path: Path) -> None:
     assert none.exit_code == 0 and "No stored run has kind 'p2p'" in none.output
     listed = invoke("runs", "--db", str(db), "--kind", "train")
     assert train in listed.output and " 0 " not in listed.output.split(train)[1].splitlines()[0]
+
+
+SYSTEM = "gpu: H100\ngpus: 8\nscale_up: {kind: nvswitch}\nsource: test\nas_of: 2026-11-01\n"
+
+
+@pytest.mark.parametrize("text, why", [
+    (SYSTEM.replace("2026-11-01", "2999-01-01"), "2999-01-01 is in the future"),
+    (SYSTEM.replace("gpus: 8\n", "gpus: 8\ngpus: 4\n"), "key 'gpus' given twice"),
+])
+def test_future_dates_and_repeated_keys_in_data_files_are_refused(tmp_path: Path, text: str, why: str) -> None:
+    path = tmp_path / "sys.yaml"
+    path.write_text(text)
+    result = invoke("predict", "collective", "--system", str(path))
+    assert_clean(result)
+    assert result.exit_code == 2 and why in result.output and str(path) in result.output, result.output
