@@ -303,6 +303,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _quiet_resource_tracker() -> None:
+    """multiprocessing's resource tracker (started with the first queue) inherits these warning options.
+
+    When the launcher is SIGKILLed the tracker frees the queue's semaphores itself, as it should, but also prints
+    a "leaked semaphore objects" warning about that cleanup: noise after a kill the run already records."""
+    option = "ignore:resource_tracker:UserWarning"
+    if option not in sys.warnoptions:
+        sys.warnoptions.append(option)
+
+
 def launch_local(
     job: Any,
     nproc: int,
@@ -314,6 +324,7 @@ def launch_local(
 
     `where(progress_value)` turns a rank's progress counter into words for messages.
     """
+    _quiet_resource_tracker()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     progress = ctx.Array("q", nproc, lock=False)
