@@ -56,9 +56,13 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
     return CalibrationReport(profile=profile, path=str(save_profile(profile)))
 
 
+GPU_BACKENDS = ("nccl", "nccl-tests")
+"""Runs measured on GPUs: linkscope's own on NCCL, and imported nccl-tests output."""
+
+
 def _check_offering_matches(info: RunInfo, offering: str, db: HardwareDB) -> None:
     """A profile stands in for an offering only when measured on that offering's kind of GPU."""
-    if info.backend != "nccl":
+    if info.backend not in GPU_BACKENDS:
         raise UserError(f"run {info.run_id} was measured on {info.backend} (CPU) ranks; its figures cannot stand in "
                         f"for the GPU offering {offering} (calibrate a run measured on that offering's GPUs)",
                         field="offering")

@@ -131,6 +131,7 @@ def check_profile(profile: Profile, where: str) -> None:
             raise UserError(f"{where}: every train coefficient is 0; the profile predicts nothing")
         for key in ("median_error", "max_error"):
             _number(profile.train.get(key), f"{where}: train.{key}", positive=False)
+        _number(profile.train.get("points"), f"{where}: train.points", positive=True)
     if profile.train_compute is not None:
         from linkscope.model.calibration.train_compute import ComputeScale
 

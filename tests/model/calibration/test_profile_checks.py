@@ -131,3 +131,19 @@ def test_check_expect_takes_a_gpu_profile_and_names_its_own_flag() -> None:
                       ("nonsense", "unknown System 'nonsense'")):
         out = _cli(["check", "--expect", spec])
         assert out.exit_code == 2 and out.output.startswith("error: --expect: ") and why in out.output, out.output
+
+
+def test_an_imported_gpu_run_can_still_be_calibrated_for_its_offering(tmp_path: Path) -> None:
+    from linkscope.model.calibration.calibrate_run import GPU_BACKENDS
+
+    assert "nccl-tests" in GPU_BACKENDS  # imported nccl-tests output was measured on GPUs
+
+
+def test_an_older_gloo_profile_naming_an_offering_leaves_the_catalog_figures() -> None:
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.calibration.systems import resolve_offering
+
+    offering = load_db(include_user=False).offerings["aws/p5.48xlarge"]
+    save_profile(new_profile("loopback", "r", 2, 1, "gloo", {"all_reduce": GOOD_FIT}, None, offering.id, ""))
+    resolved = resolve_offering(offering)
+    assert resolved.profile is None and "catalog figures used" in resolved.notes[0]
