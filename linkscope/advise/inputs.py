@@ -11,6 +11,7 @@ import re
 
 from linkscope.advise.objective import DEFAULT_DEADLINE_S, MAX_DEADLINE_S, Limits
 from linkscope.hardware.errors import UserError
+from linkscope.hardware.limits import MAX_GPUS, MAX_TOKENS
 
 # Suffixes as people write token counts: 300B tokens is 3e11, not 300 bytes.
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -33,6 +34,8 @@ def parse_count(text: str, flag: str) -> float:
     value = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
     if not math.isfinite(value) or value <= 0:
         raise UserError(f"{flag}: must be a positive number (got '{text}')")
+    if flag == "--tokens" and value > MAX_TOKENS:
+        raise UserError(f"--tokens: {text} is more than {MAX_TOKENS:.0e}, far past any training run; is it a typo?")
     return value
 
 
@@ -83,9 +86,13 @@ def parse_gpu_range(text: str, flag: str = "--gpus-range") -> tuple[int, int]:
     low, sep, high = text.strip().partition("..")
     if not sep or not low.strip().isdigit() or not high.strip().isdigit():
         raise UserError(f"{flag}: cannot read '{text}' (write LOW..HIGH, e.g. 8..1024)")
+    if len(high.strip()) > 12:
+        raise UserError(f"{flag}: '{text[:40]}' is more than {MAX_GPUS:,} GPUs")
     a, b = int(low), int(high)
     if a < 1 or b < a:
         raise UserError(f"{flag}: need 1 <= LOW <= HIGH (got {a}..{b})")
+    if b > MAX_GPUS:
+        raise UserError(f"{flag}: {b:,} GPUs is more than the {MAX_GPUS:,} any job could book")
     return a, b
 
 

@@ -21,6 +21,7 @@ from linkscope.bench.layout import RankEnv, RankInfo, local_rank_info
 from linkscope.bench.ops import ALL_GATHER
 from linkscope.bench.timing import Timer, make_timer
 from linkscope.hardware.errors import UserError
+from linkscope.hardware.limits import check_local_ranks
 
 
 def cuda_available() -> bool:
@@ -40,6 +41,14 @@ def resolve_backend(requested: str) -> str:
 def default_nproc(backend: str) -> int:
     """Local ranks to start when --nproc is not given: every visible GPU, or 2 CPU ranks."""
     return torch.cuda.device_count() if backend == "nccl" else 2
+
+
+def check_local_nproc(nproc: int, backend: str, oversubscribe: bool) -> None:
+    """Local CPU ranks fit the cores here (UserError otherwise, before anything is spawned)."""
+    if backend != "nccl":
+        # The cores this process may run on (a container or taskset may allow fewer than the machine has).
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        check_local_ranks(nproc, backend, cores, 0, oversubscribe)
 
 
 class Progress:

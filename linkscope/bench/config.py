@@ -12,6 +12,8 @@ from linkscope.bench.dtypes import check_redop, dtype_by_name
 from linkscope.bench.ops import expand_op_names
 from linkscope.bench.sizes import check_size_cap, size_sweep
 from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.hardware.limits import (MAX_ITERS, MAX_MIN_TIME_S, MAX_REPEAT, MAX_TIMEOUT_S, MAX_WARMUP,
+                                       check_number)
 
 BACKENDS = ("auto", "gloo", "nccl")
 DEFAULT_TIMEOUT_S = 300.0
@@ -33,6 +35,8 @@ class RunOptions:
     json_path: str | None = None
     csv_path: str | None = None
     quiet: bool = False
+    oversubscribe: bool = False
+    """Allow more local CPU ranks than cores (`hardware.limits.OVERSUBSCRIBE_FACTOR` per core at most)."""
 
     def validated(self) -> RunOptions:
         """A checked copy."""
@@ -41,8 +45,7 @@ class RunOptions:
             raise UserError(f"unknown backend '{self.backend}'; choose one of: {', '.join(BACKENDS)}")
         if self.nproc is not None and self.nproc < 1:
             raise UserError(f"must be at least 1, got {self.nproc}", field="nproc")
-        if self.timeout_s <= 0:
-            raise UserError(f"must be positive, got {self.timeout_s}", field="timeout")
+        check_number(self.timeout_s, "--timeout", 0, MAX_TIMEOUT_S, low_open=True)
         # Checked before the sweep: finding an unwritable export only at the end would waste the run.
         check_output_path(self.json_path, "--json-file")
         check_output_path(self.csv_path, "--csv")
@@ -110,12 +113,15 @@ def _check_counts(cfg: BenchConfig) -> None:
         (cfg.cudagraph >= 0, f"-G/--cudagraph must be 0 or more, got {cfg.cudagraph}"),
         (cfg.root >= 0, f"-r/--root must be 0 or more, got {cfg.root}"),
         (cfg.repeat >= 1, f"--repeat must be at least 1, got {cfg.repeat}"),
-        (cfg.min_time_s >= 0, f"--min-time must be 0 or more, got {cfg.min_time_s}"),
         (not (cfg.cudagraph and cfg.blocking), "-G/--cudagraph cannot be combined with -z/--blocking 1"),
     ]
     for ok, message in rules:
         if not ok:
             raise UserError(message)
+    check_number(cfg.min_time_s, "--min-time", 0, MAX_MIN_TIME_S)
+    for flag, value, low, high in (("-n/--iters", cfg.iters, 1, MAX_ITERS), ("-w/--warmup", cfg.warmup, 0, MAX_WARMUP),
+                                   ("--repeat", cfg.repeat, 1, MAX_REPEAT), ("-c/--check", cfg.check, 0, MAX_ITERS)):
+        check_number(value, flag, low, high)
 
 
 @dataclass
@@ -137,6 +143,10 @@ class P2PConfig:
         check_size_cap(self.size_bytes, "--size")
         if self.iters < 1 or self.latency_iters < 1:
             raise UserError("-n/--iters and --latency-iters must be at least 1")
+        for flag, value, low, high in (("-n/--iters", self.iters, 1, MAX_ITERS),
+                                       ("-w/--warmup", self.warmup, 0, MAX_WARMUP),
+                                       ("--latency-iters", self.latency_iters, 1, MAX_ITERS)):
+            check_number(value, flag, low, high)
         if self.warmup < 0:
             raise UserError(f"must be 0 or more, got {self.warmup}", field="warmup")
         return replace(self, run=self.run.validated())

@@ -3,8 +3,9 @@
 Only active when the environment variable LINKSCOPE_TEST_FAULT holds a JSON object such as
 `{"action": "exit", "rank": 1, "op": "all_reduce", "size": 4096}`. Nothing in linkscope sets it; the
 tests do, to prove that a dead rank, a hung rank and a wrong result are each caught and reported.
-`action` is `exit` (the rank exits with code 17), `hang` (it sleeps, forever or for `seconds`) or
-`corrupt` (one element of its checked output is changed). `op` and `size` select where; missing
+`action` is `exit` (the rank exits with code 17), `hang` (it sleeps, forever or for `seconds`), `spin`
+(it computes for `seconds`, as a slow step on a loaded machine does) or `corrupt` (one element of its checked
+output is changed). `op` and `size` select where; missing
 means anywhere.
 """
 
@@ -60,6 +61,10 @@ def before_size(rank: int, op: str, size_bytes: int) -> None:
         end = time.monotonic() + (fault.seconds if fault.seconds is not None else float("inf"))
         while time.monotonic() < end:
             time.sleep(min(1.0, end - time.monotonic()))
+    if fault.action == "spin":
+        end = time.monotonic() + (fault.seconds or 0.0)
+        while time.monotonic() < end:
+            sum(range(10_000))
 
 
 def corrupt_output(output: torch.Tensor, rank: int, op: str, size_bytes: int) -> None:

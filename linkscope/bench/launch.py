@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from linkscope.bench.liveness import PulseHistory, keep_waiting, read_local_pulse, suspects
 from linkscope.hardware.errors import UserError
 
 POLL_S = 0.1
@@ -127,6 +128,7 @@ class _Watch:
         self.started = time.monotonic()
         self.last_move = self.started
         self.ready = False
+        self.history = PulseHistory()
 
     def pump(self, wait_s: float) -> None:
         """Handle every queued report, waiting up to `wait_s` for the first."""
@@ -168,7 +170,15 @@ class _Watch:
         if values != self.last_values:
             self.last_values = values
             self.last_move = time.monotonic()
+            self.history.moved()
+        pulses = [read_local_pulse(getattr(p, "pid", None)) for p in self.procs]
+        readable = [p for p in pulses if p is not None]
+        self.history.add(readable if len(readable) == len(pulses) else None)
         return time.monotonic() - self.last_move
+
+    def frozen(self) -> list[int]:
+        """Ranks whose processes are stopped (SIGSTOP), whatever their counters say."""
+        return self.history.frozen()
 
 
 def _exit_text(code: int | None) -> str:
@@ -196,10 +206,12 @@ def _fault_from_exits(watch: _Watch, where: Callable[[int], str]) -> Outcome:
     return Outcome("fault", f"rank {first.rank} failed {where(watch.progress[first.rank])}: {first.text}", [first.rank])
 
 
-def stall_message(values: list[int], timeout_s: float, where: Callable[[int], str]) -> tuple[str, list[int]]:
-    """Name the ranks whose progress counters are behind the others' after a stall of `timeout_s`."""
-    lowest = min(values)
-    laggards = [r for r, v in enumerate(values) if v == lowest]
+def stall_message(values: list[int], timeout_s: float, where: Callable[[int], str],
+                  frozen: list[int] | None = None) -> tuple[str, list[int]]:
+    """Name the ranks to blame after a stall of `timeout_s`: frozen ones (stopped, no heartbeat), else those
+    whose progress counters are behind the others'."""
+    laggards = suspects(values, frozen or [])
+    lowest = min(values[r] for r in laggards)
     if len(laggards) == len(values):
         return f"no rank made progress for {timeout_s:g} s {where(lowest)}", laggards
     names = ", ".join(str(r) for r in laggards)
@@ -219,7 +231,7 @@ def behind_message(values: list[int], where: Callable[[int], str]) -> str:
 
 
 def _fault_from_stall(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Outcome:
-    message, ranks = stall_message(list(watch.progress), timeout_s, where)
+    message, ranks = stall_message(list(watch.progress), timeout_s, where, watch.frozen())
     return Outcome("fault", message, ranks)
 
 
@@ -251,7 +263,9 @@ def _monitor(watch: _Watch, timeout_s: float, where: Callable[[int], str]) -> Ou
         limit_s = startup_limit_s(timeout_s)
         if watch.starting_for() > limit_s:
             return _fault_from_startup(watch, limit_s)
-        if watch.stalled_for() > timeout_s:
+        stalled_s = watch.stalled_for()
+        # A stall past the timeout is only a fault once no suspect is still working (or after the start-up limit).
+        if stalled_s > timeout_s and not keep_waiting(list(watch.progress), watch.history, stalled_s, limit_s):
             return _fault_from_stall(watch, timeout_s, where)
 
 
@@ -290,6 +304,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _quiet_resource_tracker() -> None:
+    """multiprocessing's resource tracker (started with the first queue) inherits these warning options.
+
+    When the launcher is SIGKILLed the tracker frees the queue's semaphores itself, as it should, but also prints
+    a "leaked semaphore objects" warning about that cleanup: noise after a kill the run already records."""
+    option = "ignore:resource_tracker:UserWarning"
+    if option not in sys.warnoptions:
+        sys.warnoptions.append(option)
+
+
 def launch_local(
     job: Any,
     nproc: int,
@@ -301,6 +325,7 @@ def launch_local(
 
     `where(progress_value)` turns a rank's progress counter into words for messages.
     """
+    _quiet_resource_tracker()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     progress = ctx.Array("q", nproc, lock=False)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from linkscope.bench import nccl_capture
-from linkscope.bench.comm import RankContext, default_nproc, init_rank, resolve_backend
+from linkscope.bench.comm import RankContext, check_local_nproc, default_nproc, init_rank, resolve_backend
 from linkscope.bench.config import BenchConfig, P2PConfig
 from linkscope.bench.dtypes import dtype_by_name
 from linkscope.bench.events import NullSink, Sink
@@ -31,8 +31,9 @@ from linkscope.bench.ops import OPS
 from linkscope.bench.recorder import EXIT_FAULT, Recorder, RunResult, final_status
 from linkscope.bench.runinfo import build_run_info
 from linkscope.bench.sweep import step_label
-from linkscope.results.export import nccl_choice_lines
 from linkscope.hardware.errors import FaultError, UserError
+from linkscope.hardware.limits import HOST_BYTES_PER_MESSAGE, check_host_memory
+from linkscope.results.export import nccl_choice_lines
 from linkscope.results.store import ResultStore
 
 Emit = Callable[[str], None]
@@ -111,9 +112,23 @@ def _resolve(job: Job, world: int | None) -> tuple[Job, int]:
     nproc = world or job.config.run.nproc or default_nproc(backend)
     if backend == "nccl" and world is None and nproc > default_nproc("nccl"):
         raise UserError(f"{nproc} is more than the {default_nproc('nccl')} visible GPUs", field="nproc")
+    if world is None:
+        check_local_nproc(nproc, backend, job.config.run.oversubscribe)
+        if backend != "nccl":
+            _check_host_memory(job, nproc)
     check_world(job, backend, nproc)
     run = replace(job.config.run, backend=backend, nproc=nproc)
     return Job(job.kind, replace(job.config, run=run)), nproc
+
+
+def _check_host_memory(job: Job, nproc: int) -> None:
+    """CPU ranks allocate their buffers in host memory: refuse a sweep that cannot fit before starting it."""
+    from linkscope.probe.host import available_memory_bytes
+
+    largest = int(getattr(job.config, "max_bytes", 0) or getattr(job.config, "size_bytes", 0))
+    what = f"-e/--max-bytes {largest} on {nproc} CPU ranks" if job.kind == "bench" else \
+        f"--size {largest} on {nproc} CPU ranks"
+    check_host_memory(float(largest) * HOST_BYTES_PER_MESSAGE * nproc, available_memory_bytes(), what)
 
 
 def _run_local(job: Job, emit: Emit) -> RunResult:
@@ -200,13 +215,13 @@ def _run_torchrun(job: Job, env: RankEnv, emit: Emit) -> RunResult:
     return _finish(recorder, status, message)
 
 
-def _describe_stall(job: Job, timeout_s: float) -> Callable[[list[int] | None, int], str]:
+def _describe_stall(job: Job, timeout_s: float) -> Callable[[list[int] | None, int, list[int]], str]:
     where = _where(job)
 
-    def describe(values: list[int] | None, own: int) -> str:
+    def describe(values: list[int] | None, own: int, frozen: list[int]) -> str:
         if not values:
             return where(own)
-        return stall_message(values, timeout_s, where)[0]
+        return stall_message(values, timeout_s, where, frozen)[0]
 
     return describe
 

@@ -19,11 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from linkscope.bench.launch import startup_limit_s
+from linkscope.bench.liveness import Heartbeat, Pulse, PulseHistory, keep_waiting
 from linkscope.bench.recorder import EXIT_FAULT
 from linkscope.bench.run_recorder import RunRecorder
 from linkscope.results.store import ResultStore
 
 PROGRESS_KEY = "linkscope/progress/{rank}"
+BEAT_KEY = "linkscope/beat/{rank}"
 SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
@@ -37,15 +40,45 @@ def _default_store() -> Any:
 
 
 def store_publisher(rank: int) -> Callable[[int], None]:
-    """A progress callback that writes this rank's counter into the job's store."""
+    """A progress callback that writes this rank's counter into the job's store.
+
+    The first value published (the process group is up) also starts the rank's heartbeat, so rank 0's guard
+    can tell a rank that is frozen from one that is waiting or working."""
     key = PROGRESS_KEY.format(rank=rank)
+    beat_key = BEAT_KEY.format(rank=rank)
+    heart: list[Heartbeat] = []
+
+    def beat(count: int, cpu_s: float) -> None:
+        store = _default_store()
+        if store is not None:
+            store.set(beat_key, f"{count} {cpu_s:.3f}")
 
     def publish(value: int) -> None:
         store = _default_store()
         if store is not None:
             store.set(key, str(value))
+            if not heart:
+                heart.append(Heartbeat(beat).start())
 
     return publish
+
+
+def read_pulses(world: int) -> list[Pulse] | None:
+    """Every rank's last heartbeat; None until every rank has one (or when the store cannot be read)."""
+    store = _default_store()
+    if store is None:
+        return None
+    try:
+        keys = [BEAT_KEY.format(rank=r) for r in range(world)]
+        if not store.check(keys):
+            return None
+        pulses = []
+        for k in keys:
+            count, cpu_s = store.get(k).decode().split()
+            pulses.append(Pulse(float(cpu_s), int(count)))
+        return pulses
+    except (RuntimeError, ValueError):
+        return None
 
 
 def read_progress(world: int) -> list[int] | None:
@@ -92,12 +125,15 @@ class RankZeroGuard:
     """Rank 0's watchdog under torchrun: ends a stalled or signalled run with the store updated."""
 
     def __init__(self, recorder: RunRecorder, progress: Any, world: int, timeout_s: float,
-                 describe: Callable[[list[int] | None, int], str]) -> None:
+                 describe: Callable[[list[int] | None, int, list[int]], str]) -> None:
         self.recorder = recorder
         self.progress = progress
         self.world = world
         self.timeout_s = timeout_s
         self.describe = describe
+        self.limit_s = startup_limit_s(timeout_s)
+        """How long a stall may last while a suspect rank is still busy (working, not hung)."""
+        self.history = PulseHistory()
         self._stop = threading.Event()
         self._signals: SignalPipe | None = None
         self._thread = threading.Thread(target=self._loop, name="linkscope-guard", daemon=True)
@@ -128,11 +164,18 @@ class RankZeroGuard:
             signum = self._signals.wait(0.5)
             if signum in SIGNALS:
                 name = signal.Signals(signum).name
-                self._abort(f"interrupted by {name} " + self.describe(None, self.progress.value))
+                self._abort(f"interrupted by {name} " + self.describe(None, self.progress.value, []))
             if self.progress.value != last_value:
                 last_value, last_move = self.progress.value, time.monotonic()
-            elif time.monotonic() - last_move > self.timeout_s:
-                self._abort(self.describe(read_progress(self.world), self.progress.value))
+                self.history.moved()
+                continue
+            self.history.add(read_pulses(self.world))
+            stalled_s = time.monotonic() - last_move
+            if stalled_s > self.timeout_s:
+                values = read_progress(self.world)
+                if values and keep_waiting(values, self.history, stalled_s, self.limit_s):
+                    continue
+                self._abort(self.describe(values, self.progress.value, self.history.frozen()))
 
     def _abort(self, message: str) -> None:
         # The main thread may be stuck in a collective: write through a connection of this thread's own.

@@ -9,7 +9,6 @@ from linkscope.check.items import CheckItem, Status, Thresholds, verdict
 from linkscope.check import rules
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.serialize import system_dict
 from linkscope.hardware.system import System
 from linkscope.results.records import RunInfo
@@ -31,6 +30,7 @@ class CheckOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     db_path: str | None = None
     nproc: int | None = None
+    oversubscribe: bool = False
 
 
 @dataclass
@@ -54,7 +54,18 @@ def resolve_expected(spec: str | None, probed: System | None, probe_reason: str 
         if probed is None:
             raise UserError(f"the probe could not build this machine's System ({probe_reason}); give --expect")
         return probed
-    return resolve_system(spec, load_db())
+    return expected_system(spec)
+
+
+def expected_system(spec: str) -> System:
+    """`--expect`: a preset, offering, System file or `profile:NAME` (a GPU profile's System), as `--system` takes;
+    a UserError names `--expect`."""
+    from linkscope.model.calibration.systems import resolve
+
+    try:
+        return resolve(spec, load_db()).system
+    except UserError as exc:
+        raise UserError(exc.message, field="expect" if exc.field in (None, "system") else exc.field) from None
 
 
 def _predictions(expected: System, rows: list[Any], world: int) -> tuple[dict[str, dict[int, Any]] | None, str]:
@@ -98,7 +109,8 @@ def run_check(opts: CheckOptions) -> CheckResult:
     items.append(rules.topology_item(probed.system, expected))
 
     iters, warmup = _ITERS[opts.mode]
-    run_opts = RunOptions(nproc=opts.nproc, db_path=opts.db_path, quiet=True, label="check")
+    run_opts = RunOptions(nproc=opts.nproc, db_path=opts.db_path, quiet=True, label="check",
+                          oversubscribe=opts.oversubscribe)
     bench = run_bench(BenchConfig(ops=CHECK_OPS, min_bytes=8, max_bytes=_MAX_BYTES[opts.mode], step_factor=4 if
                                   opts.mode == "quick" else 2, iters=iters, warmup=warmup, run=run_opts),
                       emit=lambda line: None)

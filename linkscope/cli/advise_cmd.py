@@ -28,6 +28,7 @@ from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.currency import priced_in_usd
 from linkscope.hardware.errors import UserError
+from linkscope.hardware.limits import MAX_GPUS, check_number
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.transformer import load_model
@@ -57,6 +58,7 @@ def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
     if gpus is not None:
         if gpus < 1:
             raise UserError(f"--gpus must be at least 1 (got {gpus})")
+        check_number(gpus, "--gpus", 1, MAX_GPUS)
         return GpuRequest(gpus=gpus)
     low, high = parse_gpu_range(gpus_range) if gpus_range else DEFAULT_GPU_RANGE
     return GpuRequest(None, low, high)
@@ -177,6 +179,7 @@ def train(
     db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
     request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
                              precision, framework)
+    check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
@@ -246,6 +249,7 @@ def infer(
     db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
     request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
                            parse_objective(objective) if objective is not None else Objective.COST, tp)
+    check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)

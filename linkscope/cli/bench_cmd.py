@@ -13,7 +13,7 @@ from typer.core import TyperCommand
 from rich.markup import escape
 
 from linkscope.cli.common import console, deprecated_spelling, err_console, user_errors
-from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, RunDbOpt, TimeoutOpt
+from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, OversubscribeOpt, RunDbOpt, TimeoutOpt
 from linkscope.report.runs import matrix_table
 
 if TYPE_CHECKING:  # annotations only: this typer vendors click as typer._click; older typers depend on click
@@ -58,11 +58,12 @@ P2P_HELP = _paragraphs(
 
 
 def _run_options(backend: str, nproc: Optional[int], timeout: float, label: str, db: Optional[str],
-                 json_file: Optional[str], csv_file: Optional[str], quiet: bool) -> RunOptions:
+                 json_file: Optional[str], csv_file: Optional[str], quiet: bool,
+                 oversubscribe: bool = False) -> RunOptions:
     from linkscope.bench.config import RunOptions
 
     return RunOptions(backend=backend, nproc=nproc, timeout_s=timeout, label=label, db_path=db,
-                      json_path=json_file, csv_path=csv_file, quiet=quiet)
+                      json_path=json_file, csv_path=csv_file, quiet=quiet, oversubscribe=oversubscribe)
 
 
 def _report_end(result: RunResult) -> None:
@@ -97,6 +98,7 @@ def bench(
     min_time: float = typer.Option(0.0, "--min-time", help="Raise iterations so each size is timed >= S seconds."),
     backend: str = BackendOpt,
     nproc: Optional[int] = NprocOpt,
+    oversubscribe: bool = OversubscribeOpt,
     timeout: float = TimeoutOpt,
     label: str = LabelOpt,
     db: Optional[str] = RunDbOpt,
@@ -117,7 +119,7 @@ def bench(
         max_bytes=parse_size(max_bytes, "-e/--max-bytes"), step_factor=step_factor, iters=iters, warmup=warmup,
         check=check, dtype=dtype, redop=redop, average=average, blocking=blocking, cudagraph=cudagraph, root=root,
         repeat=repeat, min_time_s=min_time,
-        run=_run_options(backend, nproc, timeout, label, db, json_file, csv_file, quiet),
+        run=_run_options(backend, nproc, timeout, label, db, json_file, csv_file, quiet, oversubscribe),
     )
     _report_end(run_bench(cfg))
 
@@ -144,6 +146,7 @@ def p2p(
     latency_iters: int = typer.Option(100, "--latency-iters", help="Round trips for latency."),
     backend: str = BackendOpt,
     nproc: Optional[int] = NprocOpt,
+    oversubscribe: bool = OversubscribeOpt,
     timeout: float = TimeoutOpt,
     label: str = LabelOpt,
     db: Optional[str] = RunDbOpt,
@@ -157,7 +160,7 @@ def p2p(
 
     json_file = deprecated_spelling(json_old, "--json FILE", "-J/--json-file FILE", json_file)
     cfg = P2PConfig(size_bytes=parse_size(size, "--size"), iters=iters, warmup=warmup, latency_iters=latency_iters,
-                    run=_run_options(backend, nproc, timeout, label, db, json_file, None, quiet))
+                    run=_run_options(backend, nproc, timeout, label, db, json_file, None, quiet, oversubscribe))
     result = run_p2p(cfg)
     if result.run_id and result.pair_rows and not quiet:
         _print_matrices(result)

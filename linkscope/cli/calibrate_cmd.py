@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional
 
 import typer
@@ -44,6 +45,10 @@ def calibrate(
     with ResultStore(require_existing(db)) as store:
         report = calibrate_run(store, run_id, name, offering, load_db())
     profile = report.profile
+    from linkscope.report.calibrate import rough_fit_warnings
+
+    for warning in rough_fit_warnings(profile):
+        print(warning, file=sys.stderr)  # on stderr, so --json stays one document
     if as_json:
         print_json({"profile": profile.name, "path": report.path, "run_id": profile.run_id,
                     "fits": {op: {"median_error": m, "max_error": x} for op, (m, x) in report.fit_errors().items()},

@@ -8,9 +8,10 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from linkscope.cli.options import DbOpt
+from linkscope.cli.options import DbOpt, OversubscribeOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.hardware.limits import MAX_TIMEOUT_S, check_number
 
 _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red", "SKIP": "dim"}
 
@@ -28,6 +29,7 @@ def check(
     pass_pct: float = typer.Option(90.0, "--pass-pct", help="PASS at this % of the expectation or more."),
     warn_pct: float = typer.Option(75.0, "--warn-pct", help="WARN at this % or more, else FAIL."),
     nproc: Optional[int] = typer.Option(None, "--nproc", help="Ranks (default: the visible GPUs, 2 on CPU)."),
+    oversubscribe: bool = OversubscribeOpt,
     db: Optional[str] = DbOpt,
     fleet: bool = typer.Option(False, "--fleet", help="Every node of a torchrun/srun job at once: each node's items, "
                                                       "node pairs in rounds, the all-reduce over all nodes."),
@@ -48,16 +50,16 @@ def check(
         raise UserError("give --quick or --full, not both")
     if nproc is not None and nproc < 1:
         raise UserError(f"--nproc must be at least 1, got {nproc}")
+    check_number(timeout, "--timeout", 0, MAX_TIMEOUT_S, low_open=True)
     thresholds = Thresholds(pass_pct, warn_pct).validated()
     for path, flag in ((junit, "--junit"), (prometheus, "--prometheus")):
         check_output_path(path, flag)
     if not fleet and (since is not None or hosts is not None):
         raise UserError("--since and --hosts go with --fleet")
     if expect is not None:
-        from linkscope.hardware.loader import load_db
-        from linkscope.hardware.resolve import resolve_system
+        from linkscope.check.run import expected_system
 
-        resolve_system(expect, load_db())  # unknown --expect: exit 2 before anything is measured
+        expected_system(expect)  # unknown --expect: exit 2 before anything is measured
     if fleet:
         from linkscope.check.fleet import FleetOptions
 
@@ -67,7 +69,7 @@ def check(
                as_json, junit, prometheus)
         return
     result = run_check(CheckOptions(expect=expect, mode="full" if full else "quick", thresholds=thresholds,
-                                    db_path=str(db) if db else None, nproc=nproc))
+                                    db_path=str(db) if db else None, nproc=nproc, oversubscribe=oversubscribe))
     if junit is not None:
         junit.write_text(junit_xml(result.items), encoding="utf-8")
     if prometheus is not None:

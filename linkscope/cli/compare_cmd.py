@@ -10,7 +10,7 @@ from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.report.compare import busbw_table, choice_lines, compare_runs, environment_table
-from linkscope.results.store import ResultStore
+from linkscope.results.store import ResultStore, require_existing
 
 
 @user_errors
@@ -23,7 +23,7 @@ def compare(
     """busbw at 8 B/1M/64M/1G, small-message latency and peak busbw, % against the first run, and what differs."""
     if len(run_ids) < 2:
         raise UserError("compare needs at least two runs")
-    with ResultStore(db) as store:
+    with ResultStore(require_existing(db)) as store:  # reading never creates or migrates a database
         runs = [(store.get_run(r), store.rows(r)) for r in run_ids]
     data = compare_runs(runs, op)
     if as_json:

@@ -108,6 +108,8 @@ def pp_opt(default: str | None = None) -> Any:
 # What every command that starts ranks takes (`bench`, `p2p`, `bench train`).
 BackendOpt = typer.Option("auto", "--backend", help="auto (nccl with CUDA, else gloo), gloo or nccl.")
 NprocOpt = typer.Option(None, "--nproc", help="Local ranks outside torchrun (default 2 on CPU, all GPUs).")
+OversubscribeOpt = typer.Option(False, "--oversubscribe",
+                                help="Allow more local CPU ranks than cores (up to 4 per core).")
 TimeoutOpt = typer.Option(300.0, "--timeout", help="Give up when no rank progresses for S seconds.")
 LabelOpt = typer.Option("", "--label", help="A name for the run in the store.")
 RunDbOpt = typer.Option(None, "--db", help="Results store: an SQLite file or a postgresql:// URL (default: "

@@ -146,10 +146,12 @@ def train(
 def _on_fit(fit: TrainFit, profile: Profile, job: Job, gpus: int | None, tp: int | None, dp: int | None,
             zero: int | None, recompute: str) -> TrainPrediction:
     """`predict train` on a profile's step model fitted on CPU ranks: the layout given, nothing searched."""
+    from linkscope.traincheck.predict import available_host_gib
+
     tp_n = tp or 1
     ranks = gpus or profile.ranks
     return predict_on_fit(fit, profile.name, job, tp_n, dp or max(ranks // tp_n, 1), zero or 0,
-                          "none" if recompute in ("auto", "none") else recompute)
+                          "none" if recompute in ("auto", "none") else recompute, available_host_gib())
 
 
 @predict_app.command("infer")

@@ -34,7 +34,7 @@ def report(
     if not run_ids:
         raise UserError("give one or more run ids (see `linkscope runs`), or --fleet")
 
-    with ResultStore(db) as store:
+    with ResultStore(require_existing(db)) as store:  # reading never creates or migrates a database
         runs = [(store.get_run(r), store.rows(r), store.pair_rows(r)) for r in run_ids]
     page = render_report(runs, title)
     try:

@@ -17,7 +17,7 @@ from linkscope.report.runs import metadata_table, model_choices, pairs_table, ru
 from linkscope.results.export import (format_nccl_tests_table, nccl_choice_lines, run_to_csv, run_to_json,
                                       train_run_to_csv)
 from linkscope.results.nccltests import import_nccl_tests_file
-from linkscope.results.records import RunInfo
+from linkscope.results.records import RUN_KINDS, RunInfo
 from linkscope.results.store import DbLocation, ResultStore, require_existing
 
 DbOption = DbOpt
@@ -39,10 +39,16 @@ def runs(
     """List stored runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
+    if kind is not None and kind not in RUN_KINDS:
+        raise UserError(f"--kind: '{kind}' is not one of {', '.join(RUN_KINDS)}")
     with ResultStore(_existing(db)) as store:
         summaries = store.list_runs(limit=limit, kind=kind, label=label)
+        stored_any = bool(summaries) or bool(store.list_runs(limit=1))
     if as_json:
         print_json([vars(s) for s in summaries])
+    elif not summaries and stored_any:
+        given = " and ".join(f"{name} '{value}'" for name, value in (("kind", kind), ("label", label)) if value)
+        console.print(f"No stored run has {given} (`linkscope runs` lists them all).", highlight=False)
     elif not summaries:
         console.print("No runs stored yet (`linkscope bench` or `linkscope import nccl-tests FILE`).")
     else:

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
-from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, RunDbOpt, TimeoutOpt
+from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, OversubscribeOpt, RunDbOpt, TimeoutOpt
 
 if TYPE_CHECKING:
     from linkscope.traincheck.session import TrainOutcome
@@ -56,6 +56,7 @@ def train(
                                                                   "(under torchrun, on the job's first ranks)."),
     backend: str = BackendOpt,
     nproc: Optional[int] = NprocOpt,
+    oversubscribe: bool = OversubscribeOpt,
     timeout: float = TimeoutOpt,
     label: str = LabelOpt,
     db: Optional[str] = RunDbOpt,
@@ -69,12 +70,15 @@ def train(
     from linkscope.model.step.transformer import load_model
     from linkscope.traincheck.session import TrainRequest, run_request
 
+    for flag, given in (("--nproc", nproc), ("--dp", dp)):
+        if given is not None and given < 1:  # 0 is not "the default": leave the option out for that
+            raise UserError(f"{flag} must be at least 1, got {given}")
     if dp is not None and nproc is not None and dp * tp != nproc:
         raise UserError(f"--dp {dp} x --tp {tp} is {dp * tp} ranks, but --nproc is {nproc}; give one of --dp and "
                         "--nproc")
     spec = scaled_model(load_model(model), layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
     run = RunOptions(backend=backend, nproc=nproc or (dp * tp if dp else None), timeout_s=timeout, label=label,
-                     db_path=db, quiet=quiet or as_json)
+                     db_path=db, quiet=quiet or as_json, oversubscribe=oversubscribe)
     cfg = TrainConfig(model=spec, micro_batch=micro_batch, iters=iters, warmup=warmup, repeat=repeat, fsdp=fsdp,
                       zero=zero, tp=tp, bucket_mb=bucket_mb, overlap=not no_overlap,
                       grad_compression=grad_compression, recompute=recompute, precision=precision,

@@ -7,6 +7,7 @@ They live in `hardware`, the lowest layer, so that every other layer can import 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 
@@ -66,6 +67,49 @@ def check_output_path(path: str | Path | None, option: str) -> None:
         raise UserError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UserError(f"{option} {path}: not writable")
+    if target.exists() and stat.S_ISFIFO(target.stat().st_mode) | stat.S_ISSOCK(target.stat().st_mode):
+        raise UserError(f"{option} {path}: is a FIFO or socket, not a file")
+    # Permission bits do not tell everything (root passes os.access; /proc refuses new files): try it.
+    existed = target.exists()
+    try:
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot be written ({exc.strerror or exc})") from None
+    if not existed:
+        target.unlink(missing_ok=True)
+
+
+def check_input_file(path: str | Path, what: str, max_bytes: int) -> Path:
+    """A file linkscope is asked to read is a regular file of at most `max_bytes`: a FIFO would block the open
+    forever and a device (/dev/zero) never ends, so both are refused before anything opens them."""
+    target = Path(path)
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise UserError(f"{path}: is a directory, not {what}")
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{path}: not a regular file (a FIFO, device or socket); give {what} saved to a file")
+    if info.st_size > max_bytes:
+        raise UserError(f"{path}: {info.st_size:,} bytes is more than the {max_bytes // 2**20} MiB limit for {what}")
+    return target
+
+
+def read_input_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
+    """`check_input_file`, then at most `max_bytes` of it (a file still growing cannot run past the limit)."""
+    target = check_input_file(path, what, max_bytes)
+    try:
+        with open(target, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:
+        raise UserError(f"{path}: more than the {max_bytes // 2**20} MiB limit for {what}")
+    return data
 
 
 class FaultError(Exception):

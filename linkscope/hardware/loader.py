@@ -13,7 +13,7 @@ import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from collections.abc import Iterable
 
 import yaml
@@ -102,7 +102,32 @@ def packaged_files() -> list[Path]:
 
 
 # libyaml's C parser is an order of magnitude faster than the pure-Python one; start-up time matters here.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    _YAML_BASE = yaml.SafeLoader
+else:
+    _YAML_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _UniqueKeys(_YAML_BASE):
+    """The safe loader, refusing a key given twice in one mapping (YAML keeps the last one silently: a hand-edited
+    price or bandwidth would vanish without a word)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                repeated = key in seen and key != "<<"
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base constructor reports it
+                continue
+            if repeated:
+                raise yaml.constructor.ConstructorError(None, None, f"key '{key}' given twice in one mapping",
+                                                        key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+_YAML_LOADER = _UniqueKeys
 
 
 def parse_yaml(text: str) -> Any:

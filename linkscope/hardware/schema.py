@@ -7,10 +7,10 @@ Unknown keys are rejected so a misspelt field is reported instead of silently ig
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from linkscope.hardware.specs import LinkFamily, LinkUnit
 
@@ -30,6 +30,18 @@ class _Strict(BaseModel):
 class Provenance(_Strict):
     source: str = Field(min_length=1)
     as_of: date
+
+    @field_validator("as_of")
+    @classmethod
+    def _not_in_the_future(cls, value: date) -> date:
+        return past_date(value)
+
+
+def past_date(value: date) -> date:
+    """A fact's date is today or earlier (a day of slack for time zones): `as_of: 2999-01-01` is a typo."""
+    if value > date.today() + timedelta(days=1):
+        raise ValueError(f"{value} is in the future")
+    return value
 
 
 class GpuEntry(Provenance):
@@ -144,6 +156,11 @@ class OfferingEntry(NodeEntry, Provenance):
             if not re.match(SKYPILOT_KEY, key):
                 raise ValueError(f"'{key}' is not a cloud/InstanceType key")
         return self
+
+    @field_validator("price_as_of")
+    @classmethod
+    def _price_not_in_the_future(cls, value: date | None) -> date | None:
+        return None if value is None else past_date(value)
 
     @model_validator(mode="after")
     def _price_has_provenance(self) -> OfferingEntry:

@@ -95,3 +95,19 @@ def read_host(paths: HostPaths = HostPaths()) -> HostInfo:
         memory_gib=_node_memory_gib(_read(paths.meminfo)),
         kernel=platform.release() or None,
     )
+
+
+def available_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> float | None:
+    """Memory the host can still give (MemAvailable), bytes; None where unknown."""
+    try:
+        match = re.search(r"MemAvailable:\s+(\d+)\s*kB", meminfo.read_text(encoding="utf-8"))
+    except OSError:
+        match = None
+    if match:
+        return int(match.group(1)) * 1024.0
+    if hasattr(os, "sysconf"):
+        try:
+            return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError):
+            return None
+    return None

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, read_input_bytes
 from linkscope.probe.nccl_findings import SEVERITY_RANK, Expectations, Finding, Severity, find_fallbacks
 from linkscope.probe.nccl_lines import ParsedLog, SizeChoice, choices_by_size, parse_log
 from linkscope.probe.nccl_pairs import PairSummary, summarise_pairs
@@ -91,13 +91,14 @@ def analyse_nccl_log(text: str, expect: Expectations | None = None, source: str 
                          expectations=expect)
 
 
+MAX_LOG_BYTES = 512 * 2**20
+"""An NCCL_DEBUG=INFO log of a very large job runs to tens of MiB; past this it is not a log."""
+
+
 def read_nccl_log(path: Path | str, expect: Expectations | None = None) -> NcclLogReport:
     """`analyse_nccl_log` on a file; an unreadable file is a UserError naming it."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
+    text = read_input_bytes(path, "an NCCL log", MAX_LOG_BYTES).decode("utf-8", errors="replace")
     report = analyse_nccl_log(text, expect, source=str(path))
     if report.log.nccl_lines == 0:
         # Otherwise a wrong file (or a run without NCCL_DEBUG=INFO) would pass --fail-on-fallback as "no fallback".

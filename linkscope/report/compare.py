@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from linkscope.hardware.errors import UserError
 from linkscope.results.records import CollectiveRow, RunInfo
 
 DEFAULT_SIZES = (8, 1 << 20, 64 << 20, 1 << 30)
@@ -50,13 +51,31 @@ def environment(info: RunInfo) -> dict[str, str | None]:
     return env
 
 
+def _check_comparable(runs: list[tuple[RunInfo, list[CollectiveRow]]]) -> None:
+    """Only collective sweeps compare: a training run or a p2p matrix would fill the table with dashes."""
+    for info, rows in runs:
+        if info.kind in ("train", "p2p"):
+            what = "a training run" if info.kind == "train" else "a p2p matrix"
+            raise UserError(f"run {info.run_id} is {what}, not a collective sweep; compare compares bench, check and "
+                            f"import runs (see `linkscope runs show {info.run_id}`)")
+        if not rows:
+            raise UserError(f"run {info.run_id} has no collective measurements (status {info.status}); "
+                            "nothing to compare")
+
+
 def compare_runs(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str | None = None,
                  sizes: tuple[int, ...] = DEFAULT_SIZES) -> dict[str, Any]:
     """Per run: busbw at `sizes` (nearest measured size at or below), small-message latency, peak busbw, each with
     the difference in % against the first run; and the environment keys whose values differ."""
+    _check_comparable(runs)
     if op is None:
         ops = [r.op for _, rows in runs for r in rows]
         op = max(set(ops), key=ops.count) if ops else "all_reduce"
+    for info, rows in runs:
+        if not any(r.op == op for r in rows):
+            has = sorted({r.op for r in rows})
+            raise UserError(f"run {info.run_id} has no {op} measurements (it has: {', '.join(has)}); "
+                            "choose an op both runs measured with --op")
     table = []
     for info, rows in runs:
         by_size = _op_rows(rows, op)
@@ -115,21 +134,24 @@ def _size_label(nbytes: int) -> str:
 
 
 def _cell(value: float | None, pct: float | None) -> str:
+    """Four significant figures, the % against the base run under it: narrow enough for 80 columns whole."""
     if value is None:
         return "-"
-    return f"{value:g}" if pct is None or pct == 0 else f"{value:g} ({pct:+.1f}%)"
+    return f"{value:.4g}" if pct is None or pct == 0 else f"{value:.4g}\n{pct:+.0f}%"
 
 
 def busbw_table(data: dict[str, Any]) -> Table:
     """busbw at the compared sizes, latency and peak per run, each with its % against the first run."""
     base = data["runs"][0]["run_id"] if data["runs"] else "-"
-    table = Table(title=f"{data['op']}: busbw (GB/s), % vs {base}", show_edge=False)
-    table.add_column("run")
-    table.add_column("label")
+    table = Table(title=f"{data['op']} busbw GB/s by size, latency, peak; % vs {base}", show_edge=False)
+    # Ids, size headers and percentages never wrap or get cut; only the free-text label folds.
+    table.add_column("run", no_wrap=True, min_width=8)
+    table.add_column("label", overflow="fold", max_width=10)
     for size in DEFAULT_SIZES:
-        table.add_column(f"busbw@{_size_label(size)}", justify="right")
-    table.add_column("latency us", justify="right")
-    table.add_column("peak busbw", justify="right")
+        label = _size_label(size)
+        table.add_column(label if label[-1].isalpha() else f"{label} B", justify="right", no_wrap=True)
+    table.add_column("lat us", justify="right", no_wrap=True)
+    table.add_column("peak", justify="right", no_wrap=True)
     for e in data["runs"]:
         table.add_row(e["run_id"], escape(e["label"] or ""), *[_cell(e["busbw"][str(s)], e["busbw_pct"][str(s)])
                                                                 for s in DEFAULT_SIZES],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from linkscope.hardware.errors import UserError
 from linkscope.results.records import CollectiveRow, PairRow, RunInfo
 
 _STATUS_COLOURS = {"PASS": "#1a7f37", "WARN": "#9a6700", "FAIL": "#cf222e", "SKIP": "#6e7781"}
@@ -96,6 +97,13 @@ def _run_summary(info: RunInfo) -> str:
 def render_report(runs: list[tuple[RunInfo, list[CollectiveRow], list[PairRow]]],
                   title: str = "linkscope report") -> str:
     """The whole page as one string; the first plot carries plotly.js inline, the others reuse it."""
+    for info, rows, pairs in runs:
+        # A page with nothing of a run on it would look like a rendering fault: say why instead.
+        if info.kind == "train":
+            raise UserError(f"run {info.run_id} is a training run; the report draws collective sweeps and p2p "
+                            f"matrices (see `linkscope runs show {info.run_id}`)")
+        if not rows and not pairs and info.kind != "check" and "check" not in info.extra:
+            raise UserError(f"run {info.run_id} has no measurements to draw (status {info.status})")
     parts: list[str] = []
     figures: list[Any] = []
     ops = sorted({r.op for _, rows, _ in runs for r in rows})

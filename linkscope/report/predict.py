@@ -30,6 +30,22 @@ def range_text(value: float, span: tuple[float, float] | list[float]) -> str:
     return f"{lo / value - 1:+.0%}/{hi / value - 1:+.0%}"
 
 
+def _span(value: float, span: list[float], suffix: str) -> str:
+    """` (-10%/+47%, p10..p90)`, or nothing when the prediction carries no range."""
+    text = range_text(value, span)
+    return f" ({text}{suffix})" if text else ""
+
+
+def _rate(value: float, digits: int = 0) -> str:
+    """A rate with thousands separators, or three significant figures when it is below one unit."""
+    return f"{value:,.{digits}f}" if value >= 1 or value == 0 else f"{value:.3g}"
+
+
+def _gib(value: float) -> str:
+    """GiB to one decimal, or two significant figures below 0.1 (never a bare 0.0 for a real amount)."""
+    return f"{value:.1f}" if value >= 0.1 or value == 0 else f"{value:.2g}"
+
+
 def link_text(limit: str) -> str:
     """`network (infiniband)` -> `infiniband`: the fabric names the network well enough in a narrow column."""
     return limit.removeprefix("network (").removesuffix(")") if limit.startswith("network (") else limit
@@ -55,7 +71,7 @@ def _seconds(value: float) -> str:
 
 def train_table(p: TrainPrediction) -> Table:
     """A training step: headline figures, the resolved layout and where the time goes."""
-    table = Table(title=f"{p.model} on {p.system}: {p.gpus} GPUs ({p.nodes} node{'s' * (p.nodes > 1)})",
+    table = Table(title=f"{p.model} on {p.system}: {p.gpus} {p.rank_kind}s ({p.nodes} node{'s' * (p.nodes > 1)})",
                   show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -65,11 +81,13 @@ def train_table(p: TrainPrediction) -> Table:
               f"{'  +SP' if par.sequence_parallel else ''}")
     rows: list[tuple[str, str]] = [
             ("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),
-            ("step time", f"{_seconds(p.step_time_s)} ({range_text(p.step_time_s, p.step_time_s_range)}, p10..p90)"),
-            ("tokens/s", f"{p.tokens_per_s:,.0f} ({range_text(p.tokens_per_s, p.tokens_per_s_range)})"),
-            ("TFLOPS per GPU", f"{p.tflops_per_gpu:.1f}"), ("MFU", f"{p.mfu:.1%}"),
-            ("memory per GPU", f"{p.memory_gib_per_gpu:.1f} GiB of {p.memory_gib_available:g} "
-                               f"({'fits' if p.fits else 'DOES NOT FIT'})"),
+            ("step time", f"{_seconds(p.step_time_s)}{_span(p.step_time_s, p.step_time_s_range, ', p10..p90')}"),
+            ("tokens/s", f"{_rate(p.tokens_per_s)}{_span(p.tokens_per_s, p.tokens_per_s_range, '')}"),
+            (f"TFLOPS per {p.rank_kind}", _rate(p.tflops_per_gpu, 1)),
+            ("MFU", f"{p.mfu:.1%}" if p.mfu > 0 else "-"),
+            (f"memory per {p.rank_kind}", f"{_gib(p.memory_gib_per_gpu)} GiB" + (
+                f" of {p.memory_gib_available:.1f} ({'fits' if p.fits else 'DOES NOT FIT'})"
+                if p.memory_gib_available > 0 else " (what the host holds is not known here)")),
             ("layout", layout), ("bottleneck", p.bottleneck)]
     if p.framework != "auto":
         rows.insert(-1, ("framework", p.framework + ("" if p.framework_given else " (the usual one for this ZeRO "

@@ -8,10 +8,11 @@ nccl-tests importer, `model.calibrate` and `report`. Field names follow nccl-tes
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 RunStatus = Literal["running", "complete", "incomplete", "failed"]
 RunKind = Literal["bench", "p2p", "import", "check", "train"]
+RUN_KINDS: tuple[str, ...] = get_args(RunKind)
 Placement = Literal["out_of_place", "in_place"]
 
 

@@ -60,6 +60,9 @@ class RunSummary:
     ops: list[str] = field(default_factory=list)
     """Collective ops measured, sorted; `p2p` when the run has pairwise rows."""
 
+MAX_RUN_ID_CHARS = 64
+"""Longer than any id linkscope writes (8 hex characters, or a uuid)."""
+
 
 class ResultStore:
     """Runs and their rows in an SQLite file or a PostgreSQL database. One connection per instance: use one store
@@ -201,6 +204,10 @@ class ResultStore:
         prefix = run_id.strip().lower()
         if not prefix:
             raise UserError("empty run id")
+        if len(prefix) > MAX_RUN_ID_CHARS:
+            # Stored ids are short hex; a long one is a typo or a pasted file, and would only strain the query.
+            raise UserError(f"run id '{prefix[:20]}...' has {len(prefix):,} characters; ids have at most "
+                            f"{MAX_RUN_ID_CHARS}")
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         ids = [str(r[0]) for r in self._conn.execute(
             "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' ORDER BY run_id", (pattern,))]
@@ -298,7 +305,31 @@ def require_existing(location: StoreLocation) -> DbLocation:
     if not resolved.path.is_file():
         raise UserError(f"{resolved.path}: no results database there (run `linkscope bench` or `linkscope import` "
                         "first)")
+    _require_sqlite_store(resolved.path)
     return resolved
+
+
+def _require_sqlite_store(path: Path) -> None:
+    """The file already is a linkscope store: opening anything else would turn it into one (an empty file
+    becomes a database on the first schema write), so read it read-only first and refuse what it is not."""
+    import sqlite3
+
+    with open(path, "rb") as fh:
+        header = fh.read(16)
+    if not header:
+        raise UserError(f"{path}: an empty file, not a results database (nothing stored there yet)")
+    if header != b"SQLite format 3\x00":
+        raise UserError(f"{path}: not a linkscope results database (not an SQLite file)")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise UserError(f"{path}: not a usable linkscope results database ({exc})") from None
+    if version == 0:
+        raise UserError(f"{path}: an SQLite file without linkscope results (nothing stored there yet)")
 
 
 def _open(location: DbLocation) -> Database:

@@ -52,10 +52,15 @@ class TrainOutcome:
 def parse_sweep(spec: str) -> tuple[str, list[str]]:
     """`bucket-mb=1,25,100` -> ("bucket-mb", ["1", "25", "100"])."""
     key, sep, values = spec.partition("=")
-    items = [v.strip() for v in values.split(",") if v.strip()]
+    items = [v.strip() for v in values.split(",")]
     if not sep or key not in SWEEP_KEYS or len(items) < 2:
         raise UserError(f"--sweep: expected KEY=V1,V2,... with KEY one of {', '.join(SWEEP_KEYS)} and at least two "
                         f"values, got '{spec}'")
+    if "" in items:
+        raise UserError(f"--sweep: an empty value in '{spec}'")
+    repeated = sorted({v for v in items if items.count(v) > 1})
+    if repeated:
+        raise UserError(f"--sweep: {', '.join(repeated)} given more than once in '{spec}'")
     return key, items
 
 
@@ -81,6 +86,9 @@ def _swept(cfg: TrainConfig, key: str, value: str) -> TrainConfig:
 
 def build_plans(req: TrainRequest) -> list[TrainPlan]:
     """The points to measure, validated."""
+    for flag, given in (("--sweep", req.sweep), ("--scaling", req.scaling)):
+        if given is not None and not given.strip():
+            raise UserError(f"{flag}: empty; leave the option out to run one configuration")
     if req.sweep and req.scaling:
         raise UserError("give --sweep or --scaling, not both")
     base = req.config

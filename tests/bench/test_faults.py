@@ -119,6 +119,31 @@ def test_a_stopped_rank_is_named_as_the_one_that_stopped(tmp_path: Path, monkeyp
     assert {r.size_bytes for r in result.rows} == {1024, 2048}
 
 
+def test_a_rank_stopped_inside_a_size_is_named_though_every_counter_is_level(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rank 0 dozes before 4096 B while rank 1 goes in and is SIGSTOPped there; once rank 0 joins it, both counters
+    # are level, so only the stopped process itself can tell the watchdog whom to blame.
+    monkeypatch.setenv(ENV_VAR, json.dumps({"action": "hang", "rank": 0, "op": "all_reduce", "size": 4096,
+                                            "seconds": 2}))
+    done = threading.Event()
+    stopper = threading.Thread(target=_kill_rank_when_stored, args=(tmp_path / "r.db", 1, done, signal.SIGSTOP),
+                               daemon=True)
+    stopper.start()
+    result = run_bench(_config(tmp_path / "r.db", timeout_s=3.0), emit=lambda line: None)
+    done.set()
+    assert result.exit_code == EXIT_FAULT and result.status == "incomplete"
+    assert (result.error or "").startswith("rank 1 stopped making progress for 3 s"), result.error
+
+
+def test_a_rank_still_computing_past_the_timeout_is_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A step slower than --timeout on a loaded machine: rank 1 keeps using CPU, so the watchdog waits for it.
+    monkeypatch.setenv(ENV_VAR, json.dumps({"action": "spin", "rank": 1, "op": "all_reduce", "size": 2048,
+                                            "seconds": 5}))
+    result = run_bench(_config(tmp_path / "r.db", timeout_s=1.5), emit=lambda line: None)
+    assert result.exit_code == 0 and result.status == "complete", result.error
+    assert {r.size_bytes for r in result.rows} == {1024, 2048, 4096, 8192, 16384}
+
+
 def test_ctrl_c_stops_the_ranks_and_keeps_what_was_measured(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     env = {**os.environ, ENV_VAR: json.dumps({"action": "hang", "rank": 1, "op": "all_reduce", "size": 4096})}

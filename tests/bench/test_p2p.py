@@ -13,7 +13,7 @@ from linkscope.results.store import ResultStore
 
 def test_three_ranks_give_every_ordered_pair(tmp_path: Path) -> None:
     cfg = P2PConfig(size_bytes=64 * 1024, iters=3, warmup=1, latency_iters=5,
-                    run=RunOptions(nproc=3, db_path=str(tmp_path / "r.db"), quiet=True))
+                    run=RunOptions(nproc=3, db_path=str(tmp_path / "r.db"), quiet=True, oversubscribe=True))
     result = run_p2p(cfg, emit=lambda line: None)
     assert (result.status, result.exit_code) == ("complete", 0)
     pairs = {(r.src, r.dst): r for r in result.pair_rows}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
+import pytest
+
 from linkscope.hardware.check import check_db, stale_prices, stale_warning
 from linkscope.hardware.loader import load_db
 from tests.cli.helpers import run_cli
@@ -37,7 +39,7 @@ offerings:
     price_source: test
     unconfirmed: [scale_out.nic_speed]
     source: test
-    as_of: 2099-01-02
+    as_of: 2026-12-04
   - instance: bad-multi-node
     gpu: H100
     gpus: 8
@@ -62,6 +64,7 @@ def test_check_command_exits_zero_on_shipped_data(monkeypatch, tmp_path: Path) -
 def test_each_kind_of_mistake_is_found(monkeypatch, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(BAD)
+    # 2026-12-04 is a day after the check's `today`: past the loader's slack it would not even load (below).
     found = [str(f) for f in check_db(load_db([bad], include_user=False), today=date(2026, 12, 3))]
     assert any("testcloud/bad-per-gpu" in f and "$2.5/GPU-h" in f for f in found)
     assert any("testcloud/bad-ib-rate" in f and "300 Gbit/s is not a known generation" in f for f in found)
@@ -139,3 +142,12 @@ def test_the_catalog_covers_the_market() -> None:
     assert (b300.system.node.gpus, b300.system.node.scale_out.nics, b300.system.node.scale_out.nic_gbit_per_s) == \
         (8, 16, 400)
     assert check_db(db) == []
+
+
+def test_a_date_far_in_the_future_does_not_load(tmp_path: Path) -> None:
+    from linkscope.hardware.errors import DataError
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD.replace("as_of: 2026-12-04", "as_of: 2999-01-02"))
+    with pytest.raises(DataError, match="bad-dates.*as_of.*2999-01-02 is in the future"):
+        load_db([bad], include_user=False)

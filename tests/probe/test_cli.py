@@ -89,7 +89,7 @@ def test_nccl_log_takes_expectations_from_a_system_and_can_fail() -> None:
 
 def test_nccl_log_user_errors_are_one_line_with_exit_2() -> None:
     missing = run("nccl-log", str(PROBE_FIXTURES / "no-such.log"))
-    assert missing.exit_code == 2 and "cannot read the log" in missing.stderr
+    assert missing.exit_code == 2 and "no-such.log: no such file" in missing.stderr
     unknown = run("nccl-log", SOCKET_LOG, "--system", "dgx-h1000")
     assert unknown.exit_code == 2 and "unknown System" in unknown.stderr
 

@@ -106,5 +106,5 @@ def test_json_form_is_serialisable_and_complete() -> None:
 
 
 def test_unreadable_file_is_a_user_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="cannot read the log"):
+    with pytest.raises(UserError, match="missing.log: no such file"):
         read_nccl_log(tmp_path / "missing.log")

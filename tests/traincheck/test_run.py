@@ -76,7 +76,11 @@ def test_calibrating_a_run_predicts_the_next_one(tmp_path: Path) -> None:
     assert doc["predicted"]["source"] == "profile cpu-here" and doc["predicted"]["step_time_s"] > 0
     expected = 100 * (doc["predicted"]["step_time_s"] - doc["step_time_s"]) / doc["step_time_s"]
     assert doc["error_pct"] == pytest.approx(expected)
-    predicted = _cli(["predict", "train", "--system", "profile:cpu-here", *SMALL[:2], "--global-batch", "4",
+    # The profile predicts CPU ranks of this host, so the model must be one the host can hold.
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("id: tiny\nlayers: 1\nhidden: 64\nheads: 2\nvocab: 128\nseq_len: 32\nsource: test\n"
+                    "as_of: 2026-12-03\n")
+    predicted = _cli(["predict", "train", "--system", "profile:cpu-here", "--model", str(tiny), "--global-batch", "4",
                       "--gpus", "2", "--json"])
     assert predicted.exit_code == 0, predicted.output
     assert json.loads(predicted.stdout)["step_time_s"] > 0
@@ -168,7 +172,7 @@ def test_tensor_parallel_inside_data_parallel_on_four_ranks(tmp_path: Path) -> N
     fit = TrainFit({"flops": 1e-9, "layer_passes": 0.0, "params": 0.0, "bus_bytes": 1e-8, "step": 1e-3}, 3, 0.1, 0.2)
     save_profile(new_profile("cpu-fit", "r0", 2, 1, "gloo", {}, None, None, "", train=fit.as_dict()))
     result = _cli(["bench", "train", *SMALL, "--tp", "2", "--dp", "2", "-n", "2", "-w", "1", "--profile-steps", "2",
-                   "--system", "profile:cpu-fit", "--db", str(tmp_path / "r.db"), "--json"])
+                   "--system", "profile:cpu-fit", "--db", str(tmp_path / "r.db"), "--json", "--oversubscribe"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["ranks"] == 4 and doc["tokens_per_step"] == 2 * 32 * 2  # two replicas' tokens

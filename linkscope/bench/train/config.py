@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, replace
 
 from linkscope.bench.config import RunOptions
 from linkscope.hardware.errors import UserError
+from linkscope.hardware.limits import (MAX_BUCKET_MB, MAX_ITERS, MAX_PROFILE_STEPS, MAX_REPEAT, MAX_WARMUP,
+                                       check_number)
 from linkscope.model.step.transformer import ModelConfig
 
 COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
@@ -86,12 +88,17 @@ def _check_counts(cfg: TrainConfig) -> None:
         (cfg.repeat >= 1, f"--repeat must be at least 1, got {cfg.repeat}"),
         (cfg.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {cfg.zero}"),
         (cfg.tp >= 1, f"--tp must be at least 1, got {cfg.tp}"),
-        (cfg.bucket_mb > 0, f"--bucket-mb must be positive, got {cfg.bucket_mb:g}"),
         (cfg.profile_steps >= 0, f"--profile-steps must be 0 or more, got {cfg.profile_steps}"),
     ]
     for ok, message in rules:
         if not ok:
             raise UserError(message)
+    check_number(cfg.bucket_mb, "--bucket-mb", 0, MAX_BUCKET_MB, low_open=True)
+    for flag, value, low, high in (("-n/--iters", cfg.iters, 1, MAX_ITERS), ("-w/--warmup", cfg.warmup, 0, MAX_WARMUP),
+                                   ("--repeat", cfg.repeat, 1, MAX_REPEAT),
+                                   ("--profile-steps", cfg.profile_steps, 0, MAX_PROFILE_STEPS),
+                                   ("--micro-batch", cfg.micro_batch, 1, MAX_ITERS)):
+        check_number(value, flag, low, high)
 
 
 def check_layout(cfg: TrainConfig, world: int) -> None:

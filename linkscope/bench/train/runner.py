@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from linkscope.bench.comm import default_nproc, init_rank, resolve_backend
+from linkscope.bench.comm import check_local_nproc, default_nproc, init_rank, resolve_backend
 from linkscope.bench.events import NullSink
 from linkscope.bench.jobs import Job, run_guarded, run_job
 from linkscope.bench.launch import launch_local, stall_message
@@ -74,6 +74,8 @@ def resolve_plans(plans: list[TrainPlan], world: int | None = None) -> tuple[str
         ranks = (plan.ranks or world) if world else plan.ranks or plan.config.run.nproc or default_nproc(backend)
         if backend == "nccl" and world is None and ranks > default_nproc("nccl"):
             raise UserError(f"{ranks} is more than the {default_nproc('nccl')} visible GPUs", field="nproc")
+        if world is None:
+            check_local_nproc(ranks, backend, plan.config.run.oversubscribe)
         check_layout(plan.config, ranks)
         run = replace(plan.config.run, backend=backend, nproc=ranks)
         out.append(replace(plan, config=replace(plan.config, run=run), ranks=ranks))
@@ -159,7 +161,7 @@ def _run_torchrun(plans: list[TrainPlan], env: RankEnv, emit: Emit) -> TrainRunR
     configs = [_point_config(recorder, plan, i) for i, plan in enumerate(plans)]
     where = points_where([(plan.label, cfg) for plan, cfg in zip(plans, configs)])
     guard = torchrun.RankZeroGuard(recorder, ctx.progress, env.world, timeout_s,
-                                   lambda values, own: stall_message(values, timeout_s, where)[0]
+                                   lambda values, own, frozen: stall_message(values, timeout_s, where, frozen)[0]
                                    if values else where(own))
     guard.start()
     status, message = "complete", ""

@@ -45,6 +45,8 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
         raise UserError(f"run {info.run_id} is a p2p matrix; calibrate a collective sweep (`linkscope bench`)")
     if offering is not None and offering not in db.offerings:
         raise UserError(f"unknown offering '{offering}' (see `linkscope catalog`)", field="offering")
+    if offering is not None:
+        _check_offering_matches(info, offering, db)
     if info.kind == "train":
         return _calibrate_train(info, name, offering, db)
     ranks = info.world_size or 2
@@ -52,6 +54,23 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
     profile = new_profile(name or f"run-{info.run_id}", info.run_id, ranks, info.nodes or 1, info.backend, fits,
                           _system(info.system, db), offering, info.label)
     return CalibrationReport(profile=profile, path=str(save_profile(profile)))
+
+
+GPU_BACKENDS = ("nccl", "nccl-tests")
+"""Runs measured on GPUs: linkscope's own on NCCL, and imported nccl-tests output."""
+
+
+def _check_offering_matches(info: RunInfo, offering: str, db: HardwareDB) -> None:
+    """A profile stands in for an offering only when measured on that offering's kind of GPU."""
+    if info.backend not in GPU_BACKENDS:
+        raise UserError(f"run {info.run_id} was measured on {info.backend} (CPU) ranks; its figures cannot stand in "
+                        f"for the GPU offering {offering} (calibrate a run measured on that offering's GPUs)",
+                        field="offering")
+    system = _system(info.system, db)
+    wanted = db.offerings[offering].system.node.gpu.id
+    if system is not None and system.node.gpu.id != wanted:
+        raise UserError(f"run {info.run_id} was measured on {system.node.gpu.id}, but {offering} has {wanted}",
+                        field="offering")
 
 
 def _gpu_system(info: RunInfo, db: HardwareDB) -> System | None:

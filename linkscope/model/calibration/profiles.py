@@ -8,6 +8,7 @@ predictions use the System with its link bandwidths replaced by the measured one
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -81,10 +82,67 @@ def _fit_from_json(data: dict[str, Any]) -> OpFit:
                  data["points"])
 
 
+def _number(value: Any, where: str, *, positive: bool) -> float:
+    """A stored coefficient as a finite float (positive, or at least not negative), else UserError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (positive and value == 0):
+        need = "a finite number > 0" if positive else "a finite number >= 0"
+        raise UserError(f"{where} must be {need}, got {value!r}")
+    return float(value)
+
+
+def _check_fit(fit: OpFit, where: str) -> None:
+    if not isinstance(fit.ranks, int) or fit.ranks < 1 or not isinstance(fit.nodes, int) or fit.nodes < 1:
+        raise UserError(f"{where}: ranks and nodes must be whole numbers >= 1")
+    if not fit.segments:
+        raise UserError(f"{where}: no fitted segments")
+    previous = 0.0
+    for i, seg in enumerate(fit.segments):
+        _number(seg.alpha_us, f"{where} segment {i} alpha_us", positive=False)
+        _number(seg.busbw_gb_per_s, f"{where} segment {i} busbw_gb_per_s", positive=True)
+        last = i == len(fit.segments) - 1
+        # Size ranges follow each other upwards; only the last one is open-ended.
+        if last and seg.upper_bytes != math.inf:
+            raise UserError(f"{where}: the last segment must be open-ended (upper_bytes null)")
+        if not last and not previous < _number(seg.upper_bytes, f"{where} segment {i} upper_bytes", positive=True):
+            raise UserError(f"{where} segment {i} upper_bytes must grow from one segment to the next")
+        previous = seg.upper_bytes
+    _number(fit.median_error, f"{where} median_error", positive=False)
+    _number(fit.max_error, f"{where} max_error", positive=False)
+
+
+def check_profile(profile: Profile, where: str) -> None:
+    """Every figure a prediction would use is finite and in range (UserError naming the profile and the field).
+
+    Run when a profile is written and when it is read, so no prediction ever starts from NaN, infinity, zero
+    or a negative coefficient."""
+    for key in ("ranks", "nodes"):
+        value = getattr(profile, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"{where}: {key} must be a whole number >= 1, got {value!r}")
+    for op, fit in profile.fits.items():
+        _check_fit(fit, f"{where}: {op}")
+    if profile.train is not None:
+        coefficients = profile.train.get("coefficients")
+        if not isinstance(coefficients, dict) or not coefficients:
+            raise UserError(f"{where}: train.coefficients is missing")
+        values = [_number(v, f"{where}: train coefficient {k}", positive=False) for k, v in coefficients.items()]
+        if not any(values):
+            raise UserError(f"{where}: every train coefficient is 0; the profile predicts nothing")
+        for key in ("median_error", "max_error"):
+            _number(profile.train.get(key), f"{where}: train.{key}", positive=False)
+        _number(profile.train.get("points"), f"{where}: train.points", positive=True)
+    if profile.train_compute is not None:
+        from linkscope.model.calibration.train_compute import ComputeScale
+
+        ComputeScale.from_dict(profile.train_compute, where)
+
+
 def save_profile(profile: Profile) -> Path:
     """Write a profile as JSON; the name must be a plain file name."""
     if not NAME_PATTERN.match(profile.name):
         raise UserError(f"'{profile.name}' is not a valid profile name (letters, digits, . _ -)", field="name")
+    check_profile(profile, f"profile '{profile.name}'")
     folder = profile_dir()
     path = folder / f"{profile.name}.json"
     data = {**asdict(profile), "fits": {op: _fit_to_json(f) for op, f in profile.fits.items()}}
@@ -105,11 +163,13 @@ def load_profile(name: str) -> Profile:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["fits"] = {op: _fit_from_json(f) for op, f in data["fits"].items()}
-        return Profile(**data)
+        profile = Profile(**data)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"{path}: not a valid profile ({exc.__class__.__name__}: {str(exc)[:200]})") from None
     except RecursionError:
         raise UserError(f"{path}: not a valid profile (nested too deeply)") from None
+    check_profile(profile, f"profile '{name}' ({path})")
+    return profile
 
 
 def list_profiles() -> list[str]:

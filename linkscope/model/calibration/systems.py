@@ -119,7 +119,7 @@ def resolve_offering(offering: Offering) -> ResolvedSystem:
         return plain  # no readable profile names this offering
     if profile is None:
         return plain
-    if profile.train is not None:
+    if profile.train is not None or profile.backend == "gloo":
         return replace(plain, notes=(f"profile {profile.name} was fitted on {profile.backend} CPU ranks, which say "
                                      f"nothing about {offering.id}'s GPUs: catalog figures used",))
     try:

@@ -17,6 +17,7 @@ single configuration is a single effective FLOP rate.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -231,8 +232,12 @@ def measured_points(points: list[dict[str, Any]]) -> tuple[list[TrainShape], lis
 
 
 def predict_on_fit(fit: TrainFit, name: str, job: Job, tp: int, dp: int, zero: int,
-                   recompute: str) -> TrainPrediction:
-    """`predict train --system profile:NAME` for a training calibration: one fixed layout, no search."""
+                   recompute: str, host_gib: float | None = None) -> TrainPrediction:
+    """`predict train --system profile:NAME` for a training calibration: one fixed layout, no search.
+
+    The profile was fitted on CPU ranks, so it predicts CPU ranks of this kind of host: a job whose memory the
+    host (`host_gib`, when known) cannot hold, or a figure that comes out not finite or not positive, is refused
+    with a UserError naming the profile."""
     from linkscope.model.step.layout import Layout
     from linkscope.model.step.predict import BREAKDOWN_KEYS, TrainPrediction, bottleneck_sentence
 
@@ -241,20 +246,30 @@ def predict_on_fit(fit: TrainFit, name: str, job: Job, tp: int, dp: int, zero: i
         raise UserError(f"{job.global_batch} is not divisible by dp = {dp}", field="global_batch")
     shape = TrainShape(model=job.model, micro_batch=job.global_batch // dp, ranks=ranks, tp=tp, zero=zero,
                        recompute=recompute, element_bytes=4)
+    memory = memory_gib_of_layout(job, tp, dp, recompute, zero)
+    if host_gib is not None and memory * ranks > host_gib:
+        raise UserError(f"{job.model.id} does not fit the CPU ranks profile '{name}' predicts: {memory:,.1f} GiB "
+                        f"per rank x {ranks} ranks, and this host has {host_gib:.1f} GiB available; profile "
+                        "predictions are for models this host can train")
     step = fit.predict_s(shape)
     parts = fit.breakdown(shape)
+    for key, value in parts.items():
+        if not math.isfinite(value) or value < 0:
+            raise UserError(f"profile '{name}': its fitted {key.removesuffix('_s')} term gives {value!r} s")
+    if not math.isfinite(step) or step <= 0:
+        raise UserError(f"profile '{name}': the fitted step time comes out as {step!r} s")
     breakdown = {k: parts.get(k, 0.0) for k in BREAKDOWN_KEYS}
     tokens = job.global_batch * job.seq_len
-    memory = memory_gib_of_layout(job, tp, dp, recompute, zero)
     tflops = job.model.model_flops_per_token(job.seq_len) * tokens / step / ranks / 1e12
     return TrainPrediction(
         system=f"profile:{name}", model=job.model.id, gpus=ranks, nodes=1, global_batch=job.global_batch,
         seq_len=job.seq_len, precision="fp32", step_time_s=step, tokens_per_s=tokens / step, tflops_per_gpu=tflops,
-        mfu=0.0, memory_gib_per_gpu=memory, memory_gib_available=0.0, fits=True, breakdown=breakdown,
+        mfu=0.0, memory_gib_per_gpu=memory, memory_gib_available=(host_gib or 0.0) / ranks, fits=True,
+        breakdown=breakdown, rank_kind="CPU rank",
         parallelism=Layout(tp=tp, pp=1, dp=dp, micro_batch=job.global_batch // dp, recompute=recompute, zero=zero),
         bottleneck=bottleneck_sentence(breakdown, step),
-        flags=[f"fitted on {fit.points} measured point(s) of CPU ranks (median fit error {fit.median_error:.1%}); "
-               "MFU is not defined without a datasheet peak"])
+        flags=[f"CPU ranks only: fitted on {fit.points} measured point(s) of CPU ranks (median fit error "
+               f"{fit.median_error:.1%}, in-sample; no p10..p90 range); MFU is not defined without a datasheet peak"])
 
 
 def memory_gib_of_layout(job: Job, tp: int, dp: int, recompute: str, zero: int) -> float:

@@ -80,6 +80,8 @@ class TrainPrediction:
     tokens_per_s_range: list[float] = field(default_factory=list)
     range_basis: str = ""
     """What evidence the ranges come from (`model.ranges.accuracy.spread`), or that there is none."""
+    rank_kind: str = "GPU"
+    """What one rank is: `GPU`, or `CPU rank` for a prediction from a profile fitted on CPU ranks."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, read_input_bytes
 from linkscope.results.nccltests.json_format import parse_nccl_tests_json
 from linkscope.results.nccltests.model import NcclTestsSection, ParsedNcclTests, Problem
 from linkscope.results.nccltests.text_format import library_version, parse_nccl_tests_text
@@ -25,6 +25,8 @@ __all__ = ["ImportResult", "ParsedNcclTests", "Problem", "import_nccl_tests", "i
            "parse_nccl_tests_file", "parse_nccl_tests_json", "parse_nccl_tests_text"]
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_STORED_INT = 2**63 - 1
+"""SQLite's (and PostgreSQL's bigint) largest integer."""
 """Larger files are refused: nccl-tests output is kilobytes, a multi-hundred-megabyte file is something else."""
 
 
@@ -70,7 +72,8 @@ def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> Import
     `already_imported` set. Everything is validated before the run is created, so a refused file leaves
     nothing behind."""
     parsed = parse_nccl_tests_file(path)  # reads the file, with one-line errors for missing/unreadable ones
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256(read_input_bytes(path, "nccl-tests output", MAX_FILE_BYTES)).hexdigest()
+    _check_integers(path, parsed.rows)
     invalid = [p for p in parsed.problems if p.invalid]
     if invalid:
         more = f" (and {len(invalid) - 1} more)" if len(invalid) > 1 else ""
@@ -120,13 +123,14 @@ def _source_times(parsed: ParsedNcclTests) -> dict[str, Any]:
 
 
 def _read(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError(f"{path}: {path.stat().st_size} bytes is too large for nccl-tests output")
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not an nccl-tests output file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    return read_input_bytes(path, "nccl-tests output", MAX_FILE_BYTES).decode("utf-8", errors="replace")
+
+
+def _check_integers(path: Path, rows: list[Any]) -> None:
+    """Every whole number fits the store's 64-bit integers (a 10^23 `#wrong` is not a count of anything)."""
+    for row in rows:
+        for name, column in (("size_bytes", "size"), ("count", "count"), ("root", "root"), ("nwrong", "#wrong")):
+            value = getattr(row, name, None)
+            if isinstance(value, int) and abs(value) > MAX_STORED_INT:
+                raise UserError(f"{path}: {column} {str(value)[:30]} is out of range (at most {MAX_STORED_INT}); "
+                                "nothing imported")

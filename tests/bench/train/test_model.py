@@ -80,7 +80,7 @@ def test_invalid_options_name_the_flag() -> None:
              (dict(grad_compression="zip"), "--grad-compression: 'zip' is not one of"),
              (dict(recompute="some"), "--recompute: 'some' is not one of"),
              (dict(zero=2, grad_compression="fp16"), "cannot be combined with --fsdp/--zero"),
-             (dict(bucket_mb=0), "--bucket-mb must be positive")]
+             (dict(bucket_mb=0), "--bucket-mb must be more than 0")]
     for kwargs, message in cases:
         with pytest.raises(UserError, match=message):
             TrainConfig(model=m, **kwargs).validated()
