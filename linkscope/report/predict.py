@@ -63,7 +63,11 @@ def train_table(p: TrainPrediction) -> Table:
     layout = (f"tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  interleave {par.interleave}  "
               f"micro-batch {par.micro_batch}  recompute {par.recompute}  zero {par.zero}"
               f"{'  +SP' if par.sequence_parallel else ''}")
+    params = f"{p.total_params / 1e9:.1f} B"
+    if p.active_params != p.total_params:
+        params += f" ({p.active_params / 1e9:.1f} B active per token)"
     rows: list[tuple[str, str]] = [
+            ("parameters", params),
             ("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),
             ("step time", f"{_seconds(p.step_time_s)} ({range_text(p.step_time_s, p.step_time_s_range)}, p10..p90)"),
             ("tokens/s", f"{p.tokens_per_s:,.0f} ({range_text(p.tokens_per_s, p.tokens_per_s_range)})"),

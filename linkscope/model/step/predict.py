@@ -74,6 +74,9 @@ class TrainPrediction:
     step_time_s_range: list[float] = field(default_factory=list)
     """p10..p90 of the step time, from the leave-one-source-out errors of training predictions."""
     tokens_per_s_range: list[float] = field(default_factory=list)
+    total_params: int = 0
+    active_params: int = 0
+    """Weights a token's matmuls use (topk routed experts of an MoE model; all weights of a dense one)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -155,7 +158,8 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
         bottleneck=bottleneck_sentence(breakdown, step), flags=flags,
         layouts_evaluated=result.evaluated, step_time_s_range=list(time_range(step, "training")),
-        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")))
+        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")),
+        total_params=job.model.total_params(), active_params=job.model.active_params())
 
 
 def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:
