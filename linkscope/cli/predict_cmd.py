@@ -19,6 +19,7 @@ from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
 from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
+from linkscope.model.comm.moe import KERNELS, MOE_PRECISIONS, MoeRequest, check_request, predict_moe
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
@@ -28,7 +29,8 @@ from linkscope.model.step.predict import TrainPrediction, predict_train_on
 from linkscope.model.step.scaling import predict_scaling
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig, load_model
-from linkscope.report.predict import collective_table, infer_table, scaling_reasons, scaling_table, train_table
+from linkscope.report.predict import (collective_table, infer_table, moe_table, scaling_reasons, scaling_table,
+                                      train_table)
 
 predict_app = typer.Typer(help="Predict collectives, training steps, inference and scaling on any System.",
                           no_args_is_help=True)
@@ -227,6 +229,49 @@ def scaling(
         console.print(scaling_table(points, title, console.width))
         for line in [*scaling_reasons(points), note]:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@predict_app.command("moe")
+@user_errors
+def moe(
+    system: str = SystemOpt,
+    ep: int = typer.Option(..., help="Expert-parallel ranks (GPUs); beyond one node means several nodes."),
+    tokens_per_rank: int = typer.Option(..., help="Tokens each rank routes per dispatch."),
+    hidden: int = typer.Option(..., help="Hidden size of a token."),
+    topk: int = typer.Option(..., help="Experts each token is routed to."),
+    experts: int = typer.Option(..., help="Routed experts, sharded evenly over the --ep ranks."),
+    precision: str = typer.Option("fp8", help="Dispatch precision: fp8 (with its 1x128 scales) or bf16; combine "
+                                              "is always bf16."),
+    kernel: str = typer.Option("normal", help="normal (hierarchical RDMA then NVLink forwarding, for training and "
+                                              "prefill), low-latency (direct per-expert messages, for decode) or "
+                                              "nccl (an all-to-allv)."),
+    max_nodes_per_token: Optional[int] = typer.Option(None, help="Node-limited routing: a token reaches at most "
+                                                                 "this many nodes (DeepSeek-V3: 4)."),
+    imbalance: float = typer.Option(1.0, help="Routing imbalance: the busiest rank's tokens over the mean (>= 1)."),
+    as_json: bool = typer.Option(False, "--json"),
+    extra: Optional[list[Path]] = CatalogOpt,
+) -> None:
+    """One MoE dispatch and combine on EP ranks. Bandwidth follows DeepEP's convention: inside the NVLink domain,
+    bytes of token copies a rank receives over the time; across nodes, bytes counted once per destination node
+    (the sender's own included) over the time."""
+    req = MoeRequest(ep=ep, tokens_per_rank=tokens_per_rank, hidden=hidden, topk=topk, experts=experts,
+                     precision=choice(precision, "--precision", MOE_PRECISIONS),
+                     kernel=choice(kernel, "--kernel", KERNELS), max_nodes_per_token=max_nodes_per_token,
+                     imbalance=imbalance)
+    check_request(req)
+    per_node = _resolved(system, None, 1, extra or []).system.node.gpus
+    if ep > per_node and ep % per_node:
+        raise UserError(f"--ep {ep} does not fill whole nodes of {per_node} GPUs on {system}")
+    resolved = _resolved(system, ep, None, extra or [])
+    prediction = predict_moe(resolved.tiers, req)
+    if as_json:
+        print_json(prediction.as_dict())
+    else:
+        console.print(moe_table(prediction, f"MoE {kernel} on {system}: ep {ep} ({prediction.nodes} node"
+                                            f"{'s' * (prediction.nodes > 1)}), {tokens_per_rank} tokens x top-"
+                                            f"{topk} of {experts} experts, hidden {hidden}, {precision} dispatch"))
+        console.print(f"{prediction.ranks_per_token:.2f} ranks and {prediction.nodes_per_token:.2f} nodes per token",
+                      highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from linkscope.model.comm.moe import MoePrediction
 from linkscope.model.comm.predict import CollectivePrediction
 from linkscope.model.step.predict import TrainPrediction
 from linkscope.model.step.scaling import ScalingPoint
@@ -46,6 +47,18 @@ def collective_table(rows: list[CollectivePrediction], title: str) -> Table:
     for r in rows:
         table.add_row(human_bytes(r.bytes), f"{r.time_us:,.2f}", range_text(r.time_us, r.time_us_range),
                       f"{r.algbw:.2f}", f"{r.busbw:.2f}", r.algorithm, r.protocol, link_text(r.bottleneck))
+    return table
+
+
+def moe_table(p: MoePrediction, title: str) -> Table:
+    """One MoE dispatch and combine: time, range and bandwidth in DeepEP's convention."""
+    table = _compact_table(title)
+    for name in ("", "time\n(us)", "range", "GB/s", "bytes per\nrank", "limit"):
+        table.add_column(name, justify="left" if name in ("", "limit") else "right", no_wrap=True)
+    table.add_row("dispatch", f"{p.dispatch_us:,.1f}", range_text(p.dispatch_us, p.dispatch_us_range),
+                  f"{p.dispatch_gb_per_s:.1f}", human_bytes(int(p.bytes_per_rank)), p.bottleneck)
+    table.add_row("combine", f"{p.combine_us:,.1f}", range_text(p.combine_us, p.combine_us_range),
+                  f"{p.combine_gb_per_s:.1f}", human_bytes(int(p.combine_bytes_per_rank)), p.bottleneck)
     return table
 
 

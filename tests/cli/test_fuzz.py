@@ -164,6 +164,10 @@ COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
              assert_clean),
     "plan-auto": (["plan", "-s", "dgx-h100", "-m", "llama2-7b", "--json"],
                   ["--nodes", "--tp", "--pp", "--dp", "--zero", "--micro-batch", "--global-batch"], assert_clean),
+    "moe": (["predict", "moe", "-s", "dgx-h100", "--ep", "16", "--tokens-per-rank", "4096", "--hidden", "7168",
+             "--topk", "8", "--experts", "256", "--json"],
+            ["--ep", "--tokens-per-rank", "--hidden", "--topk", "--experts", "--max-nodes-per-token", "--imbalance"],
+            assert_sane_json),
     "catalog": (["catalog", "--json"], ["--min-gpus", "--min-scale-out-gbit", "--max-price-per-gpu-hour"],
                 assert_clean),
 }
