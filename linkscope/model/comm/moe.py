@@ -43,8 +43,7 @@ MAX_TOKENS_PER_RANK = 10_000_000
 MAX_EXPERTS = 100_000
 MAX_HIDDEN = 10_000_000
 MAX_IMBALANCE = 1000.0
-# The spread of the collective kind until the moe kind has its own leave-one-source-out residuals.
-RANGE_KIND = "collectives"
+RANGE_KIND = "moe"
 
 
 class MoeConstants(BaseModel):

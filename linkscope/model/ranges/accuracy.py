@@ -41,7 +41,7 @@ class AccuracyFile(BaseModel):
 
 @functools.cache
 def accuracy_ranges() -> dict[str, KindRange]:
-    """The packaged residual quantiles by kind (training, collective, inference)."""
+    """The packaged residual quantiles by kind (training, collectives, inference, moe)."""
     raw = parse_yaml_text(read_data_text(ACCURACY_FILE), str(ACCURACY_FILE))
     try:
         return dict(AccuracyFile.model_validate(raw).kinds)
