@@ -11,9 +11,10 @@ import typer
 from linkscope.advise.inputs import batch_and_length
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt,
-                                   ModelOpt, OutputTokensOpt, PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int,
-                                   check_option, check_zero, choice, pp_opt, tp_opt)
+from linkscope.cli.options import (MOE_DISPATCHERS, CatalogOpt, EpOpt, EtpOpt, GlobalBatchOpt, InputTokensOpt,
+                                   LatencyBudgetOpt, MicroBatchOpt, ModelOpt, MoeDispatcherOpt, OutputTokensOpt,
+                                   PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_option, check_zero,
+                                   choice, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
@@ -101,6 +102,9 @@ def train(
     sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
                                                      help="Megatron sequence parallelism (default: on with TP)."),
     zero: Optional[int] = ZeroOpt,
+    ep: Optional[str] = EpOpt,
+    etp: str = EtpOpt,
+    moe_dispatcher: str = MoeDispatcherOpt,
     precision: str = PrecisionOpt,
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
     dp_overlap: bool = typer.Option(True, "--dp-overlap/--no-dp-overlap",
@@ -125,13 +129,14 @@ def train(
     else:
         job = _job(spec, global_batch, seq_len, precision,
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
-                   tp_overlap=tp_overlap)
+                   tp_overlap=tp_overlap, moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
         req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                             cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                             micro_batch=auto_int(micro_batch, "--micro-batch"),
                             recompute=None if recompute == "auto" else choice(recompute, "--recompute",
                                                                                  ("full", "selective", "none")),
-                            zero=zero, sequence_parallel=sequence_parallel)
+                            zero=zero, sequence_parallel=sequence_parallel, ep=auto_int(ep, "--ep"),
+                            etp=auto_int(etp, "--etp"))
         prediction = predict_train_on(job, resolved, req)
     if as_json:
         print_json(prediction.as_dict())

@@ -75,7 +75,8 @@ def train_table(p: TrainPrediction) -> Table:
     par = p.parallelism
     layout = (f"tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  interleave {par.interleave}  "
               f"micro-batch {par.micro_batch}  recompute {par.recompute}  zero {par.zero}"
-              f"{'  +SP' if par.sequence_parallel else ''}")
+              f"{'  +SP' if par.sequence_parallel else ''}"
+              f"{f'  ep {par.ep}  etp {par.etp}' if par.ep * par.etp > 1 else ''}")
     params = f"{p.total_params / 1e9:.1f} B"
     if p.active_params != p.total_params:
         params += f" ({p.active_params / 1e9:.1f} B active per token)"
@@ -88,6 +89,8 @@ def train_table(p: TrainPrediction) -> Table:
             ("memory per GPU", f"{p.memory_gib_per_gpu:.1f} GiB of {p.memory_gib_available:g} "
                                f"({'fits' if p.fits else 'DOES NOT FIT'})"),
             ("layout", layout), ("bottleneck", p.bottleneck)]
+    if p.expert_layout:
+        rows.insert(-1, ("expert layout", p.expert_layout))
     for key, value in p.breakdown.items():
         if value > 0:
             rows.append((f"  {key.removesuffix('_s').replace('_', ' ')}", f"{_seconds(value)} "

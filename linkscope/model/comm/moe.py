@@ -178,9 +178,10 @@ def _rdma_gb_per_s(tiers: CommTiers, ppn: int) -> float:
     return float(tiers.inter_bw(ppn)) / ppn
 
 
-def _one_way(tiers: CommTiers, req: MoeRequest, copy_bytes: float, fixed_us: float) -> tuple[float, float, float, str]:
+def _one_way(tiers: CommTiers, req: MoeRequest, copy_bytes: float, fixed_us: float,
+             per_node: int) -> tuple[float, float, float, str]:
     """(time_us, convention bytes per rank, convention GB/s, bottleneck) of one dispatch or combine."""
-    ranks, node_hits, ppn, nodes = destinations(req, tiers.gpus_per_node)
+    ranks, node_hits, ppn, nodes = destinations(req, per_node)
     share = moe_constants().sm_budget_share[req.kernel]
     nvl_gb_per_s = float(tiers.intra_bw(ppn)) * share
     hot = req.imbalance
@@ -208,15 +209,17 @@ def _one_way(tiers: CommTiers, req: MoeRequest, copy_bytes: float, fixed_us: flo
     return time_us, sent, sent / (1000.0 * time_us), str(result.bottleneck[0])
 
 
-def predict_moe(tiers: CommTiers, req: MoeRequest) -> MoePrediction:
-    """One dispatch and one combine of `req` on the System behind `tiers`."""
+def predict_moe(tiers: CommTiers, req: MoeRequest, per_node: int | None = None) -> MoePrediction:
+    """One dispatch and one combine of `req` on the System behind `tiers`, the EP ranks `per_node` to a node
+    (default: as many as a node has)."""
     check_request(req)
-    ranks, node_hits, ppn, nodes = destinations(req, tiers.gpus_per_node)
+    per_node = per_node or tiers.gpus_per_node
+    ranks, node_hits, ppn, nodes = destinations(req, per_node)
     check_multi_node(tiers, nodes)
     dispatch_bytes, combine_bytes = token_bytes(req.hidden, req.topk, req.precision)
     fixed_us = moe_constants().latency_us[req.kernel]
-    d_us, d_bytes, d_bw, d_limit = _one_way(tiers, req, dispatch_bytes, fixed_us)
-    c_us, c_bytes, c_bw, c_limit = _one_way(tiers, req, combine_bytes, fixed_us)
+    d_us, d_bytes, d_bw, d_limit = _one_way(tiers, req, dispatch_bytes, fixed_us, per_node)
+    c_us, c_bytes, c_bw, c_limit = _one_way(tiers, req, combine_bytes, fixed_us, per_node)
     return MoePrediction(ep=req.ep, nodes=nodes, kernel=req.kernel, dispatch_us=d_us, combine_us=c_us,
                          dispatch_gb_per_s=d_bw, combine_gb_per_s=c_bw, bytes_per_rank=d_bytes,
                          combine_bytes_per_rank=c_bytes, ranks_per_token=ranks, nodes_per_token=node_hits,

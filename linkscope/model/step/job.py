@@ -24,3 +24,6 @@ class Job:
     """Overlap the data-parallel gradient reduction with the last backward pass (Megatron --overlap-grad-reduce)."""
     tp_overlap: bool = False
     """Overlap tensor-parallel collectives with the GEMMs they feed (Megatron/NeMo --tp-comm-overlap)."""
+    moe_dispatcher: str = "alltoall"
+    """How MoE layers move tokens: `alltoall` (NCCL all-to-allv, Megatron's alltoall dispatcher) or `deepep`
+    (DeepEP's hierarchical kernels, Megatron's flex dispatcher)."""

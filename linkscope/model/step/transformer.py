@@ -197,6 +197,18 @@ class ModelConfig:
         """Routed expert weights of one MoE layer (what expert parallelism shards); 0 for a dense model."""
         return self.experts * self.expert_params() if self.is_moe else 0
 
+    def expert_params_per_layer(self) -> float:
+        """Routed expert weights of an average layer (what expert parallelism shards instead of tensor parallelism)."""
+        return self.moe_layers * self.expert_layer_params() / self.layers
+
+    def mean_ffn_width(self) -> float:
+        """MLP intermediate width a token passes through in an average layer (topk routed plus shared experts in
+        MoE layers), what activation memory and element-wise traffic scale with."""
+        if not self.is_moe:
+            return float(self.ffn_hidden)
+        moe = self.moe_layers / self.layers
+        return (1 - moe) * self.ffn_hidden + moe * (self.topk + self.shared_experts) * self.moe_ffn_hidden
+
     def embedding_params(self) -> int:
         """Input embedding; the output projection is a second matrix of the same size."""
         return self.vocab * self.hidden
