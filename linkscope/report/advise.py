@@ -75,7 +75,8 @@ def layout_detail(par: Layout) -> str:
     """Every layout choice in words, for the winner's paragraph."""
     return (f"TP {par.tp} x PP {par.pp} x DP {par.dp}" + (f" x CP {par.cp}" if par.cp > 1 else "")
             + f", interleave {par.interleave}, micro-batch {par.micro_batch}, recompute {par.recompute}, "
-              f"ZeRO-{par.zero}" + (", sequence parallel" if par.sequence_parallel else ""))
+              f"ZeRO-{par.zero}" + (", sequence parallel" if par.sequence_parallel else "")
+            + (f", experts EP {par.ep} x ETP {par.etp}" if par.ep * par.etp > 1 else ""))
 
 
 WIDE_COLUMNS = 120
