@@ -115,9 +115,29 @@ def _weights_bytes_per_gpu(job: InferJob) -> float:
     return m.total_params() / (job.tp * job.pp) * BYTES_PER_WEIGHT[job.precision]
 
 
+def _experts_touched_share(m: ModelConfig, tokens: np.ndarray | float) -> np.ndarray:
+    """Expected share of an MoE layer's routed experts that `tokens` tokens reach, each routed to topk of them
+    uniformly: 1 - (1 - topk/experts)^tokens. One decode token reads topk experts; a batch of 64 on a 256-expert
+    top-8 model already reads 87% of them."""
+    return 1.0 - (1.0 - m.topk / m.experts) ** np.asarray(tokens, dtype=float)
+
+
+def _weights_touched_bytes_per_gpu(job: InferJob, tokens: np.ndarray | float) -> np.ndarray:
+    """Weights a forward pass over `tokens` tokens reads on one GPU: all but the routed experts the tokens
+    do not reach."""
+    m = job.model
+    all_weights = np.full(np.shape(tokens), _weights_bytes_per_gpu(job))
+    if not m.is_moe:
+        return all_weights
+    experts = m.moe_layers * m.expert_layer_params() / (job.tp * job.pp) * BYTES_PER_WEIGHT[job.precision]
+    return all_weights - experts * (1.0 - _experts_touched_share(m, tokens))
+
+
 def _layer_gemms(m: ModelConfig) -> tuple[float, ...]:
-    """Weights of each GEMM of one layer (QKV, output, FFN matrices), before the TP split."""
-    return (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden, *([m.hidden * m.ffn_hidden] * m.ffn_matrices))
+    """Weights of each GEMM of one layer (QKV, output, FFN matrices), before the TP split; for an MoE model
+    the MLP weights a token's GEMMs use (its topk routed and the shared experts), averaged over layers."""
+    attention = (m.hidden * (m.q_dim + 2 * m.kv_dim), m.q_dim * m.hidden)
+    return (*attention, *([m.hidden * m.mean_ffn_width()] * m.ffn_matrices))
 
 
 def _gemms_s(job: InferJob, system: System, tokens: np.ndarray) -> np.ndarray:
@@ -130,10 +150,11 @@ def _gemms_s(job: InferJob, system: System, tokens: np.ndarray) -> np.ndarray:
     return per_layer * m.layers
 
 
-def _weights_read_s(job: InferJob, system: System) -> float:
-    """One read of every pp stage's weights, one stage after another, at the decode share of HBM."""
+def _weights_read_s(job: InferJob, system: System, tokens: np.ndarray | float) -> np.ndarray:
+    """One read of every pp stage's weights that `tokens` tokens touch, one stage after another, at the decode
+    share of HBM."""
     bw = system.node.gpu.hbm_gb_per_s * 1e9 * compute_constants().decode_hbm(system.node.gpu.vendor)
-    return _weights_bytes_per_gpu(job) * job.pp / bw
+    return _weights_touched_bytes_per_gpu(job, tokens) * job.pp / bw
 
 
 def _layer_overhead_s(job: InferJob, system: System) -> float:
@@ -163,7 +184,7 @@ def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
     serial = float(attention + logits + comm)
     # A short prompt cannot beat one read of the weights, however few FLOPs it has.
-    total = max(gemm, _weights_read_s(job, system)) + serial + _layer_overhead_s(job, system)
+    total = max(gemm, float(_weights_read_s(job, system, tokens))) + serial + _layer_overhead_s(job, system)
     return _Prefill(total_s=float(total), comm_s=float(comm), gemm_s=gemm, serial_s=serial)
 
 
@@ -176,6 +197,8 @@ class _Decode:
     fixed_s: np.ndarray
     """Per-layer overhead and TP all-reduces."""
     comm_s: np.ndarray
+    batch: np.ndarray
+    """Tokens a step decodes (one per sequence): how many of an MoE model's experts its weight read touches."""
 
 
 def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) -> _Decode:
@@ -187,14 +210,15 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
                          c.infer_gemm_max(gpu.arch, job.precision))
     gemm = _gemms_s(job, system, batch) + logits  # all layers: the stages run one after another
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
-    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm, comm_s=comm)
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm, comm_s=comm,
+                   batch=np.asarray(batch, dtype=float))
 
 
 def _step_s(job: InferJob, system: System, d: _Decode, extra_gemm_s: np.ndarray | float = 0.0) -> np.ndarray:
     """One decode step: each GEMM streams its weights while it computes (a roofline per kernel), so the
     GEMMs take the longer of one weight read and their compute; attention's KV read and the fixed costs
     follow. `extra_gemm_s`: prefill GEMMs riding in the same step (chunked prefill)."""
-    return np.maximum(_weights_read_s(job, system), d.gemm_s + extra_gemm_s) + d.kv_s + d.fixed_s
+    return np.maximum(_weights_read_s(job, system, d.batch), d.gemm_s + extra_gemm_s) + d.kv_s + d.fixed_s
 
 
 def _memory_gib(job: InferJob, batch: np.ndarray) -> np.ndarray:

@@ -179,3 +179,20 @@ def test_decode_gemm_time_does_not_grow_with_pipeline_stages() -> None:
                                           precision="bf16"), system, comm_tiers(system), batch).gemm_s[0]
              for pp in (1, 2)]
     assert times[1] == pytest.approx(times[0])
+
+
+def test_moe_decode_reads_more_experts_as_the_batch_grows() -> None:
+    from linkscope.hardware.loader import load_db as _load_db
+    from linkscope.model.step.infer import InferJob as _Job, _experts_touched_share, estimate_inference as _est
+    from linkscope.model.step.transformer import model_presets as _presets
+
+    m = _presets()["deepseek-v3"]
+    assert _experts_touched_share(m, 1) == pytest.approx(8 / 256)
+    assert float(_experts_touched_share(m, 64)) == pytest.approx(1 - (1 - 8 / 256) ** 64)
+    system = _load_db(include_user=False).systems["hgx-h200"]
+    est = _est(_Job(model=m, tp=8, pp=1, input_tokens=2048, output_tokens=512, precision="fp8"), system,
+               np.asarray([1.0, 8.0, 64.0]))
+    steps = est.decode_step_s
+    # Batch 1 reads 8 of 256 experts per layer: far less than a full weight read, so far faster than batch 64.
+    assert steps[0] < steps[1] < steps[2]
+    assert steps[2] > 2 * steps[0]
