@@ -105,6 +105,9 @@ def train(
     ep: Optional[str] = EpOpt,
     etp: str = EtpOpt,
     moe_dispatcher: str = MoeDispatcherOpt,
+    moe_a2a_overlap: bool = typer.Option(False, "--moe-a2a-overlap/--no-moe-a2a-overlap",
+                                         help="Hide MoE dispatch/combine behind another micro-batch's compute "
+                                              "(Megatron-Core 1F1B A2A overlap)."),
     precision: str = PrecisionOpt,
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
     dp_overlap: bool = typer.Option(True, "--dp-overlap/--no-dp-overlap",
@@ -129,7 +132,8 @@ def train(
     else:
         job = _job(spec, global_batch, seq_len, precision,
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
-                   tp_overlap=tp_overlap, moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
+                   tp_overlap=tp_overlap, moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
+                   moe_a2a_overlap=moe_a2a_overlap)
         req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                             cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                             micro_batch=auto_int(micro_batch, "--micro-batch"),

@@ -27,3 +27,6 @@ class Job:
     moe_dispatcher: str = "alltoall"
     """How MoE layers move tokens: `alltoall` (NCCL all-to-allv, Megatron's alltoall dispatcher) or `deepep`
     (DeepEP's hierarchical kernels, Megatron's flex dispatcher)."""
+    moe_a2a_overlap: bool = False
+    """Hide MoE dispatch and combine behind another micro-batch's compute (Megatron-Core's 1F1B A2A overlap,
+    --overlap-moe-expert-parallel-comm): only what outlasts a layer's forward plus backward compute shows."""

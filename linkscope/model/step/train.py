@@ -339,8 +339,11 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     logits_f, logits_b = _logits_s(ctx)
     compute_mb = layers * (lt.fwd_compute + lt.bwd_compute) + logits_f + logits_b
     tp_mb = layers * (lt.fwd_tp + lt.bwd_tp + lt.cp)
-    # Dispatch and combine run once in forward and once more (as their transposes) in backward, exposed.
+    # Dispatch and combine run once in forward and once more (as their transposes) in backward: exposed, or
+    # under 1F1B A2A overlap hidden behind the other micro-batch's compute of the same layer.
     ep_mb = layers * 2 * lt.ep
+    if job.moe_a2a_overlap:
+        ep_mb = layers * np.maximum(2 * lt.ep - (lt.fwd_compute + lt.bwd_compute), 0.0)
     recompute_mb = layers * lt.recompute
     pp_mb = _pp_exposed_s(ctx, compute_mb + tp_mb + ep_mb + recompute_mb)
     stage_mb = compute_mb + tp_mb + ep_mb + recompute_mb + pp_mb

@@ -230,3 +230,12 @@ def test_experts_that_do_not_fit_at_the_given_ep_name_the_flag(db) -> None:
 def test_dense_model_step_has_no_expert_traffic(db) -> None:
     est = estimate_steps(_job("llama2-7b", 64, 4096), db.systems["dgx-h100"], single_layout(tp=2, pp=1, dp=4, zero=1))
     assert float(est.ep_comm_exposed_s[0]) == 0.0
+
+
+def test_a2a_overlap_hides_dispatch_and_combine_behind_compute(db) -> None:
+    system = db.systems["dgx-h100"].with_nodes(2)
+    layout = single_layout(tp=1, pp=1, dp=16, zero=1, ep=16)
+    plain = estimate_steps(_job("qwen3-30b-a3b", 256, 4096), system, layout)
+    hidden = estimate_steps(_job("qwen3-30b-a3b", 256, 4096, moe_a2a_overlap=True), system, layout)
+    assert 0 <= float(hidden.ep_comm_exposed_s[0]) < float(plain.ep_comm_exposed_s[0])
+    assert float(hidden.step_time_s[0]) < float(plain.step_time_s[0])
