@@ -56,10 +56,15 @@ def moe_table(p: MoePrediction, title: str) -> Table:
     for name in ("", "time\n(us)", "range", "GB/s", "bytes per\nrank", "limit"):
         table.add_column(name, justify="left" if name in ("", "limit") else "right", no_wrap=True)
     table.add_row("dispatch", f"{p.dispatch_us:,.1f}", range_text(p.dispatch_us, p.dispatch_us_range),
-                  f"{p.dispatch_gb_per_s:.1f}", human_bytes(int(p.bytes_per_rank)), p.bottleneck)
+                  _rate(p.dispatch_gb_per_s), human_bytes(int(p.bytes_per_rank)), p.bottleneck)
     table.add_row("combine", f"{p.combine_us:,.1f}", range_text(p.combine_us, p.combine_us_range),
-                  f"{p.combine_gb_per_s:.1f}", human_bytes(int(p.combine_bytes_per_rank)), p.bottleneck)
+                  _rate(p.combine_gb_per_s), human_bytes(int(p.combine_bytes_per_rank)), p.bottleneck)
     return table
+
+
+def _rate(gb_per_s: float) -> str:
+    # Tiny messages move a few bytes per microsecond; three significant digits keep them from printing as 0.
+    return f"{gb_per_s:.1f}" if gb_per_s >= 1 else f"{gb_per_s:.3g}"
 
 
 def _seconds(value: float) -> str:

@@ -190,12 +190,12 @@ def _one_way(tiers: CommTiers, req: MoeRequest, copy_bytes: float, fixed_us: flo
         received = t * ranks * copy_bytes
         nvl_us = received * hot * (ppn - 1) / ppn / (1000.0 * nvl_gb_per_s) if ppn > 1 else 0.0
         if nodes == 1:
-            return nvl_us + fixed_us, received, received / (1000.0 * (nvl_us + fixed_us)), "nvlink"
+            return nvl_us + fixed_us, received, received / (1000.0 * (nvl_us + fixed_us)), tiers.intra_hw
         counted = t * node_hits * copy_bytes
         remote = counted * (nodes - 1) / nodes
         rdma_us = remote * hot / (1000.0 * _rdma_gb_per_s(tiers, ppn) * share)
         time_us = max(nvl_us, rdma_us) + fixed_us
-        return time_us, counted, counted / (1000.0 * time_us), "rdma" if rdma_us >= nvl_us else "nvlink"
+        return time_us, counted, counted / (1000.0 * time_us), "rdma" if rdma_us >= nvl_us else tiers.intra_hw
     sent = t * req.topk * copy_bytes
     if req.kernel == "low-latency":
         local = sent * (ppn - 1) / req.ep * hot
@@ -203,7 +203,7 @@ def _one_way(tiers: CommTiers, req: MoeRequest, copy_bytes: float, fixed_us: flo
         nvl_us = local / (1000.0 * nvl_gb_per_s) if ppn > 1 else 0.0
         rdma_us = remote / (1000.0 * _rdma_gb_per_s(tiers, ppn) * share) if nodes > 1 else 0.0
         time_us = max(nvl_us, rdma_us) + fixed_us
-        return time_us, sent, sent / (1000.0 * time_us), "rdma" if rdma_us >= nvl_us else "nvlink"
+        return time_us, sent, sent / (1000.0 * time_us), "rdma" if rdma_us >= nvl_us else tiers.intra_hw
     result = collective_time("all_to_all", tiers, [sent * hot], req.ep, nodes)
     time_us = float(result.time_us[0]) + fixed_us
     return time_us, sent, sent / (1000.0 * time_us), str(result.bottleneck[0])

@@ -81,3 +81,10 @@ def test_bad_input_names_the_flag(changes: dict[str, object], words: str) -> Non
     with pytest.raises(UserError) as err:
         predict_moe(_tiers(8), MoeRequest(**fields))  # type: ignore[arg-type]
     assert words in str(err.value)
+
+
+def test_a_node_without_nvlink_is_limited_by_pcie_and_says_so() -> None:
+    pcie = resolve("pcie-l40s", load_db([]), 8, None).tiers
+    p = predict_moe(pcie, MoeRequest(ep=8, **V3))
+    assert p.bottleneck == "pci"
+    assert p.dispatch_gb_per_s < predict_moe(_tiers(8), MoeRequest(ep=8, **V3)).dispatch_gb_per_s / 10
