@@ -165,7 +165,22 @@ def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
     n_f = ctx.tokens * m.mean_ffn_width() / lay.tp
     per_h = (2 * 6 + 2 * 7) if backward else (2 * 4 + 2 * 7)
     per_f = (10 if m.gated_mlp else 6) if backward else (6 if m.gated_mlp else 4)
-    return per_h * n_h + per_f * n_f + _scores_bytes(ctx, backward)
+    return per_h * n_h + per_f * n_f + _scores_bytes(ctx, backward) + _permute_bytes(ctx)
+
+
+PERMUTE_PASSES = 4
+"""Passes over the topk token copies an MoE layer makes in HBM per direction: permute (tokens into expert order
+before dispatch) and the sort by local expert after it, then the same two in reverse around combine; each pass
+reads and writes the copies."""
+
+
+def _permute_bytes(ctx: _Ctx) -> np.ndarray | float:
+    """HBM traffic of an average layer's token permutation (MoE layers' share; the same again in backward)."""
+    m = ctx.model
+    if not m.is_moe:
+        return 0.0
+    copies = ctx.tokens / ctx.lay.tp * m.topk * m.hidden * BF16_BYTES
+    return PERMUTE_PASSES * 2 * copies * m.moe_layers / m.layers
 
 
 def _scores_bytes(ctx: _Ctx, backward: bool) -> np.ndarray | float:
