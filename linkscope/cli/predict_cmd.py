@@ -20,7 +20,8 @@ from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
 from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
-from linkscope.model.comm.moe import KERNELS, MOE_PRECISIONS, MoeRequest, check_request, predict_moe
+from linkscope.model.comm.moe import (KERNELS, MOE_PRECISIONS, MoeRequest, check_imbalance, check_request,
+                                     predict_moe)
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
@@ -108,6 +109,9 @@ def train(
     moe_a2a_overlap: bool = typer.Option(False, "--moe-a2a-overlap/--no-moe-a2a-overlap",
                                          help="Hide MoE dispatch/combine behind another micro-batch's compute "
                                               "(Megatron-Core 1F1B A2A overlap)."),
+    moe_imbalance: float = typer.Option(1.0, "--moe-imbalance",
+                                        help="MoE routing imbalance: the busiest EP rank's tokens over the mean "
+                                             "(1 = forced balance; dropless routing runs above 1)."),
     precision: str = PrecisionOpt,
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
     dp_overlap: bool = typer.Option(True, "--dp-overlap/--no-dp-overlap",
@@ -133,7 +137,7 @@ def train(
         job = _job(spec, global_batch, seq_len, precision,
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
                    tp_overlap=tp_overlap, moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
-                   moe_a2a_overlap=moe_a2a_overlap)
+                   moe_a2a_overlap=moe_a2a_overlap, moe_imbalance=check_imbalance(moe_imbalance, "--moe-imbalance"))
         req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                             cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                             micro_batch=auto_int(micro_batch, "--micro-batch"),

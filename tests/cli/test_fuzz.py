@@ -169,7 +169,8 @@ COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
             ["--ep", "--tokens-per-rank", "--hidden", "--topk", "--experts", "--max-nodes-per-token", "--imbalance"],
             assert_sane_json),
     "train-moe": (["predict", "train", "-s", "dgx-h100", "-m", "mixtral-8x7b", "--nodes", "2", "--tp", "1", "--pp",
-                   "1", "--moe-a2a-overlap", "--json"], ["--ep", "--etp", "--global-batch"], assert_sane_json),
+                   "1", "--moe-a2a-overlap", "--json"], ["--ep", "--etp", "--moe-imbalance", "--global-batch"],
+                  assert_sane_json),
     "catalog": (["catalog", "--json"], ["--min-gpus", "--min-scale-out-gbit", "--max-price-per-gpu-hour"],
                 assert_clean),
 }

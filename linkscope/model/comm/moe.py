@@ -132,9 +132,16 @@ def check_request(req: MoeRequest) -> None:
         raise UserError(f"--kernel must be one of {', '.join(KERNELS)} (got '{req.kernel}')")
     if req.max_nodes_per_token is not None and req.max_nodes_per_token < 1:
         raise UserError(f"--max-nodes-per-token must be at least 1 (got {req.max_nodes_per_token})")
-    if not math.isfinite(req.imbalance) or not 1.0 <= req.imbalance <= MAX_IMBALANCE:
-        raise UserError(f"--imbalance must be between 1 and {MAX_IMBALANCE:g}, the hottest rank's load over the "
-                        f"mean (got {req.imbalance})")
+    check_imbalance(req.imbalance, "--imbalance")
+
+
+def check_imbalance(value: float, flag: str) -> float:
+    """`value` if it is a routing imbalance (busiest rank's load over the mean, 1 to MAX_IMBALANCE), else a
+    UserError naming `flag`."""
+    if not math.isfinite(value) or not 1.0 <= value <= MAX_IMBALANCE:
+        raise UserError(f"{flag} must be between 1 and {MAX_IMBALANCE:g}, the hottest rank's load over the "
+                        f"mean (got {value})")
+    return value
 
 
 def _p_hit(experts: int, held: int, topk: int) -> float:

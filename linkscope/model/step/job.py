@@ -30,3 +30,6 @@ class Job:
     moe_a2a_overlap: bool = False
     """Hide MoE dispatch and combine behind another micro-batch's compute (Megatron-Core's 1F1B A2A overlap,
     --overlap-moe-expert-parallel-comm): only what outlasts a layer's forward plus backward compute shows."""
+    moe_imbalance: float = 1.0
+    """Tokens the busiest expert-parallel rank receives over the mean: 1 under forced balance (how benchmarks run),
+    above 1 for dropless routing, where every layer waits for its busiest rank's all-to-all and experts."""

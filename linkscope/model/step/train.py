@@ -108,7 +108,8 @@ def _expert_gemms_s(ctx: _Ctx) -> np.ndarray:
     # over the EP group, gathered across the etp ranks that split each expert.
     per_expert = ctx.tokens / lay.tp * m.topk * lay.ep / m.experts * lay.etp
     matrix_flops = 2.0 * per_expert * m.hidden * m.moe_ffn_hidden / lay.etp
-    routed = local * m.ffn_matrices * ctx.gemm_s(matrix_flops, ctx.job.precision)
+    # The layer waits for the busiest rank: its experts get moe_imbalance times the mean tokens.
+    routed = local * m.ffn_matrices * ctx.gemm_s(matrix_flops * ctx.job.moe_imbalance, ctx.job.precision)
     shared = m.shared_experts * m.ffn_matrices * ctx.gemm_s(2.0 * ctx.tokens * m.hidden * m.moe_ffn_hidden / lay.tp,
                                                            ctx.job.precision)
     return routed + shared
@@ -134,7 +135,7 @@ def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
         if key not in cache:
             per_node, _ = group_span(np.asarray(ep), np.asarray(etp), ctx.system.node.gpus)
             req = MoeRequest(ep=ep, tokens_per_rank=key[2], hidden=m.hidden, topk=m.topk, experts=m.experts,
-                             precision=precision, kernel=kernel)
+                             precision=precision, kernel=kernel, imbalance=ctx.job.moe_imbalance)
             p = predict_moe(ctx.tiers, req, per_node=int(per_node))
             cache[key] = (p.dispatch_us + p.combine_us) * 1e-6
         out[i] = cache[key]

@@ -239,3 +239,12 @@ def test_a2a_overlap_hides_dispatch_and_combine_behind_compute(db) -> None:
     hidden = estimate_steps(_job("qwen3-30b-a3b", 256, 4096, moe_a2a_overlap=True), system, layout)
     assert 0 <= float(hidden.ep_comm_exposed_s[0]) < float(plain.ep_comm_exposed_s[0])
     assert float(hidden.step_time_s[0]) < float(plain.step_time_s[0])
+
+
+def test_dropless_imbalance_slows_the_step_against_forced_balance(db) -> None:
+    system = db.systems["dgx-h100"].with_nodes(2)
+    layout = single_layout(tp=1, pp=1, dp=16, zero=1, ep=8)
+    balanced = estimate_steps(_job("mixtral-8x7b", 256, 4096), system, layout)
+    skewed = estimate_steps(_job("mixtral-8x7b", 256, 4096, moe_imbalance=1.3), system, layout)
+    assert float(skewed.ep_comm_exposed_s[0]) > float(balanced.ep_comm_exposed_s[0])
+    assert float(skewed.compute_s[0]) > float(balanced.compute_s[0])
