@@ -25,7 +25,7 @@ from linkscope.model.comm.moe import (KERNELS, MOE_PRECISIONS, MoeRequest, check
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
-                                        estimate_inference, pick_tp, summary)
+                                        check_experts_fit, estimate_inference, pick_tp, summary)
 from linkscope.model.step.job import Job
 from linkscope.model.step.predict import TrainPrediction, predict_train_on
 from linkscope.model.step.scaling import predict_scaling
@@ -168,7 +168,10 @@ def infer(
     model: str = ModelOpt,
     tp: str = tp_opt("1"),
     pp: str = pp_opt("1"),
-    batch: int = typer.Option(1, help="Sequences decoded together."),
+    batch: int = typer.Option(1, help="Sequences decoded together (per attention replica under --ep)."),
+    ep: int = typer.Option(1, "--ep", help="Wide expert parallelism for an MoE model: experts over this many GPUs, "
+                                           "attention data-parallel in replicas of tp x pp GPUs (1: experts split "
+                                           "by tp)."),
     input_tokens: int = InputTokensOpt,
     output_tokens: int = OutputTokensOpt,
     latency_budget: Optional[float] = LatencyBudgetOpt,
@@ -183,9 +186,14 @@ def infer(
     tp_size, pp_size = auto_int(tp, "--tp"), auto_int(pp, "--pp")
     if pp_size is None:
         raise UserError("--pp auto: inference pipelines are not searched; give a size (1 keeps the model in one node)")
-    resolved = _resolved(system, None, None, extra or [])
+    check_option(ep, "--ep")
+    per_node = _resolved(system, None, 1, extra or []).system.node.gpus
+    if ep > per_node and ep % per_node:
+        raise UserError(f"--ep {ep} does not fill whole nodes of {per_node} GPUs on {system}")
+    resolved = _resolved(system, ep if ep > per_node else None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
-                   output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS))
+                   output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS), ep=ep)
+    check_experts_fit(job, resolved.system)
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])
     if tp_size is None:

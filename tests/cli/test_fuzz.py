@@ -171,6 +171,8 @@ COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
     "train-moe": (["predict", "train", "-s", "dgx-h100", "-m", "mixtral-8x7b", "--nodes", "2", "--tp", "1", "--pp",
                    "1", "--moe-a2a-overlap", "--json"], ["--ep", "--etp", "--moe-imbalance", "--global-batch"],
                   assert_sane_json),
+    "infer-moe": (["predict", "infer", "-s", "hgx-h200", "-m", "deepseek-v3", "--precision", "fp8", "--tp", "1",
+                   "--ep", "8", "--json"], ["--ep", "--batch", "--tp"], assert_sane_json),
     "catalog": (["catalog", "--json"], ["--min-gpus", "--min-scale-out-gbit", "--max-price-per-gpu-hour"],
                 assert_clean),
 }

@@ -31,6 +31,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.ranges.accuracy import rate_range, time_range
 from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.moe import MoeRequest, predict_moe
 from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
 from linkscope.model.step.layout import group_span
@@ -55,6 +56,14 @@ class InferJob:
     precision: str = "bf16"
     kv_precision: str = "bf16"
     """Format of the KV cache (fp8 halves its memory and the bytes each decode step reads)."""
+    ep: int = 1
+    """Wide expert parallelism (MoE models): the routed experts spread over ep GPUs, attention data-parallel with
+    one replica per tp x pp GPUs of them, each replica decoding its own batch; 1 splits experts by tp like the rest."""
+
+    @property
+    def replicas(self) -> int:
+        """Attention replicas sharing one expert-parallel group."""
+        return max(1, self.ep // (self.tp * self.pp))
 
 
 @dataclass
@@ -110,9 +119,18 @@ def _kv_bytes_per_token(job: InferJob) -> float:
     return 2.0 * m.kv_dim / kv_split * BYTES_PER_WEIGHT[job.kv_precision] * m.layers / job.pp
 
 
+def _expert_bytes_per_gpu(job: InferJob) -> float:
+    """Routed expert weights one GPU holds: split over ep GPUs, or by tp x pp without expert parallelism."""
+    m = job.model
+    experts = m.moe_layers * m.expert_layer_params() * BYTES_PER_WEIGHT[job.precision]
+    return experts / (job.ep if job.ep > 1 else job.tp * job.pp)
+
+
 def _weights_bytes_per_gpu(job: InferJob) -> float:
     m = job.model
-    return m.total_params() / (job.tp * job.pp) * BYTES_PER_WEIGHT[job.precision]
+    experts = m.moe_layers * m.expert_layer_params() * BYTES_PER_WEIGHT[job.precision]
+    return (m.total_params() * BYTES_PER_WEIGHT[job.precision] - experts) / (job.tp * job.pp) \
+        + _expert_bytes_per_gpu(job)
 
 
 def _experts_touched_share(m: ModelConfig, tokens: np.ndarray | float) -> np.ndarray:
@@ -129,8 +147,9 @@ def _weights_touched_bytes_per_gpu(job: InferJob, tokens: np.ndarray | float) ->
     all_weights = np.full(np.shape(tokens), _weights_bytes_per_gpu(job))
     if not m.is_moe:
         return all_weights
-    experts = m.moe_layers * m.expert_layer_params() / (job.tp * job.pp) * BYTES_PER_WEIGHT[job.precision]
-    return all_weights - experts * (1.0 - _experts_touched_share(m, tokens))
+    # Under wide EP every replica's tokens reach the same experts: the group's tokens decide what is read.
+    group_tokens = np.asarray(tokens, dtype=float) * job.replicas
+    return all_weights - _expert_bytes_per_gpu(job) * (1.0 - _experts_touched_share(m, group_tokens))
 
 
 def _layer_gemms(m: ModelConfig) -> tuple[float, ...]:
@@ -155,6 +174,28 @@ def _weights_read_s(job: InferJob, system: System, tokens: np.ndarray | float) -
     share of HBM."""
     bw = system.node.gpu.hbm_gb_per_s * 1e9 * compute_constants().decode_hbm(system.node.gpu.vendor)
     return _weights_touched_bytes_per_gpu(job, tokens) * job.pp / bw
+
+
+def _ep_a2a_s(job: InferJob, tiers: CommTiers, gpus_per_node: int, tokens_per_replica: np.ndarray,
+              kernel: str) -> np.ndarray:
+    """Dispatch plus combine of every MoE layer (all stages, one after another) for the tokens a replica holds,
+    each of its tp ranks sending its share; zero without wide expert parallelism."""
+    m = job.model
+    tokens = np.atleast_1d(np.asarray(tokens_per_replica, dtype=float))
+    if job.ep <= 1 or not m.is_moe:
+        return np.zeros_like(tokens)
+    out = np.zeros_like(tokens)
+    cache: dict[int, float] = {}
+    precision = "fp8" if job.precision == "fp8" else "bf16"
+    for i, value in enumerate(tokens):
+        per_rank = max(1, round(float(value) / job.tp))
+        if per_rank not in cache:
+            req = MoeRequest(ep=job.ep, tokens_per_rank=per_rank, hidden=m.hidden, topk=m.topk, experts=m.experts,
+                             precision=precision, kernel=kernel)
+            p = predict_moe(tiers, req, per_node=min(job.ep, gpus_per_node))
+            cache[per_rank] = (p.dispatch_us + p.combine_us) * 1e-6 * m.moe_layers
+        out[i] = cache[per_rank]
+    return out
 
 
 def _layer_overhead_s(job: InferJob, system: System) -> float:
@@ -182,7 +223,8 @@ def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1
     logits = float(gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab * sequences / job.tp), peak, c,
                                c.infer_gemm_max(gpu.arch, job.precision)))
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
-    serial = float(attention + logits + comm)
+    a2a = float(_ep_a2a_s(job, tiers, system.node.gpus, np.asarray([tokens]), "normal")[0])
+    serial = float(attention + logits + comm + a2a)
     # A short prompt cannot beat one read of the weights, however few FLOPs it has.
     total = max(gemm, float(_weights_read_s(job, system, tokens))) + serial + _layer_overhead_s(job, system)
     return _Prefill(total_s=float(total), comm_s=float(comm), gemm_s=gemm, serial_s=serial)
@@ -210,7 +252,8 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
                          c.infer_gemm_max(gpu.arch, job.precision))
     gemm = _gemms_s(job, system, batch) + logits  # all layers: the stages run one after another
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
-    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm, comm_s=comm,
+    a2a = _ep_a2a_s(job, tiers, system.node.gpus, batch, "low-latency")
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm + a2a, comm_s=comm,
                    batch=np.asarray(batch, dtype=float))
 
 
@@ -246,8 +289,9 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
         raise UserError(f"tp x pp = {job.tp * job.pp} exceeds the {system.gpus} GPUs of {system.id}")
     if job.model.heads % job.tp:
         raise UserError(f"{job.tp} does not divide the {job.model.heads} attention heads of {job.model.id}", field="tp")
+    _check_ep(job, system)
     tiers = tiers or comm_tiers(system)
-    check_multi_node(tiers, -(-job.tp * job.pp // system.node.gpus))
+    check_multi_node(tiers, -(-max(job.tp * job.pp, job.ep) // system.node.gpus))
     batch = np.asarray(batches, dtype=float)
     pre = _prefill(job, system, tiers)
     dec = _decode(job, system, tiers, batch)
@@ -264,6 +308,35 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
                          cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
                          tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
                          memory_gib_per_gpu=memory, fits=memory <= usable)
+
+
+def _check_ep(job: InferJob, system: System) -> None:
+    """--ep: an MoE model, dividing its experts, a multiple of tp x pp, within the System's GPUs."""
+    m = job.model
+    if job.ep < 1:
+        raise UserError(f"must be at least 1 (got {job.ep})", field="ep")
+    if job.ep == 1:
+        return
+    if not m.is_moe:
+        raise UserError(f"{m.id} has no experts (a dense model); expert parallelism needs an MoE model", field="ep")
+    if m.experts % job.ep:
+        raise UserError(f"{job.ep} does not divide the {m.experts} experts of {m.id}", field="ep")
+    if job.ep % (job.tp * job.pp):
+        raise UserError(f"{job.ep} is not a multiple of tp x pp = {job.tp * job.pp} (each attention replica's "
+                        f"GPUs)", field="ep")
+    if job.ep > system.gpus:
+        raise UserError(f"{job.ep} exceeds the {system.gpus} GPUs of {system.id}; give --nodes", field="ep")
+
+
+def check_experts_fit(job: InferJob, system: System) -> None:
+    """Under --ep, a UserError naming --ep when one sequence's weights and KV cache do not fit a GPU."""
+    if job.ep <= 1:
+        return
+    need = float(_memory_gib(job, np.asarray([1.0]))[0])
+    usable = usable_memory_gib(system.node.gpu)
+    if need > usable:
+        raise UserError(f"the experts of {job.model.id} do not fit at ep {job.ep}: {need:.1f} GiB per GPU for one "
+                        f"sequence, {usable:g} usable on a {system.node.gpu.id}; raise ep", field="ep")
 
 
 def batched_prefill_s(job: InferJob, system: System, sequences: int, tiers: CommTiers | None = None) -> float:
@@ -285,7 +358,8 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
     per_token_s = float(est.cycle_s[i]) / job.output_tokens
     per_gpu = float(est.tokens_per_s_per_gpu[i])
     return {
-        "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "batch": int(est.batch[i]),
+        "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "ep": job.ep,
+        "batch": int(est.batch[i]),
         "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
         "prefill_s": float(est.prefill_s[i]), "decode_step_s": step,
         "time_per_output_token_s": per_token_s,
