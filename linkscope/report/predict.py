@@ -109,7 +109,10 @@ def train_table(p: TrainPrediction) -> Table:
 
 def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     """One serving configuration."""
-    title = f"{data['model']} on {data['system']}: tp {data['tp']} pp {data['pp']}, batch {data['batch']}"
+    wide = data.get("ep", 1) > 1
+    ep_text = f" ep {data['ep']}" if wide else ""
+    title = (f"{data['model']} on {data['system']}: tp {data['tp']} pp {data['pp']}{ep_text}, batch {data['batch']}"
+             f"{' per attention replica' if wide else ''}")
     table = Table(title=title, show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -125,6 +128,8 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
             ("TP all-reduce share of prefill", f"{data['tp_allreduce_share_prefill']:.0%}"),
             ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
             ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})")]
+    if wide:
+        rows.insert(-1, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))
     for what, value in rows:
         table.add_row(what, value)
     return table

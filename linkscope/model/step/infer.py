@@ -22,7 +22,7 @@ prompt on 70B).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -82,6 +82,8 @@ class InferEstimate:
     tokens_per_s_per_gpu: np.ndarray
     memory_gib_per_gpu: np.ndarray
     fits: np.ndarray
+    ep_a2a_decode_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Wide EP's dispatch and combine in one decode step (all MoE layers)."""
 
 
 SMALL_SIZES = 8
@@ -239,6 +241,8 @@ class _Decode:
     fixed_s: np.ndarray
     """Per-layer overhead and TP all-reduces."""
     comm_s: np.ndarray
+    a2a_s: np.ndarray
+    """Wide EP's dispatch and combine (all MoE layers)."""
     batch: np.ndarray
     """Tokens a step decodes (one per sequence): how many of an MoE model's experts its weight read touches."""
 
@@ -253,7 +257,7 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     gemm = _gemms_s(job, system, batch) + logits  # all layers: the stages run one after another
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
     a2a = _ep_a2a_s(job, tiers, system.node.gpus, batch, "low-latency")
-    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm + a2a, comm_s=comm,
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm + a2a, comm_s=comm, a2a_s=a2a,
                    batch=np.asarray(batch, dtype=float))
 
 
@@ -307,7 +311,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
                          tp_comm_prefill_s=np.full_like(batch, pre.comm_s), tp_comm_decode_s=dec.comm_s,
                          cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
                          tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
-                         memory_gib_per_gpu=memory, fits=memory <= usable)
+                         memory_gib_per_gpu=memory, fits=memory <= usable, ep_a2a_decode_s=dec.a2a_s)
 
 
 def _check_ep(job: InferJob, system: System) -> None:
@@ -370,6 +374,7 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference")),
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
+        "ep_all_to_all_share_decode": float(est.ep_a2a_decode_s[i] / step) if len(est.ep_a2a_decode_s) else 0.0,
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),
     }
 
