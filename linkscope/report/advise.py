@@ -264,7 +264,7 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: Inf
     table.collapse_padding = versus is not None
     for i, r in enumerate(rows, start):
         price = UNKNOWN if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:.2f}"
-        layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "")
+        layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "") + (f" ep{r.ep}" if (r.ep or 1) > 1 else "")
         cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
                  f"{r.tokens_per_s_per_gpu:.0f}", price,
                  _spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range)]

@@ -186,18 +186,23 @@ def _ep_a2a_s(job: InferJob, tiers: CommTiers, gpus_per_node: int, tokens_per_re
     tokens = np.atleast_1d(np.asarray(tokens_per_replica, dtype=float))
     if job.ep <= 1 or not m.is_moe:
         return np.zeros_like(tokens)
-    out = np.zeros_like(tokens)
-    cache: dict[int, float] = {}
     precision = "fp8" if job.precision == "fp8" else "bf16"
-    for i, value in enumerate(tokens):
-        per_rank = max(1, round(float(value) / job.tp))
-        if per_rank not in cache:
-            req = MoeRequest(ep=job.ep, tokens_per_rank=per_rank, hidden=m.hidden, topk=m.topk, experts=m.experts,
-                             precision=precision, kernel=kernel)
-            p = predict_moe(tiers, req, per_node=min(job.ep, gpus_per_node))
-            cache[per_rank] = (p.dispatch_us + p.combine_us) * 1e-6 * m.moe_layers
-        out[i] = cache[per_rank]
-    return out
+
+    def layer_s(per_rank: int) -> float:
+        req = MoeRequest(ep=job.ep, tokens_per_rank=per_rank, hidden=m.hidden, topk=m.topk, experts=m.experts,
+                         precision=precision, kernel=kernel)
+        p = predict_moe(tiers, req, per_node=min(job.ep, gpus_per_node))
+        return (p.dispatch_us + p.combine_us) * 1e-6
+
+    # The MoE model is a fixed cost plus a time proportional to the tokens (every term scales with them), so two
+    # points give it at every batch size exactly.
+    one, many = layer_s(1), layer_s(LINEAR_PROBE_TOKENS)
+    slope = (many - one) / (LINEAR_PROBE_TOKENS - 1)
+    per_rank = np.maximum(tokens / job.tp, 1.0)
+    return (one + slope * (per_rank - 1.0)) * m.moe_layers
+
+
+LINEAR_PROBE_TOKENS = 1024
 
 
 def _layer_overhead_s(job: InferJob, system: System) -> float:
