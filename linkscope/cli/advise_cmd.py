@@ -20,9 +20,10 @@ from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelect
                                      select_train, train_json)
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt,
-                                   MinGpusOpt, MinScaleOutOpt, ModelOpt, MultiNodeOpt, NvlinkOpt, NvswitchOpt,
-                                   OutputTokensOpt, PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, check_option)
+from linkscope.cli.options import (MOE_DISPATCHERS, CatalogOpt, EpOpt, EtpOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt,
+                                   InputTokensOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt, MoeDispatcherOpt,
+                                   MultiNodeOpt, NvlinkOpt, NvswitchOpt, OutputTokensOpt, PrecisionOpt, ProviderOpt,
+                                   RdmaOpt, SeqLenOpt, auto_int, check_option, choice)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.errors import UserError
@@ -150,6 +151,9 @@ def train(
         None, "--objective", help="cost or time: rank a flat list of offerings by total cost or total time instead "
                                   "of showing the time-cost frontier."),
     precision: str = PrecisionOpt,
+    ep: Optional[str] = EpOpt,
+    etp: str = EtpOpt,
+    moe_dispatcher: str = MoeDispatcherOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
                                       "(/ NVL72-class) x IB / RoCE / EFA / TCP, each at its price."),
@@ -169,8 +173,10 @@ def train(
     check_option(global_batch, "--global-batch")
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     db = load_db(extra or [])
-    request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
-                             precision)
+    request = replace(_train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget,
+                                     objective, precision),
+                      ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
+                      moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)

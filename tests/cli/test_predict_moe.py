@@ -60,3 +60,15 @@ def test_train_prints_the_expert_layout_and_rejects_ep_on_a_dense_model() -> Non
     assert dense.exit_code == 2 and "no experts" in dense.output
     bad = run_cli("predict", "train", "-s", "dgx-h100", "-m", "mixtral-8x7b", "--moe-dispatcher", "pplx")
     assert bad.exit_code == 2 and "--moe-dispatcher" in bad.output
+
+
+def test_plan_and_advise_train_honour_the_expert_parallelism_given() -> None:
+    plan = run_cli("plan", "-s", "dgx-h100", "--nodes", "2", "-m", "mixtral-8x7b", "--ep", "2", "--json")
+    assert plan.exit_code == 0, plan.output
+    assert json.loads(plan.stdout)["layout"]["ep"] == 2
+    advise = run_cli("advise", "train", "-m", "mixtral-8x7b", "--tokens", "1B", "--gpus", "16", "--provider",
+                     "lambda", "--ep", "4", "--json")
+    assert advise.exit_code == 0, advise.output
+    assert "EP 4" in advise.stdout or '"ep": 4' in advise.stdout
+    bad = run_cli("plan", "-s", "dgx-h100", "--nodes", "2", "-m", "mixtral-8x7b", "--ep", "3")
+    assert bad.exit_code == 2 and "--ep: 3 does not divide the 8 experts" in bad.output
