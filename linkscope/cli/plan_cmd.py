@@ -12,9 +12,9 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, EpOpt, EtpOpt, GlobalBatchOpt, MicroBatchOpt, MoeDispatcherOpt,
-                                   SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_option, check_zero, choice, pp_opt,
-                                   tp_opt)
+from linkscope.cli.options import (MOE_DISPATCHERS, EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt, MicroBatchOpt,
+                                   MoeDispatcherOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework,
+                                   check_option, check_zero, choice, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
@@ -27,12 +27,13 @@ MAP_NODES = 4
 """Nodes drawn in the rank map and launch lines on the terminal; --json always has all of them."""
 
 
-def _job(model: str | None, seq_len: int | None, global_batch: int | None, moe_dispatcher: str) -> Job | None:
+def _job(model: str | None, seq_len: int | None, global_batch: int | None, moe_dispatcher: str,
+         framework: str) -> Job | None:
     if model is None:
         return None
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
-    return Job(model=config, global_batch=batch, seq_len=length, moe_dispatcher=moe_dispatcher)
+    return Job(model=config, global_batch=batch, seq_len=length, moe_dispatcher=moe_dispatcher, framework=framework)
 
 
 def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: LayoutRequest) -> Parallelism:
@@ -52,7 +53,8 @@ def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
         "parallelism": dict(p.par.__dict__), "order": p.order_text, "order_reason": result.order_reason,
         "baseline_order": result.baseline.order_text, "basis": result.basis,
         "step_time_s": result.step_time_s, "baseline_step_time_s": result.baseline_step_time_s,
-        "layout": result.layout.as_dict() if result.layout else None, "ranks": p.rank_rows(),
+        "layout": result.layout.as_dict() if result.layout else None, "framework": result.framework,
+        "ranks": p.rank_rows(),
         "groups": {d: dict(s.__dict__) for d, s in group_spans(p).items()},
         "cost": result.cost.as_dict(), "baseline_cost": result.baseline_cost.as_dict(),
         "rails": {k: {"cross_node_pairs": v[0], "same_rail": v[1]} for k, v in result.rails().items()},
@@ -77,6 +79,7 @@ def plan(
     ep: Optional[str] = EpOpt,
     etp: str = EtpOpt,
     moe_dispatcher: str = MoeDispatcherOpt,
+    framework: str = FrameworkOpt,
     order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
     baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
                                            "(default TP slowest-varying)."),
@@ -92,12 +95,13 @@ def plan(
     for flag, value in (("--nodes", nodes), ("--seq-len", seq_len), ("--global-batch", global_batch)):
         check_option(value, flag)
     check_zero(zero)
+    framework = check_framework(framework)
     given = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                           cp=auto_int(cp, "--cp"), micro_batch=auto_int(micro_batch, "--micro-batch"), zero=zero,
                           ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"))
     db = load_db(extra or [])
     resolved = resolve(system, db)
-    job = _job(model, seq_len, global_batch, choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
+    job = _job(model, seq_len, global_batch, choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS), framework)
     request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,

@@ -96,6 +96,9 @@ def train_table(p: TrainPrediction) -> Table:
             ("layout", layout), ("bottleneck", p.bottleneck)]
     if p.expert_layout:
         rows.insert(-1, ("expert layout", p.expert_layout))
+    if p.framework != "auto":
+        rows.insert(-1, ("framework", p.framework + ("" if p.framework_given else " (the usual one for this ZeRO "
+                                                                               "stage; --framework to choose)")))
     for key, value in p.breakdown.items():
         if value > 0:
             rows.append((f"  {key.removesuffix('_s').replace('_', ' ')}", f"{_seconds(value)} "
@@ -116,10 +119,12 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     table = Table(title=title, show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    rows = [("prefill (one sequence)", _seconds(data["prefill_s"])),
+    mode = ("with other users' prefills" if data["prefill_interference"]
+            else "decode only, no other users' prefills")
+    rows = [("time to first token (prefill)", _seconds(data["ttft_s"])),
             ("decode step", _seconds(data["decode_step_s"])),
-            ("time per output token", f"{_seconds(data['time_per_output_token_s'])} (with other users' prefills)"),
-            ("tokens/s per user", f"{data['tokens_per_s_per_user']:.1f} "
+            ("time per output token", f"{_seconds(data['tpot_s'])} ({mode})"),
+            ("tokens/s per user (1 / TPOT)", f"{data['tokens_per_s_per_user']:.1f} "
                                   f"({range_text(data['tokens_per_s_per_user'], data['tokens_per_s_per_user_range'])})"
                                   + (f" (budget {budget:g})" if budget else "")),
             ("tokens/s per GPU", f"{data['tokens_per_s_per_gpu']:.1f} "
@@ -127,9 +132,10 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
                                  "p10..p90)"),
             ("TP all-reduce share of prefill", f"{data['tp_allreduce_share_prefill']:.0%}"),
             ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
-            ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})")]
+            ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
+            ("ranges from", data["range_basis"])]
     if wide:
-        rows.insert(-1, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))
+        rows.insert(-2, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))
     for what, value in rows:
         table.add_row(what, value)
     return table
@@ -173,5 +179,7 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
 
 
 def scaling_reasons(points: list[ScalingPoint]) -> list[str]:
-    """One line per node count without figures, saying why."""
-    return [f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason]
+    """One line per node count without figures, saying why, then one per evidence class the rows' ranges lack."""
+    missing = dict.fromkeys(p.range_basis for p in points if p.fits and p.range_basis.startswith("no "))
+    return [*(f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason),
+            *(f"ranges: {basis}" for basis in missing)]
