@@ -28,6 +28,7 @@ from linkscope.model.ranges.accuracy import rate_range, spread
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
                                         estimate_inference, tp_options)
+from linkscope.model.step.search import divisors
 from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
 from linkscope.model.step.transformer import ModelConfig
 
@@ -78,6 +79,8 @@ class InferOption:
     reason: str | None = None
     tp: int | None = None
     pp: int | None = None
+    ep: int | None = None
+    """Wide expert parallelism of an MoE model (experts over ep GPUs, attention data-parallel); 1 or None: none."""
     gpus_per_replica: int | None = None
     batch: int | None = None
     tokens_per_s_per_user: float | None = None
@@ -134,6 +137,30 @@ class _Try:
     pp: int
     est: InferEstimate
     pick: int | None
+    ep: int = 1
+
+
+def _ep_sizes(offering: Offering, model: ModelConfig) -> list[int]:
+    """Wide-EP sizes tried for an MoE model: the largest that divides the experts inside one node (a whole
+    NVL72 rack is one node), then 2, 4 and 8 whole nodes."""
+    if not model.is_moe:
+        return []
+    per_node = offering.system.node.gpus
+    inside = [d for d in divisors(model.experts) if 1 < d <= per_node]
+    across = [per_node * n for n in (2, 4, MAX_PIPELINE_NODES) if model.experts % (per_node * n) == 0]
+    return inside[-1:] + across
+
+
+def _try_ep(offering: Offering, resolved: ResolvedSystem, request: InferRequest, ep: int) -> _Try | str:
+    """Price wide EP over `ep` GPUs (attention tp 1 per GPU), or say why it cannot be booked."""
+    nodes = math.ceil(ep / offering.system.node.gpus)
+    block = multi_node_block(offering, resolved.tiers, nodes)
+    if block is not None:
+        return block
+    job = InferJob(request.model, 1, 1, request.input_tokens, request.output_tokens, request.precision, ep=ep)
+    system = resolved.system.with_nodes(nodes)
+    est = estimate_inference(job, system, candidate_batches(job, system), resolved.tiers)
+    return _Try(1, 1, est, best_batch_for_budget(est, request.tokens_per_s_per_user), ep)
 
 
 def _try(offering: Offering, resolved: ResolvedSystem, request: InferRequest, tp: int, pp: int) -> _Try | str:
@@ -160,6 +187,10 @@ def _tries(offering: Offering, resolved: ResolvedSystem, request: InferRequest) 
             blocks.append(result)
         else:
             tries.append(result)
+    for ep in _ep_sizes(offering, request.model) if request.tp in (None, 1) else []:
+        wide = _try_ep(offering, resolved, request, ep)
+        if not isinstance(wide, str):
+            tries.append(wide)
     return tries, blocks
 
 
@@ -179,7 +210,8 @@ def _fill(option: InferOption, best: _Try, request: InferRequest, offering: Offe
     i = index if index is not None else best.pick if best.pick is not None else 0
     est = best.est
     option.feasible = True
-    option.tp, option.pp, option.gpus_per_replica = best.tp, best.pp, best.tp * best.pp
+    option.tp, option.pp, option.ep = best.tp, best.pp, best.ep
+    option.gpus_per_replica = best.ep if best.ep > 1 else best.tp * best.pp
     option.batch = int(est.batch[i])
     option.tokens_per_s_per_user = float(est.tokens_per_s_per_user[i])
     option.tokens_per_s_per_gpu = float(est.tokens_per_s_per_gpu[i])
@@ -314,9 +346,9 @@ def plan_infer(request: InferRequest, offerings: list[Offering]) -> InferAdvice:
     answers = [_option(o, request) for o in offerings]
     options = [a[0] for a in answers]
     frontier = _frontier([p for a in answers for p in a[1]], request)
-    on = {(p.offering, p.tp, p.pp, p.batch): p.frontier_role for p in frontier}
+    on = {(p.offering, p.tp, p.pp, p.ep, p.batch): p.frontier_role for p in frontier}
     for o in options:
-        key = (o.offering, o.tp, o.pp, o.batch)
+        key = (o.offering, o.tp, o.pp, o.ep, o.batch)
         if o.feasible and key in on:
             o.frontier, o.frontier_role = True, on[key]
     feasible = sorted((o for o in options if o.feasible), key=lambda o: _sort_key(o, request.objective))

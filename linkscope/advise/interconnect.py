@@ -25,7 +25,6 @@ from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
 from linkscope.model.step.infer import tp_options
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import summarize
-from linkscope.model.step.search import LayoutRequest
 
 
 @dataclass
@@ -141,7 +140,7 @@ def compare_train(request: TrainRequest, plan: TrainOption, offering: Offering, 
     plan's numbers; the variants are catalog figures."""
     resolved = resolve_offering(offering).with_nodes(plan.nodes or 1)
     system = resolved.system
-    pool = LayoutPool(request.job(), LayoutRequest())
+    pool = LayoutPool(request.job(), request.layout_request())
     spans = system.nodes > 1
     offered = as_offered(system)
     results = [_train_one(pool, request, offered, _price(offered, offering, db, price_per_gpu_hour), resolved)]

@@ -41,6 +41,9 @@ class PlanRequest:
     micro_batch: int | None = None
     zero: int | None = None
     """ZeRO stage 0-3; None: the step model's search picks it (bytes-only plans have no gradients to shard)."""
+    ep: int | None = None
+    """Expert parallelism of an MoE model; None: searched with the layout."""
+    etp: int | None = 1
 
 
 @dataclass
@@ -85,7 +88,8 @@ class PlanResult:
 
 def _anchor(req: PlanRequest, job: Job, system: System, tiers: CommTiers) -> _Anchor:
     par = req.par
-    layout_req = LayoutRequest(tp=par.tp, pp=par.pp, dp=par.dp, cp=par.cp, micro_batch=req.micro_batch, zero=req.zero)
+    layout_req = LayoutRequest(tp=par.tp, pp=par.pp, dp=par.dp, cp=par.cp, micro_batch=req.micro_batch, zero=req.zero,
+                               ep=req.ep, etp=req.etp)
     validate_request(job, system, layout_req)
     result = search(job, system, layout_req, tiers)
     i = result.best

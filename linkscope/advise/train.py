@@ -46,16 +46,29 @@ class TrainRequest:
     limits: Limits = Limits()
     precision: str = "bf16"
     global_batch_is_default: bool = False
+    ep: int | None = None
+    """Expert parallelism of an MoE model's expert layers; None: searched."""
+    etp: int | None = 1
+    moe_dispatcher: str = "alltoall"
     framework: str = "auto"
 
     def job(self) -> Job:
         """The model's view of one step."""
         return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision,
-                   framework=self.framework)
+                   moe_dispatcher=self.moe_dispatcher, framework=self.framework)
+
+    def layout_request(self) -> LayoutRequest:
+        """What the layout search may not choose: the expert parallelism given."""
+        return LayoutRequest(ep=self.ep, etp=self.etp)
 
 
 def validate_train_request(request: TrainRequest) -> None:
     """Reject values no offering could ever satisfy, naming the flag."""
+    m = request.model
+    if (request.ep or 1) > 1 and not m.is_moe:
+        raise UserError(f"{m.id} has no experts (a dense model); expert parallelism needs an MoE model", field="ep")
+    if request.ep is not None and m.is_moe and (request.ep < 1 or m.experts % request.ep):
+        raise UserError(f"{request.ep} does not divide the {m.experts} experts of {m.id}", field="ep")
     if request.precision not in PRECISIONS:
         raise UserError(f"unknown format '{request.precision}' (choose from {', '.join(PRECISIONS)})",
                         field="precision")
@@ -352,7 +365,7 @@ def _memory_ratio(row: TrainOption) -> float:
 def advise_train(request: TrainRequest, offerings: list[Offering]) -> TrainAdvice:
     """Rank `offerings` for the training job in `request`."""
     validate_train_request(request)
-    pool = LayoutPool(request.job(), LayoutRequest())
+    pool = LayoutPool(request.job(), request.layout_request())
     plans = [_plan(o, request) for o in offerings]
     results = _evaluate(pool, plans)
     candidates = [_candidates(plan, results, request) for plan in plans]

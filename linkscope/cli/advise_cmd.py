@@ -20,10 +20,11 @@ from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelect
                                      select_train, train_json)
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt,
-                                   MinGpusOpt, MinScaleOutOpt, ModelOpt, MultiNodeOpt, NvlinkOpt, NvswitchOpt,
-                                   OutputTokensOpt, PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, FrameworkOpt,
-                                   check_framework, check_option)
+from linkscope.cli.options import (MOE_DISPATCHERS, CatalogOpt, EpOpt, EtpOpt, FabricOpt, FrameworkOpt, GlobalBatchOpt,
+                                   GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt,
+                                   MoeDispatcherOpt, MultiNodeOpt, NvlinkOpt, NvswitchOpt, OutputTokensOpt,
+                                   PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, auto_int, check_framework,
+                                   check_option, choice)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.currency import priced_in_usd
@@ -157,6 +158,9 @@ def train(
         None, "--objective", help="cost or time: rank a flat list of offerings by total cost or total time instead "
                                   "of showing the time-cost frontier."),
     precision: str = PrecisionOpt,
+    ep: Optional[str] = EpOpt,
+    etp: str = EtpOpt,
+    moe_dispatcher: str = MoeDispatcherOpt,
     framework: str = FrameworkOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
@@ -177,8 +181,10 @@ def train(
     check_option(global_batch, "--global-batch")
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
-    request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
-                             precision, framework)
+    request = replace(_train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget,
+                                     objective, precision, framework),
+                      ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
+                      moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
     check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,

@@ -20,7 +20,8 @@ _PRICE = 1e6  # USD per GPU-hour: far beyond any GPU's
 # flag -> (lowest, highest) accepted value. 0 is a value, never "not given": it must lie in range.
 OPTION_RANGES: dict[str, tuple[float, float]] = {
     "--gpus": (1, _COUNT), "--nodes": (1, _COUNT), "--tp": (1, _COUNT), "--pp": (1, _COUNT), "--dp": (1, _COUNT),
-    "--cp": (1, _COUNT), "--interleave": (1, _COUNT), "--batch": (1, _LENGTH), "--global-batch": (1, _LENGTH),
+    "--cp": (1, _COUNT), "--ep": (1, _COUNT), "--etp": (1, _COUNT), "--interleave": (1, _COUNT),
+    "--batch": (1, _LENGTH), "--global-batch": (1, _LENGTH),
     "--micro-batch": (1, _LENGTH),
     "--seq-len": (1, _LENGTH), "--input-tokens": (1, _LENGTH), "--output-tokens": (1, _LENGTH),
     "--latency-budget": (1e-9, _RATE), "--qps": (1e-9, _RATE), "--price-per-gpu-hour": (1e-9, _PRICE),
@@ -81,6 +82,14 @@ GlobalBatchOpt = typer.Option(None, "--global-batch", help="Sequences per step o
 SeqLenOpt = typer.Option(None, "--seq-len", help="Tokens per sequence (default: the model's).")
 MicroBatchOpt = typer.Option(None, "--micro-batch", help="Sequences per micro-batch, or auto (default: searched).")
 ZeroOpt = typer.Option(None, "--zero", help="ZeRO stage 0-3 (default: searched).")
+EpOpt = typer.Option(None, "--ep", help="Expert-parallel size of an MoE model's expert layers, folded into the "
+                                        "tp x cp x dp ranks (Megatron-Core MoE parallel folding), or auto "
+                                        "(default: searched).")
+EtpOpt = typer.Option("1", "--etp", help="Expert tensor-parallel size (each expert split over etp ranks), or auto.")
+MoeDispatcherOpt = typer.Option("alltoall", "--moe-dispatcher",
+                                help="How MoE layers move tokens: alltoall (NCCL all-to-allv) or deepep (DeepEP's "
+                                     "hierarchical kernels, FP8 dispatch under --precision fp8).")
+MOE_DISPATCHERS = ("alltoall", "deepep")
 FrameworkOpt = typer.Option("auto", "--framework", help="megatron, fsdp or deepspeed: how data-parallel "
                                                         "communication is scheduled (default auto: megatron for "
                                                         "ZeRO 0-1, deepspeed for 2, fsdp for 3).")

@@ -12,8 +12,9 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (FrameworkOpt, GlobalBatchOpt, MicroBatchOpt, SeqLenOpt, SystemOpt, ZeroOpt,
-                                   auto_int, check_framework, check_option, check_zero, pp_opt, tp_opt)
+from linkscope.cli.options import (MOE_DISPATCHERS, EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt, MicroBatchOpt,
+                                   MoeDispatcherOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework,
+                                   check_option, check_zero, choice, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
@@ -26,12 +27,13 @@ MAP_NODES = 4
 """Nodes drawn in the rank map and launch lines on the terminal; --json always has all of them."""
 
 
-def _job(model: str | None, seq_len: int | None, global_batch: int | None, framework: str) -> Job | None:
+def _job(model: str | None, seq_len: int | None, global_batch: int | None, moe_dispatcher: str,
+         framework: str) -> Job | None:
     if model is None:
         return None
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
-    return Job(model=config, global_batch=batch, seq_len=length, framework=framework)
+    return Job(model=config, global_batch=batch, seq_len=length, moe_dispatcher=moe_dispatcher, framework=framework)
 
 
 def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: LayoutRequest) -> Parallelism:
@@ -74,6 +76,9 @@ def plan(
     global_batch: Optional[int] = GlobalBatchOpt,
     micro_batch: Optional[str] = MicroBatchOpt,
     zero: Optional[int] = ZeroOpt,
+    ep: Optional[str] = EpOpt,
+    etp: str = EtpOpt,
+    moe_dispatcher: str = MoeDispatcherOpt,
     framework: str = FrameworkOpt,
     order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
     baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
@@ -92,13 +97,15 @@ def plan(
     check_zero(zero)
     framework = check_framework(framework)
     given = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
-                          cp=auto_int(cp, "--cp"), micro_batch=auto_int(micro_batch, "--micro-batch"), zero=zero)
+                          cp=auto_int(cp, "--cp"), micro_batch=auto_int(micro_batch, "--micro-batch"), zero=zero,
+                          ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"))
     db = load_db(extra or [])
-    resolved, job = resolve(system, db), _job(model, seq_len, global_batch, framework)
+    resolved = resolve(system, db)
+    job = _job(model, seq_len, global_batch, choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS), framework)
     request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,
-                          job=job, micro_batch=given.micro_batch, zero=zero)
+                          job=job, micro_batch=given.micro_batch, zero=zero, ep=given.ep, etp=given.etp)
     result = make_plan(request)
     tp, pp, dp, cp = (str(request.par.size(d)) for d in ("tp", "pp", "dp", "cp"))
     names = host_names(hosts, nodes)

@@ -11,25 +11,29 @@ import typer
 from linkscope.advise.inputs import batch_and_length
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, FrameworkOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt,
-                                   MicroBatchOpt, ModelOpt, OutputTokensOpt, PrecisionOpt, PrefillInterferenceOpt,
-                                   SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework, check_option, check_zero,
+from linkscope.cli.options import (MOE_DISPATCHERS, CatalogOpt, EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt,
+                                   InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt, ModelOpt, MoeDispatcherOpt,
+                                   OutputTokensOpt, PrecisionOpt, PrefillInterferenceOpt, SeqLenOpt, SystemOpt,
+                                   ZeroOpt, auto_int, check_framework, check_option, check_zero,
                                    choice, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
 from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
+from linkscope.model.comm.moe import (KERNELS, MOE_PRECISIONS, MoeRequest, check_imbalance, check_request,
+                                     predict_moe)
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
-                                        estimate_inference, pick_tp, summary)
+                                        check_experts_fit, estimate_inference, pick_tp, summary)
 from linkscope.model.step.job import Job
 from linkscope.model.step.predict import TrainPrediction, predict_train_on
 from linkscope.model.step.scaling import predict_scaling
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig, load_model
-from linkscope.report.predict import collective_table, infer_table, scaling_reasons, scaling_table, train_table
+from linkscope.report.predict import (collective_table, infer_table, moe_table, scaling_reasons, scaling_table,
+                                      train_table)
 
 predict_app = typer.Typer(help="Predict collectives, training steps, inference and scaling on any System.",
                           no_args_is_help=True)
@@ -102,6 +106,15 @@ def train(
     sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
                                                      help="Megatron sequence parallelism (default: on with TP)."),
     zero: Optional[int] = ZeroOpt,
+    ep: Optional[str] = EpOpt,
+    etp: str = EtpOpt,
+    moe_dispatcher: str = MoeDispatcherOpt,
+    moe_a2a_overlap: bool = typer.Option(False, "--moe-a2a-overlap/--no-moe-a2a-overlap",
+                                         help="Hide MoE dispatch/combine behind another micro-batch's compute "
+                                              "(Megatron-Core 1F1B A2A overlap)."),
+    moe_imbalance: float = typer.Option(1.0, "--moe-imbalance",
+                                        help="MoE routing imbalance: the busiest EP rank's tokens over the mean "
+                                             "(1 = forced balance; dropless routing runs above 1)."),
     precision: str = PrecisionOpt,
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
     framework: str = FrameworkOpt,
@@ -129,13 +142,16 @@ def train(
     else:
         job = _job(spec, global_batch, seq_len, precision,
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
-                   tp_overlap=tp_overlap, framework=framework)
+                   tp_overlap=tp_overlap, moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
+                   moe_a2a_overlap=moe_a2a_overlap, moe_imbalance=check_imbalance(moe_imbalance, "--moe-imbalance"),
+                   framework=framework)
         req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                             cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                             micro_batch=auto_int(micro_batch, "--micro-batch"),
                             recompute=None if recompute == "auto" else choice(recompute, "--recompute",
                                                                                  ("full", "selective", "none")),
-                            zero=zero, sequence_parallel=sequence_parallel)
+                            zero=zero, sequence_parallel=sequence_parallel, ep=auto_int(ep, "--ep"),
+                            etp=auto_int(etp, "--etp"))
         prediction = predict_train_on(job, resolved, req)
     if as_json:
         print_json(prediction.as_dict())
@@ -161,7 +177,10 @@ def infer(
     model: str = ModelOpt,
     tp: str = tp_opt("1"),
     pp: str = pp_opt("1"),
-    batch: int = typer.Option(1, help="Sequences decoded together."),
+    batch: int = typer.Option(1, help="Sequences decoded together (per attention replica under --ep)."),
+    ep: int = typer.Option(1, "--ep", help="Wide expert parallelism for an MoE model: experts over this many GPUs, "
+                                           "attention data-parallel in replicas of tp x pp GPUs (1: experts split "
+                                           "by tp)."),
     input_tokens: int = InputTokensOpt,
     output_tokens: int = OutputTokensOpt,
     latency_budget: Optional[float] = LatencyBudgetOpt,
@@ -177,9 +196,14 @@ def infer(
     tp_size, pp_size = auto_int(tp, "--tp"), auto_int(pp, "--pp")
     if pp_size is None:
         raise UserError("--pp auto: inference pipelines are not searched; give a size (1 keeps the model in one node)")
-    resolved = _resolved(system, None, None, extra or [])
+    check_option(ep, "--ep")
+    per_node = _resolved(system, None, 1, extra or []).system.node.gpus
+    if ep > per_node and ep % per_node:
+        raise UserError(f"--ep {ep} does not fill whole nodes of {per_node} GPUs on {system}")
+    resolved = _resolved(system, ep if ep > per_node else None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
-                   output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS))
+                   output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS), ep=ep)
+    check_experts_fit(job, resolved.system)
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])
     if tp_size is None:
@@ -236,6 +260,49 @@ def scaling(
         console.print(scaling_table(points, title, console.width))
         for line in [*scaling_reasons(points), note]:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@predict_app.command("moe")
+@user_errors
+def moe(
+    system: str = SystemOpt,
+    ep: int = typer.Option(..., help="Expert-parallel ranks (GPUs); beyond one node means several nodes."),
+    tokens_per_rank: int = typer.Option(..., help="Tokens each rank routes per dispatch."),
+    hidden: int = typer.Option(..., help="Hidden size of a token."),
+    topk: int = typer.Option(..., help="Experts each token is routed to."),
+    experts: int = typer.Option(..., help="Routed experts, sharded evenly over the --ep ranks."),
+    precision: str = typer.Option("fp8", help="Dispatch precision: fp8 (with its 1x128 scales) or bf16; combine "
+                                              "is always bf16."),
+    kernel: str = typer.Option("normal", help="normal (hierarchical RDMA then NVLink forwarding, for training and "
+                                              "prefill), low-latency (direct per-expert messages, for decode) or "
+                                              "nccl (an all-to-allv)."),
+    max_nodes_per_token: Optional[int] = typer.Option(None, help="Node-limited routing: a token reaches at most "
+                                                                 "this many nodes (DeepSeek-V3: 4)."),
+    imbalance: float = typer.Option(1.0, help="Routing imbalance: the busiest rank's tokens over the mean (>= 1)."),
+    as_json: bool = typer.Option(False, "--json"),
+    extra: Optional[list[Path]] = CatalogOpt,
+) -> None:
+    """One MoE dispatch and combine on EP ranks. Bandwidth follows DeepEP's convention: inside the NVLink domain,
+    bytes of token copies a rank receives over the time; across nodes, bytes counted once per destination node
+    (the sender's own included) over the time."""
+    req = MoeRequest(ep=ep, tokens_per_rank=tokens_per_rank, hidden=hidden, topk=topk, experts=experts,
+                     precision=choice(precision, "--precision", MOE_PRECISIONS),
+                     kernel=choice(kernel, "--kernel", KERNELS), max_nodes_per_token=max_nodes_per_token,
+                     imbalance=imbalance)
+    check_request(req)
+    per_node = _resolved(system, None, 1, extra or []).system.node.gpus
+    if ep > per_node and ep % per_node:
+        raise UserError(f"--ep {ep} does not fill whole nodes of {per_node} GPUs on {system}")
+    resolved = _resolved(system, ep, None, extra or [])
+    prediction = predict_moe(resolved.tiers, req)
+    if as_json:
+        print_json(prediction.as_dict())
+    else:
+        console.print(moe_table(prediction, f"MoE {kernel} on {system}: ep {ep} ({prediction.nodes} node"
+                                            f"{'s' * (prediction.nodes > 1)}), {tokens_per_rank} tokens x top-"
+                                            f"{topk} of {experts} experts, hidden {hidden}, {precision} dispatch"))
+        console.print(f"{prediction.ranks_per_token:.2f} ranks and {prediction.nodes_per_token:.2f} nodes per token",
+                      highlight=False)
 
 
 def register(app: typer.Typer) -> None:

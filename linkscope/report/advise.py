@@ -78,7 +78,8 @@ def layout_detail(par: Layout) -> str:
     """Every layout choice in words, for the winner's paragraph."""
     return (f"TP {par.tp} x PP {par.pp} x DP {par.dp}" + (f" x CP {par.cp}" if par.cp > 1 else "")
             + f", interleave {par.interleave}, micro-batch {par.micro_batch}, recompute {par.recompute}, "
-              f"ZeRO-{par.zero}" + (", sequence parallel" if par.sequence_parallel else ""))
+              f"ZeRO-{par.zero}" + (", sequence parallel" if par.sequence_parallel else "")
+            + (f", experts EP {par.ep} x ETP {par.etp}" if par.ep * par.etp > 1 else ""))
 
 
 WIDE_COLUMNS = 120
@@ -280,7 +281,7 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: Inf
     table.collapse_padding = versus is not None
     for i, r in enumerate(rows, start):
         price = UNKNOWN if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:.2f}"
-        layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "")
+        layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "") + (f" ep{r.ep}" if (r.ep or 1) > 1 else "")
         cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
                  f"{r.tokens_per_s_per_gpu:.0f}", price,
                  _spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range)]

@@ -7,6 +7,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from linkscope.model.comm.moe import MoePrediction
 from linkscope.model.comm.predict import CollectivePrediction
 from linkscope.model.step.predict import TrainPrediction
 from linkscope.model.step.scaling import ScalingPoint
@@ -65,6 +66,23 @@ def collective_table(rows: list[CollectivePrediction], title: str) -> Table:
     return table
 
 
+def moe_table(p: MoePrediction, title: str) -> Table:
+    """One MoE dispatch and combine: time, range and bandwidth in DeepEP's convention."""
+    table = _compact_table(title)
+    for name in ("", "time\n(us)", "range", "GB/s", "bytes per\nrank", "limit"):
+        table.add_column(name, justify="left" if name in ("", "limit") else "right", no_wrap=True)
+    table.add_row("dispatch", f"{p.dispatch_us:,.1f}", range_text(p.dispatch_us, p.dispatch_us_range),
+                  _gb_per_s_text(p.dispatch_gb_per_s), human_bytes(int(p.bytes_per_rank)), p.bottleneck)
+    table.add_row("combine", f"{p.combine_us:,.1f}", range_text(p.combine_us, p.combine_us_range),
+                  _gb_per_s_text(p.combine_gb_per_s), human_bytes(int(p.combine_bytes_per_rank)), p.bottleneck)
+    return table
+
+
+def _gb_per_s_text(gb_per_s: float) -> str:
+    # Tiny messages move a few bytes per microsecond; three significant digits keep them from printing as 0.
+    return f"{gb_per_s:.1f}" if gb_per_s >= 1 else f"{gb_per_s:.3g}"
+
+
 def _seconds(value: float) -> str:
     return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.3f} s"
 
@@ -78,8 +96,13 @@ def train_table(p: TrainPrediction) -> Table:
     par = p.parallelism
     layout = (f"tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  interleave {par.interleave}  "
               f"micro-batch {par.micro_batch}  recompute {par.recompute}  zero {par.zero}"
-              f"{'  +SP' if par.sequence_parallel else ''}")
+              f"{'  +SP' if par.sequence_parallel else ''}"
+              f"{f'  ep {par.ep}  etp {par.etp}' if par.ep * par.etp > 1 else ''}")
+    params = f"{p.total_params / 1e9:.1f} B"
+    if p.active_params != p.total_params:
+        params += f" ({p.active_params / 1e9:.1f} B active per token)"
     rows: list[tuple[str, str]] = [
+            ("parameters", params),
             ("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),
             ("step time", f"{_seconds(p.step_time_s)}{_span(p.step_time_s, p.step_time_s_range, ', p10..p90')}"),
             ("tokens/s", f"{_rate(p.tokens_per_s)}{_span(p.tokens_per_s, p.tokens_per_s_range, '')}"),
@@ -89,6 +112,8 @@ def train_table(p: TrainPrediction) -> Table:
                 f" of {p.memory_gib_available:.1f} ({'fits' if p.fits else 'DOES NOT FIT'})"
                 if p.memory_gib_available > 0 else " (what the host holds is not known here)")),
             ("layout", layout), ("bottleneck", p.bottleneck)]
+    if p.expert_layout:
+        rows.insert(-1, ("expert layout", p.expert_layout))
     if p.framework != "auto":
         rows.insert(-1, ("framework", p.framework + ("" if p.framework_given else " (the usual one for this ZeRO "
                                                                                "stage; --framework to choose)")))
@@ -105,7 +130,10 @@ def train_table(p: TrainPrediction) -> Table:
 
 def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     """One serving configuration."""
-    title = f"{data['model']} on {data['system']}: tp {data['tp']} pp {data['pp']}, batch {data['batch']}"
+    wide = data.get("ep", 1) > 1
+    ep_text = f" ep {data['ep']}" if wide else ""
+    title = (f"{data['model']} on {data['system']}: tp {data['tp']} pp {data['pp']}{ep_text}, batch {data['batch']}"
+             f"{' per attention replica' if wide else ''}")
     table = Table(title=title, show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -124,6 +152,8 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
             ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
             ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
             ("ranges from", data["range_basis"])]
+    if wide:
+        rows.insert(-2, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))
     for what, value in rows:
         table.add_row(what, value)
     return table

@@ -122,3 +122,17 @@ def test_advise_infer_gives_predict_infers_batch_and_speeds_on_the_same_offering
     for key in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "tpot_s"):
         assert row[key] == pytest.approx(predicted[key], rel=1e-9), key
     assert row["tokens_per_s_per_user"] * row["tpot_s"] == pytest.approx(1.0)
+
+
+def test_moe_serving_tries_wide_ep_and_an_nvl72_rack_beats_infiniband_joined_nodes_at_a_fast_budget(
+        db: HardwareDB) -> None:
+    rack, nodes = db.offerings["coreweave/gb200-4x"], db.offerings["coreweave/hgx-b200"]
+    fast = InferRequest(load_model("deepseek-v3"), 60.0, input_tokens=2048, output_tokens=512, precision="fp8")
+    rows = {r.offering: r for r in advise_infer(fast, [rack, nodes])}
+    on_rack, on_nodes = rows[rack.id], rows[nodes.id]
+    assert on_rack.feasible and on_nodes.feasible
+    # Inside the rack's NVLink domain the experts spread over 64 GPUs; 8-GPU nodes must cross InfiniBand for it.
+    assert on_rack.ep == 64 and (on_nodes.ep or 1) > 8
+    assert on_rack.gpus_per_replica == 64
+    assert on_rack.tokens_per_s_per_gpu > 2 * on_nodes.tokens_per_s_per_gpu
+    assert on_rack.usd_per_million_tokens < on_nodes.usd_per_million_tokens

@@ -104,6 +104,11 @@ def _check_counts(cfg: TrainConfig) -> None:
 def check_layout(cfg: TrainConfig, world: int) -> None:
     """What only the rank count rules out, before any rank starts (exit 2, one line)."""
     m = cfg.model
+    if m.is_moe or m.kv_lora_rank or m.q_dim != m.hidden:
+        # The CPU-rank model is a dense decoder with heads x head_dim = hidden; anything else would be measured
+        # as a different model than the one named.
+        what = "a mixture-of-experts model" if m.is_moe else "a model whose heads x head_dim is not its hidden size"
+        raise UserError(f"bench train builds dense models only; {m.id} is {what}", field="model")
     if cfg.tp > 1:
         if world < 2:
             raise UserError(f"{cfg.tp} needs at least 2 ranks, but the run has {world}", field="tp")

@@ -20,7 +20,7 @@ from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
 from linkscope.model.step.layout import Recompute
 
 EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
-KINDS = ("training", "collectives", "inference")
+KINDS = ("training", "collectives", "inference", "moe")
 CALIBRATION_SOURCE = "korthikanti-2022"
 
 
@@ -32,7 +32,7 @@ class Source(_Strict):
     """One publication."""
 
     id: str
-    kind: Literal["training", "collectives", "inference"]
+    kind: Literal["training", "collectives", "inference", "moe"]
     citation: str
     url: str
     as_of: date
@@ -122,6 +122,27 @@ class InferenceEntry(_Entry):
         return self
 
 
+class MoeEntry(_Strict):
+    """One MoE dispatch or combine: time (us) or bandwidth (GB/s) in DeepEP's convention (received token copies
+    per rank inside the NVLink domain; bytes once per destination node across nodes)."""
+
+    source: str
+    system: str
+    ep: int = Field(ge=1)
+    tokens_per_rank: int = Field(ge=1)
+    hidden: int = Field(ge=1)
+    topk: int = Field(ge=1)
+    experts: int = Field(ge=1)
+    precision: Literal["fp8", "bf16"] = "fp8"
+    kernel: Literal["normal", "low-latency", "nccl"]
+    max_nodes_per_token: int | None = Field(default=None, ge=1)
+    op: Literal["dispatch", "combine"]
+    metric: Literal["time_us", "gb_per_s"]
+    value: float = Field(gt=0)
+    where: str
+    assumed: list[str] = []
+
+
 class EvidenceFile(_Strict):
     """data/evidence.yaml."""
 
@@ -131,9 +152,10 @@ class EvidenceFile(_Strict):
     training: list[TrainingEntry] = []
     collectives: list[CollectiveEntry] = []
     inference: list[InferenceEntry] = []
+    moe: list[MoeEntry] = []
 
 
-Entry = TrainingEntry | CollectiveEntry | InferenceEntry
+Entry = TrainingEntry | CollectiveEntry | InferenceEntry | MoeEntry
 
 
 class EvidenceSet:
@@ -144,11 +166,12 @@ class EvidenceSet:
         self.training: list[TrainingEntry] = [*calibration_entries(), *data.training]
         self.collectives: list[CollectiveEntry] = list(data.collectives)
         self.inference: list[InferenceEntry] = list(data.inference)
+        self.moe: list[MoeEntry] = list(data.moe)
 
     def entries(self, kind: str) -> list[Entry]:
         """The entries of one kind."""
         by_kind: dict[str, list[Entry]] = {"training": list(self.training), "collectives": list(self.collectives),
-                                           "inference": list(self.inference)}
+                                           "inference": list(self.inference), "moe": list(self.moe)}
         return by_kind[kind]
 
 
@@ -180,7 +203,7 @@ def load_evidence(path: Path = EVIDENCE_FILE) -> EvidenceSet:
         err = exc.errors()[0]
         raise DataError(str(path), err["msg"], field=".".join(map(str, err["loc"]))) from None
     known = {s.id for s in data.sources}
-    entries: list[Entry] = [*data.training, *data.collectives, *data.inference]
+    entries: list[Entry] = [*data.training, *data.collectives, *data.inference, *data.moe]
     for entry in entries:
         if entry.source not in known:
             raise DataError(str(path), f"unknown source '{entry.source}'", field="source")

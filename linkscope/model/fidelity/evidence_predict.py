@@ -9,9 +9,11 @@ import numpy as np
 from linkscope.hardware.loader import HardwareDB, load_system_file
 from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.system import System
+from linkscope.model.comm.moe import MoeRequest, predict_moe
 from linkscope.model.comm.predict import predict_sizes
+from linkscope.model.comm.tiers import comm_tiers
+from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, MoeEntry, TrainingEntry
 from linkscope.model.ranges.classes import fabric_class, gpu_family
-from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
 from linkscope.model.step.infer import InferJob, batched_prefill_s, candidate_batches, estimate_inference
 from linkscope.model.step.layout import single_layout
 from linkscope.model.step.job import Job
@@ -83,6 +85,19 @@ def predicted_inference(entry: InferenceEntry, db: HardwareDB) -> float:
     return float(est.cycle_s[0]) / entry.output_tokens
 
 
+def predicted_moe(entry: MoeEntry, db: HardwareDB) -> float:
+    """Time (us) or DeepEP-convention bandwidth (GB/s) of the entry's dispatch or combine."""
+    system = evidence_system(entry.system, db)
+    system = system.with_gpus(entry.ep) if entry.ep > system.node.gpus else system
+    req = MoeRequest(ep=entry.ep, tokens_per_rank=entry.tokens_per_rank, hidden=entry.hidden, topk=entry.topk,
+                     experts=entry.experts, precision=entry.precision, kernel=entry.kernel,
+                     max_nodes_per_token=entry.max_nodes_per_token)
+    p = predict_moe(comm_tiers(system), req)
+    if entry.metric == "time_us":
+        return p.dispatch_us if entry.op == "dispatch" else p.combine_us
+    return p.dispatch_gb_per_s if entry.op == "dispatch" else p.combine_gb_per_s
+
+
 def measured(entry: Entry) -> float:
     """The measured value in the unit `predicted` returns."""
     return entry.step_time_s if isinstance(entry, TrainingEntry) else entry.value
@@ -94,6 +109,8 @@ def predicted(entry: Entry, db: HardwareDB) -> float:
         return predicted_step_time_s(entry, db)
     if isinstance(entry, CollectiveEntry):
         return predicted_collective(entry, db)
+    if isinstance(entry, MoeEntry):
+        return predicted_moe(entry, db)
     return predicted_inference(entry, db)
 
 
@@ -104,6 +121,8 @@ def evidence_class(entry: Entry, db: HardwareDB) -> tuple[str, str]:
         system = system.with_gpus(entry.gpus)
     elif isinstance(entry, CollectiveEntry):
         system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
+    elif isinstance(entry, MoeEntry):
+        system = system.with_gpus(entry.ep) if entry.ep > system.node.gpus else system
     else:
         system = system.with_nodes(max(1, -(-entry.tp * entry.pp // system.node.gpus)))
     return fabric_class(system), gpu_family(system)

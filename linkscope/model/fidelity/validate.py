@@ -30,6 +30,7 @@ from linkscope.model.fidelity.evidence import (
     CollectiveEntry,
     Entry,
     EvidenceSet,
+    MoeEntry,
     TrainingEntry,
     load_evidence,
 )
@@ -118,9 +119,11 @@ def loro_err_pct(result: EntryResult, regime: str) -> float:
 
 
 def kind_of(entry: Entry) -> str:
-    """training, collectives or inference."""
+    """training, collectives, inference or moe."""
     if isinstance(entry, TrainingEntry):
         return "training"
+    if isinstance(entry, MoeEntry):
+        return "moe"
     return "collectives" if isinstance(entry, CollectiveEntry) else "inference"
 
 
@@ -130,6 +133,8 @@ def label_of(entry: Entry) -> str:
         return f"{entry.model} on {entry.gpus} x {entry.system}"
     if isinstance(entry, CollectiveEntry):
         return f"{entry.op} {entry.size_bytes} B on {entry.gpus} x {entry.system}"
+    if isinstance(entry, MoeEntry):
+        return f"{entry.kernel} {entry.op} ep {entry.ep} x {entry.tokens_per_rank} tokens on {entry.system}"
     return f"{entry.model} tp{entry.tp} batch {entry.batch} {entry.metric} on {entry.system}"
 
 

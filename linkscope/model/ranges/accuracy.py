@@ -1,8 +1,9 @@
 """Prediction ranges: the spread of the model's leave-one-source-out errors on the evidence set.
 
 data/accuracy.yaml holds the p10 and p90 of log(measured / predicted) per kind (training steps, collectives,
-inference) and, within a kind, per evidence class (`classes.fabric_class`: fabric class and size regime), the
-GPU families each kind has evidence for, and each kind's widest spread (its smallest and largest residual).
+inference, MoE dispatch/combine) and, within a kind, per evidence class (`classes.fabric_class`: fabric class and
+size regime), the GPU families each kind has evidence for, and each kind's widest spread (its smallest and largest
+residual).
 `linkscope validate` computes them (model/fidelity/validate.py, range_file) and a test keeps the file equal to
 what it computes. A predicted time t spans t * exp(p10) .. t * exp(p90); a rate the inverse.
 
@@ -64,7 +65,8 @@ def accuracy_file() -> AccuracyFile:
 
 
 def accuracy_ranges() -> dict[str, KindRange]:
-    """The packaged residual quantiles by kind, every class pooled (training, collectives, inference)."""
+    """The packaged residual quantiles by kind, every class pooled (training, collectives, inference,
+    moe)."""
     return dict(accuracy_file().kinds)
 
 
@@ -88,7 +90,8 @@ def spread(kind: str, system: System | None = None, nodes: int | None = None) ->
     if system is None:
         return Spread(pooled.p10_log, pooled.p90_log, f"all {kind} evidence ({pooled.n} entries)", True)
     widest = data.widest.get(kind, pooled)
-    label = {"training": "training", "collectives": "collective", "inference": "serving"}.get(kind, kind)
+    label = {"training": "training", "collectives": "collective", "inference": "serving",
+             "moe": "MoE dispatch/combine"}.get(kind, kind)
     family = gpu_family(system)
     families = data.families.get(kind)
     if families is not None and family not in families:

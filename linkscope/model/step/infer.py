@@ -24,7 +24,7 @@ prompt on 70B).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.moe import MoeRequest, predict_moe
 from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
 from linkscope.model.step.layout import group_span
@@ -57,6 +58,14 @@ class InferJob:
     precision: str = "bf16"
     kv_precision: str = "bf16"
     """Format of the KV cache (fp8 halves its memory and the bytes each decode step reads)."""
+    ep: int = 1
+    """Wide expert parallelism (MoE models): the routed experts spread over ep GPUs, attention data-parallel with
+    one replica per tp x pp GPUs of them, each replica decoding its own batch; 1 splits experts by tp like the rest."""
+
+    @property
+    def replicas(self) -> int:
+        """Attention replicas sharing one expert-parallel group."""
+        return max(1, self.ep // (self.tp * self.pp))
 
 
 @dataclass
@@ -78,6 +87,8 @@ class InferEstimate:
     tokens_per_s_per_gpu: np.ndarray
     memory_gib_per_gpu: np.ndarray
     fits: np.ndarray
+    ep_a2a_decode_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Wide EP's dispatch and combine in one decode step (all MoE layers)."""
     prefill_interference: bool = True
     """False: decode-only figures (no other users' prefills in the cycle)."""
 
@@ -117,14 +128,44 @@ def _kv_bytes_per_token(job: InferJob) -> float:
     return 2.0 * m.kv_dim / kv_split * BYTES_PER_WEIGHT[job.kv_precision] * m.layers / job.pp
 
 
+def _expert_bytes_per_gpu(job: InferJob) -> float:
+    """Routed expert weights one GPU holds: split over ep GPUs, or by tp x pp without expert parallelism."""
+    m = job.model
+    experts = m.moe_layers * m.expert_layer_params() * BYTES_PER_WEIGHT[job.precision]
+    return experts / (job.ep if job.ep > 1 else job.tp * job.pp)
+
+
 def _weights_bytes_per_gpu(job: InferJob) -> float:
     m = job.model
-    return m.total_params() / (job.tp * job.pp) * BYTES_PER_WEIGHT[job.precision]
+    experts = m.moe_layers * m.expert_layer_params() * BYTES_PER_WEIGHT[job.precision]
+    return (m.total_params() * BYTES_PER_WEIGHT[job.precision] - experts) / (job.tp * job.pp) \
+        + _expert_bytes_per_gpu(job)
+
+
+def _experts_touched_share(m: ModelConfig, tokens: np.ndarray | float) -> np.ndarray:
+    """Expected share of an MoE layer's routed experts that `tokens` tokens reach, each routed to topk of them
+    uniformly: 1 - (1 - topk/experts)^tokens. One decode token reads topk experts; a batch of 64 on a 256-expert
+    top-8 model already reads 87% of them."""
+    return 1.0 - (1.0 - m.topk / m.experts) ** np.asarray(tokens, dtype=float)
+
+
+def _weights_touched_bytes_per_gpu(job: InferJob, tokens: np.ndarray | float) -> np.ndarray:
+    """Weights a forward pass over `tokens` tokens reads on one GPU: all but the routed experts the tokens
+    do not reach."""
+    m = job.model
+    all_weights = np.full(np.shape(tokens), _weights_bytes_per_gpu(job))
+    if not m.is_moe:
+        return all_weights
+    # Under wide EP every replica's tokens reach the same experts: the group's tokens decide what is read.
+    group_tokens = np.asarray(tokens, dtype=float) * job.replicas
+    return all_weights - _expert_bytes_per_gpu(job) * (1.0 - _experts_touched_share(m, group_tokens))
 
 
 def _layer_gemms(m: ModelConfig) -> tuple[float, ...]:
-    """Weights of each GEMM of one layer (QKV, output, FFN matrices), before the TP split."""
-    return (m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden, *([m.hidden * m.ffn_hidden] * m.ffn_matrices))
+    """Weights of each GEMM of one layer (QKV, output, FFN matrices), before the TP split; for an MoE model
+    the MLP weights a token's GEMMs use (its topk routed and the shared experts), averaged over layers."""
+    attention = (m.hidden * (m.q_dim + 2 * m.kv_dim), m.q_dim * m.hidden)
+    return (*attention, *([m.hidden * m.mean_ffn_width()] * m.ffn_matrices))
 
 
 def _gemms_s(job: InferJob, system: System, tokens: np.ndarray) -> np.ndarray:
@@ -137,10 +178,38 @@ def _gemms_s(job: InferJob, system: System, tokens: np.ndarray) -> np.ndarray:
     return per_layer * m.layers
 
 
-def _weights_read_s(job: InferJob, system: System) -> float:
-    """One read of every pp stage's weights, one stage after another, at the decode share of HBM."""
+def _weights_read_s(job: InferJob, system: System, tokens: np.ndarray | float) -> np.ndarray:
+    """One read of every pp stage's weights that `tokens` tokens touch, one stage after another, at the decode
+    share of HBM."""
     bw = system.node.gpu.hbm_gb_per_s * 1e9 * compute_constants().decode_hbm(system.node.gpu.vendor)
-    return _weights_bytes_per_gpu(job) * job.pp / bw
+    return _weights_touched_bytes_per_gpu(job, tokens) * job.pp / bw
+
+
+def _ep_a2a_s(job: InferJob, tiers: CommTiers, gpus_per_node: int, tokens_per_replica: np.ndarray,
+              kernel: str) -> np.ndarray:
+    """Dispatch plus combine of every MoE layer (all stages, one after another) for the tokens a replica holds,
+    each of its tp ranks sending its share; zero without wide expert parallelism."""
+    m = job.model
+    tokens = np.atleast_1d(np.asarray(tokens_per_replica, dtype=float))
+    if job.ep <= 1 or not m.is_moe:
+        return np.zeros_like(tokens)
+    precision = "fp8" if job.precision == "fp8" else "bf16"
+
+    def layer_s(per_rank: int) -> float:
+        req = MoeRequest(ep=job.ep, tokens_per_rank=per_rank, hidden=m.hidden, topk=m.topk, experts=m.experts,
+                         precision=precision, kernel=kernel)
+        p = predict_moe(tiers, req, per_node=min(job.ep, gpus_per_node))
+        return (p.dispatch_us + p.combine_us) * 1e-6
+
+    # The MoE model is a fixed cost plus a time proportional to the tokens (every term scales with them), so two
+    # points give it at every batch size exactly.
+    one, many = layer_s(1), layer_s(LINEAR_PROBE_TOKENS)
+    slope = (many - one) / (LINEAR_PROBE_TOKENS - 1)
+    per_rank = np.maximum(tokens / job.tp, 1.0)
+    return (one + slope * (per_rank - 1.0)) * m.moe_layers
+
+
+LINEAR_PROBE_TOKENS = 1024
 
 
 def _layer_overhead_s(job: InferJob, system: System) -> float:
@@ -168,9 +237,10 @@ def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1
     logits = float(gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab * sequences / job.tp), peak, c,
                                c.infer_gemm_max(gpu.arch, job.precision)))
     comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
-    serial = float(attention + logits + comm)
+    a2a = float(_ep_a2a_s(job, tiers, system.node.gpus, np.asarray([tokens]), "normal")[0])
+    serial = float(attention + logits + comm + a2a)
     # A short prompt cannot beat one read of the weights, however few FLOPs it has.
-    total = max(gemm, _weights_read_s(job, system)) + serial + _layer_overhead_s(job, system)
+    total = max(gemm, float(_weights_read_s(job, system, tokens))) + serial + _layer_overhead_s(job, system)
     return _Prefill(total_s=float(total), comm_s=float(comm), gemm_s=gemm, serial_s=serial)
 
 
@@ -183,6 +253,10 @@ class _Decode:
     fixed_s: np.ndarray
     """Per-layer overhead and TP all-reduces."""
     comm_s: np.ndarray
+    a2a_s: np.ndarray
+    """Wide EP's dispatch and combine (all MoE layers)."""
+    batch: np.ndarray
+    """Tokens a step decodes (one per sequence): how many of an MoE model's experts its weight read touches."""
 
 
 def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) -> _Decode:
@@ -194,14 +268,16 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
                          c.infer_gemm_max(gpu.arch, job.precision))
     gemm = _gemms_s(job, system, batch) + logits  # all layers: the stages run one after another
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
-    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm, comm_s=comm)
+    a2a = _ep_a2a_s(job, tiers, system.node.gpus, batch, "low-latency")
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm + a2a, comm_s=comm, a2a_s=a2a,
+                   batch=np.asarray(batch, dtype=float))
 
 
 def _step_s(job: InferJob, system: System, d: _Decode, extra_gemm_s: np.ndarray | float = 0.0) -> np.ndarray:
     """One decode step: each GEMM streams its weights while it computes (a roofline per kernel), so the
     GEMMs take the longer of one weight read and their compute; attention's KV read and the fixed costs
     follow. `extra_gemm_s`: prefill GEMMs riding in the same step (chunked prefill)."""
-    return np.maximum(_weights_read_s(job, system), d.gemm_s + extra_gemm_s) + d.kv_s + d.fixed_s
+    return np.maximum(_weights_read_s(job, system, d.batch), d.gemm_s + extra_gemm_s) + d.kv_s + d.fixed_s
 
 
 def _memory_gib(job: InferJob, batch: np.ndarray) -> np.ndarray:
@@ -229,8 +305,9 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
         raise UserError(f"tp x pp = {job.tp * job.pp} exceeds the {system.gpus} GPUs of {system.id}")
     if job.model.heads % job.tp:
         raise UserError(f"{job.tp} does not divide the {job.model.heads} attention heads of {job.model.id}", field="tp")
+    _check_ep(job, system)
     tiers = tiers or comm_tiers(system)
-    check_multi_node(tiers, -(-job.tp * job.pp // system.node.gpus))
+    check_multi_node(tiers, -(-max(job.tp * job.pp, job.ep) // system.node.gpus))
     batch = np.asarray(batches, dtype=float)
     pre = _prefill(job, system, tiers)
     dec = _decode(job, system, tiers, batch)
@@ -250,8 +327,37 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
                          tp_comm_prefill_s=np.full_like(batch, pre.comm_s), tp_comm_decode_s=dec.comm_s,
                          cycle_s=cycle, tpot_s=tpot, tokens_per_s_per_user=1.0 / tpot,
                          tokens_per_s_per_gpu=batch * out / cycle / gpus,
-                         memory_gib_per_gpu=memory, fits=memory <= usable,
+                         memory_gib_per_gpu=memory, fits=memory <= usable, ep_a2a_decode_s=dec.a2a_s,
                          prefill_interference=prefill_interference)
+
+
+def _check_ep(job: InferJob, system: System) -> None:
+    """--ep: an MoE model, dividing its experts, a multiple of tp x pp, within the System's GPUs."""
+    m = job.model
+    if job.ep < 1:
+        raise UserError(f"must be at least 1 (got {job.ep})", field="ep")
+    if job.ep == 1:
+        return
+    if not m.is_moe:
+        raise UserError(f"{m.id} has no experts (a dense model); expert parallelism needs an MoE model", field="ep")
+    if m.experts % job.ep:
+        raise UserError(f"{job.ep} does not divide the {m.experts} experts of {m.id}", field="ep")
+    if job.ep % (job.tp * job.pp):
+        raise UserError(f"{job.ep} is not a multiple of tp x pp = {job.tp * job.pp} (each attention replica's "
+                        f"GPUs)", field="ep")
+    if job.ep > system.gpus:
+        raise UserError(f"{job.ep} exceeds the {system.gpus} GPUs of {system.id}; give --nodes", field="ep")
+
+
+def check_experts_fit(job: InferJob, system: System) -> None:
+    """Under --ep, a UserError naming --ep when one sequence's weights and KV cache do not fit a GPU."""
+    if job.ep <= 1:
+        return
+    need = float(_memory_gib(job, np.asarray([1.0]))[0])
+    usable = usable_memory_gib(system.node.gpu)
+    if need > usable:
+        raise UserError(f"the experts of {job.model.id} do not fit at ep {job.ep}: {need:.1f} GiB per GPU for one "
+                        f"sequence, {usable:g} usable on a {system.node.gpu.id}; raise ep", field="ep")
 
 
 def batched_prefill_s(job: InferJob, system: System, sequences: int, tiers: CommTiers | None = None) -> float:
@@ -273,10 +379,12 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
     step = float(est.decode_step_s[i])
     per_token_s = float(est.tpot_s[i])
     per_gpu = float(est.tokens_per_s_per_gpu[i])
-    nodes = -(-job.tp * job.pp // system.node.gpus)
+    # Under wide EP the expert group, not one attention replica, sets the nodes the serving spans.
+    nodes = -(-max(job.tp * job.pp, job.ep) // system.node.gpus)
     evidence = spread("inference", system, nodes)
     return {
-        "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "batch": int(est.batch[i]),
+        "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "ep": job.ep,
+        "batch": int(est.batch[i]),
         "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
         "prefill_interference": est.prefill_interference,
         "prefill_s": float(est.prefill_s[i]), "ttft_s": float(est.prefill_s[i]), "decode_step_s": step,
@@ -290,6 +398,7 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "range_basis": evidence.basis, "range_evidence": evidence.evidence,
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
+        "ep_all_to_all_share_decode": float(est.ep_a2a_decode_s[i] / step) if len(est.ep_a2a_decode_s) else 0.0,
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),
     }
 

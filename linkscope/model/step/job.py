@@ -25,6 +25,15 @@ class Job:
     DeepSpeed overlap_comm); None: the framework's default (FRAMEWORK_DP_OVERLAP)."""
     tp_overlap: bool = False
     """Overlap tensor-parallel collectives with the GEMMs they feed (Megatron/NeMo --tp-comm-overlap)."""
+    moe_dispatcher: str = "alltoall"
+    """How MoE layers move tokens: `alltoall` (NCCL all-to-allv, Megatron's alltoall dispatcher) or `deepep`
+    (DeepEP's hierarchical kernels, Megatron's flex dispatcher)."""
+    moe_a2a_overlap: bool = False
+    """Hide MoE dispatch and combine behind another micro-batch's compute (Megatron-Core's 1F1B A2A overlap,
+    --overlap-moe-expert-parallel-comm): only what outlasts a layer's forward plus backward compute shows."""
+    moe_imbalance: float = 1.0
+    """Tokens the busiest expert-parallel rank receives over the mean: 1 under forced balance (how benchmarks run),
+    above 1 for dropless routing, where every layer waits for its busiest rank's all-to-all and experts."""
     framework: str = "auto"
     """One of FRAMEWORKS: how data-parallel communication is scheduled; `auto` follows the ZeRO stage."""
 

@@ -35,9 +35,14 @@ class Layout:
     recompute: str = "none"
     zero: int = 0
     sequence_parallel: bool = False
+    ep: int = 1
+    """Expert parallelism: MoE layers fold their experts over ep x etp of the tp x cp x dp ranks (Megatron-Core's
+    MoE parallel folding); the rest of those ranks (edp) replicate each expert."""
+    etp: int = 1
+    """Expert tensor parallelism: each expert's matrices split over etp ranks."""
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "cp", "interleave", "micro_batch"):
+        for name in ("tp", "pp", "dp", "cp", "interleave", "micro_batch", "ep", "etp"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1 (got {getattr(self, name)})")
         if self.recompute not in RECOMPUTE:
@@ -76,6 +81,10 @@ class Layouts:
     zero: np.ndarray
     sp: np.ndarray
     """Sequence parallelism (bool)."""
+    ep: np.ndarray
+    """Expert-parallel ranks of the MoE layers (1 for a dense model)."""
+    etp: np.ndarray
+    """Expert tensor-parallel ranks."""
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -90,21 +99,21 @@ class Layouts:
         return Layout(tp=int(self.tp[i]), pp=int(self.pp[i]), dp=int(self.dp[i]), cp=int(self.cp[i]),
                       interleave=int(self.v[i]), micro_batch=int(self.mb[i]),
                       recompute=RECOMPUTE[int(self.recompute[i])], zero=int(self.zero[i]),
-                      sequence_parallel=bool(self.sp[i]))
+                      sequence_parallel=bool(self.sp[i]), ep=int(self.ep[i]), etp=int(self.etp[i]))
 
 
 def single_layout(tp: int, pp: int, dp: int, cp: int = 1, v: int = 1, mb: int = 1, recompute: str = "none",
-                  zero: int = 0, sp: bool = False) -> Layouts:
+                  zero: int = 0, sp: bool = False, ep: int = 1, etp: int = 1) -> Layouts:
     """One layout as a Layouts of length one."""
     values = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "v": v, "mb": mb, "recompute": RECOMPUTE.index(recompute),
-              "zero": zero, "sp": sp}
+              "zero": zero, "sp": sp, "ep": ep, "etp": etp}
     return Layouts(**{name: np.asarray([value]) for name, value in values.items()})
 
 
 def layouts_of(layout: Layout) -> Layouts:
     """A Layout as a Layouts of length one, for the vectorized step model."""
     return single_layout(layout.tp, layout.pp, layout.dp, layout.cp, layout.interleave, layout.micro_batch,
-                         layout.recompute, layout.zero, layout.sequence_parallel)
+                         layout.recompute, layout.zero, layout.sequence_parallel, layout.ep, layout.etp)
 
 
 def group_span(size: np.ndarray, stride: np.ndarray, gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,10 +18,22 @@ from linkscope.model.step.layout import Layouts
 GIB = float(1 << 30)
 
 
+def stage_params(job: Job, lay: Layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weights one GPU of the busiest stage holds, as (non-expert, routed expert, expert data-parallel ranks):
+    non-expert weights split by tp, routed experts by ep x etp, each expert replicated over the
+    tp x cp x dp / (ep x etp) ranks of the fold."""
+    m = job.model
+    layers = np.ceil(m.layers / lay.pp)
+    expert = layers * m.expert_params_per_layer()
+    dense = (layers * m.layer_params() - expert + m.embedding_params()) / lay.tp
+    edp = np.maximum(lay.tp * lay.cp * lay.dp // (lay.ep * lay.etp), 1)
+    return dense, expert / (lay.ep * lay.etp), edp
+
+
 def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     """Stored activations of one layer for one token on one GPU."""
     m = job.model
-    ffn_terms = (6 if m.gated_mlp else 4) * m.ffn_hidden
+    ffn_terms = (6 if m.gated_mlp else 4) * m.mean_ffn_width()
     split = 2 * m.hidden + 4 * m.kv_dim + 2 * m.hidden + ffn_terms
     replicated = 10 * m.hidden
     per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
@@ -52,11 +64,16 @@ def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
 
 
 def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
-    m, c = job.model, compute_constants()
-    params = (np.ceil(m.layers / lay.pp) * m.layer_params() + m.embedding_params()) / lay.tp
-    weights = params * c.weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
-    grads = params * c.grad_bytes / np.where(lay.zero >= 2, lay.dp, 1)
-    optimizer = params * c.optimizer_bytes / np.where(lay.zero >= 1, lay.dp, 1)
+    c = compute_constants()
+    dense, expert, edp = stage_params(job, lay)
+
+    def sharded(per_param: float, stage: int) -> np.ndarray:
+        # ZeRO shards non-expert state over dp and expert state over the expert data-parallel ranks.
+        return (dense / np.where(lay.zero >= stage, lay.dp, 1) + expert / np.where(lay.zero >= stage, edp, 1)) \
+            * per_param
+    weights = sharded(c.weight_bytes, 3)
+    grads = sharded(c.grad_bytes, 2)
+    optimizer = sharded(c.optimizer_bytes, 1)
     return weights + grads + optimizer + _zero3_working_bytes(job, lay)
 
 

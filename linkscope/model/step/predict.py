@@ -44,7 +44,7 @@ class SystemInForce(Protocol):
 
     def computing(self) -> AbstractContextManager[None]: ...
 
-BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s",
+BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_comm_exposed_s",
                   "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s")
 
 
@@ -78,6 +78,11 @@ class TrainPrediction:
     step_time_s_range: list[float] = field(default_factory=list)
     """p10..p90 of the step time, from the leave-one-source-out errors of training predictions."""
     tokens_per_s_range: list[float] = field(default_factory=list)
+    expert_layout: str = ""
+    """For an MoE model: where the chosen expert parallelism sits and why."""
+    total_params: int = 0
+    active_params: int = 0
+    """Weights a token's matmuls use (topk routed experts of an MoE model; all weights of a dense one)."""
     range_basis: str = ""
     """What evidence the ranges come from (`model.ranges.accuracy.spread`), or that there is none."""
     rank_kind: str = "GPU"
@@ -96,6 +101,7 @@ def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
             raise UserError(f"{req.tp} does not divide the {m.heads} attention heads of {m.id}", field="tp")
         if m.kv_heads % req.tp and req.tp % m.kv_heads:
             raise UserError(f"{req.tp} does not divide the {m.kv_heads} KV heads of {m.id}", field="tp")
+    _validate_experts(job, req)
     if req.pp is not None and (req.pp < 1 or req.pp > m.layers):
         raise UserError(f"{req.pp} must be between 1 and the {m.layers} layers of {m.id}", field="pp")
     fixed = [v for v in (req.tp, req.pp, req.dp, req.cp) if v is not None]
@@ -117,6 +123,23 @@ def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
                         f"{req.pp} x {req.interleave} chunks", field="interleave")
 
 
+def _validate_experts(job: Job, req: LayoutRequest) -> None:
+    """--ep and --etp: at least 1, dividing the experts (and an expert's width), only for an MoE model."""
+    m = job.model
+    for value, flag in ((req.ep, "ep"), (req.etp, "etp")):
+        if value is not None and value < 1:
+            raise UserError(f"must be at least 1 (got {value})", field=flag)
+    if not m.is_moe:
+        if (req.ep or 1) > 1 or (req.etp or 1) > 1:
+            raise UserError(f"{m.id} has no experts (a dense model); expert parallelism needs an MoE model",
+                            field="ep" if (req.ep or 1) > 1 else "etp")
+        return
+    if req.ep is not None and m.experts % req.ep:
+        raise UserError(f"{req.ep} does not divide the {m.experts} experts of {m.id}", field="ep")
+    if req.etp is not None and m.moe_ffn_hidden % req.etp:
+        raise UserError(f"{req.etp} does not divide the expert width {m.moe_ffn_hidden} of {m.id}", field="etp")
+
+
 def _flags(job: Job, system: System, row: Layout, est: StepEstimate, i: int) -> list[str]:
     flags = []
     per_node = system.node.gpus
@@ -132,12 +155,23 @@ def _flags(job: Job, system: System, row: Layout, est: StepEstimate, i: int) -> 
     return flags
 
 
+def _ep_reason(job: Job, system: System, row: Layout) -> str:
+    """Where the chosen expert parallelism sits and what it trades."""
+    m, per_node = job.model, system.node.gpus
+    where = "inside one NVLink domain" if row.ep * row.etp <= per_node else \
+        f"across {-(-row.ep * row.etp // per_node)} nodes (dispatch and combine cross the network)"
+    return (f"ep {row.ep} x etp {row.etp} {where}: {m.experts // row.ep} of {m.experts} experts per GPU, "
+            f"{job.moe_dispatcher} dispatcher; the fastest fitting of the ep sizes searched (a smaller ep keeps "
+            f"all-to-all on NVLink but holds more expert weights per GPU)")
+
+
 def bottleneck_sentence(breakdown: dict[str, float], step_s: float) -> str:
     """One sentence naming what the step time goes to, beyond useful compute."""
     names = {"tp_comm_exposed_s": "tensor-parallel communication", "pp_comm_exposed_s": "pipeline send/recv",
              "dp_comm_exposed_s": "data-parallel gradient traffic", "bubble_s": "the pipeline bubble",
              "recompute_s": "activation recomputation", "optimizer_s": "the optimizer step",
-             "cp_comm_exposed_s": "context-parallel communication"}
+             "cp_comm_exposed_s": "context-parallel communication",
+             "ep_comm_exposed_s": "expert-parallel dispatch and combine"}
     overheads = {k: v for k, v in breakdown.items() if k in names}
     worst = max(overheads, key=lambda k: overheads[k])
     share = overheads[worst] / step_s if step_s > 0 else 0.0
@@ -173,7 +207,9 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         framework_given=job.framework != "auto",
         step_time_s_range=list(time_range(step, "training", system)),
         tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system)),
-        range_basis=evidence.basis)
+        range_basis=evidence.basis,
+        total_params=job.model.total_params(), active_params=job.model.active_params(),
+        expert_layout=_ep_reason(job, system, row) if job.model.is_moe else "")
 
 
 def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:
@@ -181,6 +217,10 @@ def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers
     validate_request(job, system, req)
     result = search(job, system, req, tiers)
     prediction = summarize(job, system, result)
+    if not result.any_fits and req.ep is not None and job.model.is_moe:
+        raise UserError(f"the experts of {job.model.id} do not fit at ep {req.ep}: the smallest layout needs "
+                        f"{prediction.memory_gib_per_gpu:.1f} GiB per GPU of {prediction.memory_gib_available:g}; "
+                        f"raise ep or add GPUs", field="ep")
     if not result.any_fits:
         prediction.flags.insert(0, "no layout fits in memory; showing the one that needs the least")
     return prediction

@@ -35,6 +35,9 @@ class LayoutRequest:
     recompute: str | None = None
     zero: int | None = None
     sequence_parallel: bool | None = None
+    ep: int | None = None
+    """None: searched for an MoE model, 1 for a dense one."""
+    etp: int | None = 1
 
 
 def divisors(n: int) -> list[int]:
@@ -107,6 +110,22 @@ def _inner(job: Job, pp: int, dp: int, req: LayoutRequest) -> list[tuple[int, in
     return pairs
 
 
+def _expert_options(job: Job, tp: int, cp: int, dp: int, req: LayoutRequest) -> list[tuple[int, int]]:
+    """(ep, etp) pairs that fold into the tp x cp x dp ranks and divide the experts."""
+    m = job.model
+    if not m.is_moe:
+        return [(1, 1)]
+    folded = tp * cp * dp
+    etps = [req.etp] if req.etp is not None else [e for e in divisors(folded) if e <= tp]
+    pairs = []
+    for etp in etps:
+        if folded % etp or m.moe_ffn_hidden % etp:
+            continue
+        eps = [req.ep] if req.ep is not None else divisors(folded // etp)
+        pairs += [(ep, etp) for ep in eps if (folded // etp) % ep == 0 and m.experts % ep == 0]
+    return pairs
+
+
 def enumerate_layouts(job: Job, system: System, req: LayoutRequest, gpus: int | None = None) -> Layouts:
     """Every candidate layout of `gpus` GPUs (default: all of `system`'s) that `req` allows."""
     rows = []
@@ -115,17 +134,17 @@ def enumerate_layouts(job: Job, system: System, req: LayoutRequest, gpus: int | 
     for tp, pp, cp, dp in _outer(job, system.gpus if gpus is None else gpus, system.node.gpus, req):
         sp = req.sequence_parallel if req.sequence_parallel is not None else tp > 1
         for v, mb in _inner(job, pp, dp, req):
-            for rec, zero in itertools.product(recomputes, zeros):
+            for rec, zero, (ep, etp) in itertools.product(recomputes, zeros, _expert_options(job, tp, cp, dp, req)):
                 if zero == 3 and pp > 1 and req.zero is None:
                     continue
                 if zero > 0 and dp == 1 and req.zero is None:
                     continue
-                rows.append((tp, pp, dp, cp, v, mb, rec, zero, sp))
+                rows.append((tp, pp, dp, cp, v, mb, rec, zero, sp, ep, etp))
     if not rows:
-        return Layouts(*(np.zeros(0, dtype=int) for _ in range(9)))
+        return Layouts(*(np.zeros(0, dtype=int) for _ in range(11)))
     cols = np.asarray(rows, dtype=np.int64).T
     return Layouts(tp=cols[0], pp=cols[1], dp=cols[2], cp=cols[3], v=cols[4], mb=cols[5], recompute=cols[6],
-                   zero=cols[7], sp=cols[8].astype(bool))
+                   zero=cols[7], sp=cols[8].astype(bool), ep=cols[9], etp=cols[10])
 
 
 def usable_layouts(job: Job, system: System, req: LayoutRequest) -> tuple[Layouts, int]:

@@ -4,8 +4,10 @@ Megatron-LM with sequence parallelism: per layer and micro-batch 6 all-gathers a
 (an all-reduce pair without sequence parallelism; full recomputation replays the forward's), 2 x interleave
 send/recvs per micro-batch for PP, one gradient reduction per step for DP (reduce-scatter + all-gather with a
 distributed optimizer; ZeRO-2 reduce-scatters every micro-batch), or with ZeRO-3 two weight gathers and one
-gradient reduce-scatter per layer and micro-batch. `plan` prices each list on the ranks a placement gives
-the group; a test checks that the TP list priced on Megatron's order is the step model's own TP time.
+gradient reduce-scatter per layer and micro-batch; for an MoE model one dispatch and one combine per MoE layer
+and micro-batch in forward and the same again in backward (listed as all-to-alls of the tokens' topk copies; the
+step model times them with the MoE model, model/comm/moe.py). `plan` prices each list on the ranks a placement
+gives the group; a test checks that the TP list priced on Megatron's order is the step model's own TP time.
 """
 
 from __future__ import annotations
@@ -57,5 +59,9 @@ def step_items(job: Job, layout: Layout) -> CommItems:
         shard = m.layer_params() / tp
         dp_items = [("all_gather", shard * c.weight_bytes, 2 * per_layer),
                     ("reduce_scatter", shard * c.grad_bytes, per_layer)]
-    return {"tp": tp_items, "cp": [("all_gather", kv, 2 * per_layer), ("reduce_scatter", kv, per_layer)],
+    moe_layers = layers * m.moe_layers / m.layers
+    ep_bytes = tokens / tp * m.topk * m.hidden * BF16_BYTES
+    ep_items = [("all_to_all", ep_bytes, 4 * moe_layers * microbatches)] if m.is_moe and layout.ep > 1 else []
+    return {"ep": ep_items, "tp": tp_items,
+            "cp": [("all_gather", kv, 2 * per_layer), ("reduce_scatter", kv, per_layer)],
             "pp": [("sendrecv", act / tp, 2 * layout.interleave * microbatches)], "dp": dp_items}

@@ -16,12 +16,13 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.moe import MoeRequest, predict_moe
 from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, usable_memory_gib)
 from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for
 from linkscope.model.step.layout import Layouts, group_span
-from linkscope.model.step.memory import memory_gib_per_gpu
+from linkscope.model.step.memory import memory_gib_per_gpu, stage_params
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
@@ -47,6 +48,8 @@ class StepEstimate:
     tokens_per_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     tflops_per_gpu: np.ndarray = field(default_factory=lambda: np.zeros(0))
     mfu: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ep_comm_exposed_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """MoE dispatch and combine (forward and backward) on the critical path."""
 
 
 @dataclass
@@ -104,14 +107,66 @@ def _coll_vector_s(op: str, tiers: CommTiers, size: np.ndarray, ranks: np.ndarra
 
 
 def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
-    """Forward GEMM time of one layer: QKV, output projection, FFN up (and gate), FFN down."""
+    """Forward GEMM time of one layer: QKV, output projection, FFN up (and gate), FFN down; for an MoE model the
+    mean over its dense and MoE layers."""
     m, tp, tok = ctx.model, ctx.lay.tp, ctx.tokens
-    shapes = [m.hidden * (m.hidden + 2 * m.kv_dim), m.hidden * m.hidden,
-              *([m.hidden * m.ffn_hidden] * (m.ffn_matrices - 1)), m.ffn_hidden * m.hidden]
+    attention = [m.attention_params()] if m.kv_lora_rank else [m.hidden * (m.q_dim + 2 * m.kv_dim),
+                                                              m.q_dim * m.hidden]
+    mlp = [*([m.hidden * m.ffn_hidden] * (m.ffn_matrices - 1)), m.ffn_hidden * m.hidden]
     total = np.zeros(np.shape(tok))
-    for w in shapes:
+    for w in attention:
         total = total + ctx.gemm_s(2.0 * tok * w / tp, ctx.job.precision)
-    return total
+    dense_mlp = np.zeros(np.shape(tok))
+    for w in mlp:
+        dense_mlp = dense_mlp + ctx.gemm_s(2.0 * tok * w / tp, ctx.job.precision)
+    if not m.is_moe:
+        return total + dense_mlp
+    moe_share = m.moe_layers / m.layers
+    return total + (1 - moe_share) * dense_mlp + moe_share * _expert_gemms_s(ctx)
+
+
+def _expert_gemms_s(ctx: _Ctx) -> np.ndarray:
+    """Forward GEMMs of one MoE layer: each rank runs its experts / ep local experts as a grouped GEMM on the
+    tokens routed to them (fewer tokens per expert, so less efficient GEMMs, as ep grows small per-expert
+    batches), plus the shared experts on all its tokens under tensor parallelism."""
+    m, lay = ctx.model, ctx.lay
+    local = m.experts / lay.ep
+    # Balanced routing: the rank's tokens (tp splits them with sequence parallelism) times topk copies, spread
+    # over the EP group, gathered across the etp ranks that split each expert.
+    per_expert = ctx.tokens / lay.tp * m.topk * lay.ep / m.experts * lay.etp
+    matrix_flops = 2.0 * per_expert * m.hidden * m.moe_ffn_hidden / lay.etp
+    # The layer waits for the busiest rank: its experts get moe_imbalance times the mean tokens.
+    routed = local * m.ffn_matrices * ctx.gemm_s(matrix_flops * ctx.job.moe_imbalance, ctx.job.precision)
+    shared = m.shared_experts * m.ffn_matrices * ctx.gemm_s(2.0 * ctx.tokens * m.hidden * m.moe_ffn_hidden / lay.tp,
+                                                           ctx.job.precision)
+    return routed + shared
+
+
+def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
+    """One dispatch plus one combine of an average layer (MoE layers' share), per micro-batch, with the
+    dispatcher the job names: Megatron's alltoall (NCCL all-to-allv, BF16) or DeepEP's hierarchical kernels
+    (FP8 dispatch when the job trains in FP8). The EP group's ranks are etp apart (Megatron's expert rank order)."""
+    m, lay = ctx.model, ctx.lay
+    out = np.zeros(len(lay))
+    if not m.is_moe:
+        return out
+    kernel, precision = ("normal", "fp8" if ctx.job.precision == "fp8" else "bf16") \
+        if ctx.job.moe_dispatcher == "deepep" else ("nccl", "bf16")
+    tokens = np.broadcast_to(ctx.tokens / lay.tp, (len(lay),))
+    cache: dict[tuple[int, int, int], float] = {}
+    for i in range(len(lay)):
+        ep, etp = int(lay.ep[i]), int(lay.etp[i])
+        if ep == 1:
+            continue
+        key = (ep, etp, max(1, round(float(tokens[i]))))
+        if key not in cache:
+            per_node, _ = group_span(np.asarray(ep), np.asarray(etp), ctx.system.node.gpus)
+            req = MoeRequest(ep=ep, tokens_per_rank=key[2], hidden=m.hidden, topk=m.topk, experts=m.experts,
+                             precision=precision, kernel=kernel, imbalance=ctx.job.moe_imbalance)
+            p = predict_moe(ctx.tiers, req, per_node=int(per_node))
+            cache[key] = (p.dispatch_us + p.combine_us) * 1e-6
+        out[i] = cache[key]
+    return out * m.moe_layers / m.layers
 
 
 FLASH_BACKWARD_RATIO = 2.5
@@ -135,10 +190,25 @@ def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
     """HBM traffic of one layer's norms, dropouts, residual adds, activation and (unfused) softmax."""
     m, lay = ctx.model, ctx.lay
     n_h = ctx.tokens * m.hidden / np.where(lay.sp, lay.tp, 1)
-    n_f = ctx.tokens * m.ffn_hidden / lay.tp
+    n_f = ctx.tokens * m.mean_ffn_width() / lay.tp
     per_h = (2 * 6 + 2 * 7) if backward else (2 * 4 + 2 * 7)
     per_f = (10 if m.gated_mlp else 6) if backward else (6 if m.gated_mlp else 4)
-    return per_h * n_h + per_f * n_f + _scores_bytes(ctx, backward)
+    return per_h * n_h + per_f * n_f + _scores_bytes(ctx, backward) + _permute_bytes(ctx)
+
+
+PERMUTE_PASSES = 4
+"""Passes over the topk token copies an MoE layer makes in HBM per direction: permute (tokens into expert order
+before dispatch) and the sort by local expert after it, then the same two in reverse around combine; each pass
+reads and writes the copies."""
+
+
+def _permute_bytes(ctx: _Ctx) -> np.ndarray | float:
+    """HBM traffic of an average layer's token permutation (MoE layers' share; the same again in backward)."""
+    m = ctx.model
+    if not m.is_moe:
+        return 0.0
+    copies = ctx.tokens / ctx.lay.tp * m.topk * m.hidden * BF16_BYTES
+    return PERMUTE_PASSES * 2 * copies * m.moe_layers / m.layers
 
 
 def _scores_bytes(ctx: _Ctx, backward: bool) -> np.ndarray | float:
@@ -180,6 +250,8 @@ class _LayerTimes:
     bwd_tp: np.ndarray
     cp: np.ndarray
     recompute: np.ndarray
+    ep: np.ndarray
+    """Dispatch and combine of one layer in forward (and as many again in backward)."""
 
 
 def _layer_times(ctx: _Ctx) -> _LayerTimes:
@@ -199,8 +271,10 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     selective = np.where(ctx.job.attention == "flash", 0.0, attn + softmax)
-    recompute = np.select([ctx.lay.recompute == 2, ctx.lay.recompute == 1], [fwd_compute + fwd_tp, selective], 0.0)
-    return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute)
+    ep = _ep_comm_s(ctx)
+    recompute = np.select([ctx.lay.recompute == 2, ctx.lay.recompute == 1], [fwd_compute + fwd_tp + ep, selective],
+                          0.0)
+    return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute, ep)
 
 
 def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
@@ -233,23 +307,28 @@ def _pp_exposed_s(ctx: _Ctx, stage_busy_s: np.ndarray) -> np.ndarray:
 
 
 def _stage_params(ctx: _Ctx) -> np.ndarray:
-    """Parameters one GPU holds: its stage's layers (the last stage also the output layer), split by tp."""
-    m, lay = ctx.model, ctx.lay
-    layers = np.ceil(m.layers / lay.pp)
-    return (layers * m.layer_params() + m.embedding_params()) / lay.tp
+    """Parameters one GPU holds: its stage's layers (the last stage also the output layer), split by tp, the
+    routed experts by ep x etp."""
+    dense, expert, _ = stage_params(ctx.job, ctx.lay)
+    return dense + expert
 
 
 def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
-    """(gradient reduction, parameter all-gather) of one step across the dp ranks."""
+    """(gradient reduction, parameter all-gather) of one step: non-expert weights across the dp ranks, routed
+    experts across their expert data-parallel ranks (tp x cp x dp / (ep x etp), ep x etp apart)."""
     lay, c = ctx.lay, ctx.c
-    params = _stage_params(ctx)
-    stride = lay.tp * lay.cp
-    grad_bytes = params * c.grad_bytes
-    ar = _coll(ctx, "all_reduce", grad_bytes, lay.dp, stride)
-    rs = _coll(ctx, "reduce_scatter", grad_bytes, lay.dp, stride)
-    ag = _coll(ctx, "all_gather", params * c.weight_bytes, lay.dp, stride)
-    grads = np.where(lay.zero >= 1, rs, ar)
-    return np.where(lay.dp > 1, grads, 0.0), np.where((lay.dp > 1) & (lay.zero >= 1), ag, 0.0)
+    dense, expert, edp = stage_params(ctx.job, ctx.lay)
+    groups = [(dense, lay.dp, lay.tp * lay.cp), (expert, edp, lay.ep * lay.etp)]
+    grads, gather = np.zeros(len(lay)), np.zeros(len(lay))
+    for params, ranks, stride in groups:
+        if not np.any(params > 0):
+            continue
+        ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * c.grad_bytes, ranks, stride)
+        rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * c.grad_bytes, ranks, stride)
+        ag = _coll(ctx, "all_gather", np.maximum(params, 1.0) * c.weight_bytes, ranks, stride)
+        grads = grads + np.where(ranks > 1, np.where(lay.zero >= 1, rs, ar), 0.0)
+        gather = gather + np.where((ranks > 1) & (lay.zero >= 1), ag, 0.0)
+    return grads, gather
 
 
 def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray) -> np.ndarray:
@@ -273,7 +352,8 @@ def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np
 
 def _optimizer_s(ctx: _Ctx) -> np.ndarray:
     lay, c = ctx.lay, ctx.c
-    shard = _stage_params(ctx) / np.where(lay.zero >= 1, lay.dp, 1)
+    dense, expert, edp = stage_params(ctx.job, lay)
+    shard = dense / np.where(lay.zero >= 1, lay.dp, 1) + expert / np.where(lay.zero >= 1, edp, 1)
     return memory_time_s(shard * c.optimizer_traffic_bytes, ctx.system.node.gpu, c)
 
 
@@ -315,12 +395,17 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     logits_f, logits_b = _logits_s(ctx)
     compute_mb = layers * (lt.fwd_compute + lt.bwd_compute) + logits_f + logits_b
     tp_mb = layers * (lt.fwd_tp + lt.bwd_tp + lt.cp)
+    # Dispatch and combine run once in forward and once more (as their transposes) in backward: exposed, or
+    # under 1F1B A2A overlap hidden behind the other micro-batch's compute of the same layer.
+    ep_mb = layers * 2 * lt.ep
+    if job.moe_a2a_overlap:
+        ep_mb = layers * np.maximum(2 * lt.ep - (lt.fwd_compute + lt.bwd_compute), 0.0)
     recompute_mb = layers * lt.recompute
-    pp_mb = _pp_exposed_s(ctx, compute_mb + tp_mb + recompute_mb)
-    stage_mb = compute_mb + tp_mb + recompute_mb + pp_mb
+    pp_mb = _pp_exposed_s(ctx, compute_mb + tp_mb + ep_mb + recompute_mb)
+    stage_mb = compute_mb + tp_mb + ep_mb + recompute_mb + pp_mb
     bubble = (lay.pp - 1) / lay.v * stage_mb
-    stage_fwd = layers * (lt.fwd_compute + lt.fwd_tp) + logits_f
-    stage_bwd = layers * (lt.bwd_compute + lt.bwd_tp + lt.recompute) + logits_b
+    stage_fwd = layers * (lt.fwd_compute + lt.fwd_tp + lt.ep) + logits_f
+    stage_bwd = layers * (lt.bwd_compute + lt.bwd_tp + lt.ep + lt.recompute) + logits_b
     dp = _dp_exposed_s(ctx, lt, layers, m_count, stage_fwd, stage_bwd)
     optimizer = _optimizer_s(ctx)
     step = m_count * stage_mb + bubble + dp + optimizer
@@ -330,7 +415,7 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
                        tp_comm_exposed_s=m_count * layers * (lt.fwd_tp + lt.bwd_tp),
                        cp_comm_exposed_s=m_count * layers * lt.cp, pp_comm_exposed_s=m_count * pp_mb,
                        dp_comm_exposed_s=dp, bubble_s=bubble, optimizer_s=optimizer, memory_gib_per_gpu=mem,
-                       fits=mem <= usable, microbatches=m_count)
+                       fits=mem <= usable, microbatches=m_count, ep_comm_exposed_s=m_count * ep_mb)
     _add_rates(est, job, system, lay)
     return est
 

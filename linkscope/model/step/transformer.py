@@ -3,6 +3,12 @@
 FLOPs follow Korthikanti et al. 2022 / Narayanan et al. 2021: per token and layer, forward matmuls cost
 2 x (weights touched) plus 4 s h for attention scores and values (the full s x s matrix, as Megatron's MFU
 convention counts it); backward costs twice the forward. Gated MLPs (SwiGLU) have three FFN matrices.
+
+Mixture-of-experts models replace the MLP of their MoE layers by `experts` routed experts of width `moe_ffn_hidden`
+(plus `shared_experts` every token goes through) and a router; a token's matmuls touch `topk` routed experts only,
+so FLOPs follow the active weights and memory the total. The first `first_dense_layers` layers, and all but every
+`moe_layer_interval`-th layer after them (Llama 4 alternates), keep a dense MLP of width `ffn_hidden`. Multi-head
+latent attention (DeepSeek-V2/V3) is described by its low-rank widths.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ MAX_LAYERS = 100_000
 MAX_WIDTH = 10_000_000
 MAX_VOCAB = 100_000_000
 MAX_SEQ_LEN = 100_000_000
+MAX_EXPERTS = 100_000
 
 
 class ModelEntry(BaseModel):
@@ -45,21 +52,52 @@ class ModelEntry(BaseModel):
     vocab: int = Field(ge=1, le=MAX_VOCAB, strict=True)
     seq_len: int = Field(ge=1, le=MAX_SEQ_LEN, strict=True)
     gated_mlp: bool = False
+    head_dim: int | None = Field(default=None, ge=1, le=MAX_WIDTH, strict=True)
+    experts: int | None = Field(default=None, ge=1, le=MAX_EXPERTS, strict=True)
+    topk: int | None = Field(default=None, ge=1, le=MAX_EXPERTS, strict=True)
+    moe_ffn_hidden: int | None = Field(default=None, ge=1, le=MAX_WIDTH, strict=True)
+    shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS, strict=True)
+    first_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS, strict=True)
+    moe_layer_interval: int = Field(default=1, ge=1, le=MAX_LAYERS, strict=True)
+    q_lora_rank: int | None = Field(default=None, ge=1, le=MAX_WIDTH, strict=True)
+    kv_lora_rank: int | None = Field(default=None, ge=1, le=MAX_WIDTH, strict=True)
+    qk_rope_head_dim: int = Field(default=0, ge=0, le=MAX_WIDTH, strict=True)
+    v_head_dim: int | None = Field(default=None, ge=1, le=MAX_WIDTH, strict=True)
     source: str = ""
     as_of: Any = None
 
     @model_validator(mode="after")
     def _shapes_agree(self) -> ModelEntry:
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}; give head_dim")
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
+        self._moe_agrees()
         return self
+
+    def _moe_agrees(self) -> None:
+        moe_only = {"topk": self.topk, "moe_ffn_hidden": self.moe_ffn_hidden,
+                    "shared_experts": self.shared_experts or None,
+                    "first_dense_layers": self.first_dense_layers or None}
+        if self.experts is None:
+            given = [name for name, value in moe_only.items() if value is not None]
+            if given:
+                raise ValueError(f"{given[0]} is given but experts is not (a mixture-of-experts model needs experts)")
+            return
+        if self.topk is None:
+            raise ValueError(f"an MoE model (experts {self.experts}) needs topk, the experts each token is routed to")
+        if self.topk > self.experts:
+            raise ValueError(f"topk {self.topk} is larger than experts {self.experts}")
+        if self.moe_ffn_hidden is None:
+            raise ValueError(f"an MoE model (experts {self.experts}) needs moe_ffn_hidden, the width of one expert")
+        if self.first_dense_layers + self.moe_layer_interval > self.layers:
+            raise ValueError(f"first_dense_layers {self.first_dense_layers} and moe_layer_interval "
+                             f"{self.moe_layer_interval} leave none of the {self.layers} layers MoE")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A decoder-only transformer."""
+    """A decoder-only transformer, dense or mixture-of-experts (`experts` > 0)."""
 
     id: str
     layers: int
@@ -70,15 +108,33 @@ class ModelConfig:
     vocab: int
     seq_len: int
     gated_mlp: bool
+    attn_head_dim: int | None = None
+    experts: int = 0
+    topk: int = 0
+    moe_ffn_hidden: int = 0
+    shared_experts: int = 0
+    first_dense_layers: int = 0
+    moe_layer_interval: int = 1
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     @property
     def head_dim(self) -> int:
-        """Hidden size per attention head."""
-        return self.hidden // self.heads
+        """Width of one attention head (hidden / heads unless the model file gives head_dim)."""
+        return self.attn_head_dim or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of Q and of the attention output: heads x head_dim."""
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
-        """Width of K (and of V): kv_heads x head_dim."""
+        """Width of K (and of V): kv_heads x head_dim; for latent attention the cached latent and rotary key."""
+        if self.kv_lora_rank:
+            return (self.kv_lora_rank + self.qk_rope_head_dim) // 2
         return self.kv_heads * self.head_dim
 
     @property
@@ -86,11 +142,72 @@ class ModelConfig:
         """Weight matrices in the MLP: 3 for gated (SwiGLU), 2 otherwise."""
         return 3 if self.gated_mlp else 2
 
+    @property
+    def is_moe(self) -> bool:
+        """Whether the model has routed experts."""
+        return self.experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is routed experts."""
+        if not self.is_moe:
+            return 0
+        return len(range(self.first_dense_layers + self.moe_layer_interval - 1, self.layers, self.moe_layer_interval))
+
+    def attention_params(self) -> int:
+        """Weights of one layer's attention (Q, K, V, output), latent attention's down/up projections included."""
+        if not self.kv_lora_rank:
+            return self.hidden * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.hidden
+        v_dim = self.v_head_dim or self.head_dim
+        qk_head = self.head_dim + self.qk_rope_head_dim
+        q = (self.hidden * self.q_lora_rank + self.q_lora_rank * self.heads * qk_head if self.q_lora_rank
+             else self.hidden * self.heads * qk_head)
+        kv = (self.hidden * (self.kv_lora_rank + self.qk_rope_head_dim)
+              + self.kv_lora_rank * self.heads * (self.head_dim + v_dim))
+        return q + kv + self.heads * v_dim * self.hidden
+
+    def expert_params(self) -> int:
+        """Weights of one expert's MLP."""
+        return self.ffn_matrices * self.hidden * self.moe_ffn_hidden
+
+    def _mlp_params(self, routed: int) -> tuple[int, int]:
+        """(dense layer MLP, MoE layer MLP with `routed` routed experts counted) weights."""
+        dense = self.ffn_matrices * self.hidden * self.ffn_hidden
+        if not self.is_moe:
+            return dense, dense
+        router = self.experts * self.hidden
+        return dense, (routed + self.shared_experts) * self.expert_params() + router
+
+    def _layers_params(self, routed: int) -> int:
+        dense_mlp, moe_mlp = self._mlp_params(routed)
+        per_layer_fixed = self.attention_params() + 4 * self.hidden
+        moe = self.moe_layers
+        return self.layers * per_layer_fixed + (self.layers - moe) * dense_mlp + moe * moe_mlp
+
     def layer_params(self) -> int:
-        """Weights of one transformer layer (attention + MLP + two norms, biases ignored)."""
-        attn = self.hidden * (self.hidden + 2 * self.kv_dim) + self.hidden * self.hidden
-        mlp = self.ffn_matrices * self.hidden * self.ffn_hidden
-        return attn + mlp + 4 * self.hidden
+        """Weights of one transformer layer (attention + MLP + two norms, biases ignored); for an MoE model the
+        mean over layers of all weights, experts included (what memory and gradient traffic carry)."""
+        return self._layers_params(self.experts) // self.layers
+
+    def active_layer_params(self) -> int:
+        """Weights one token's matmuls touch in an average layer (its topk routed experts, not all of them)."""
+        return self._layers_params(self.topk) // self.layers
+
+    def expert_layer_params(self) -> int:
+        """Routed expert weights of one MoE layer (what expert parallelism shards); 0 for a dense model."""
+        return self.experts * self.expert_params() if self.is_moe else 0
+
+    def expert_params_per_layer(self) -> float:
+        """Routed expert weights of an average layer (what expert parallelism shards instead of tensor parallelism)."""
+        return self.moe_layers * self.expert_layer_params() / self.layers
+
+    def mean_ffn_width(self) -> float:
+        """MLP intermediate width a token passes through in an average layer (topk routed plus shared experts in
+        MoE layers), what activation memory and element-wise traffic scale with."""
+        if not self.is_moe:
+            return float(self.ffn_hidden)
+        moe = self.moe_layers / self.layers
+        return (1 - moe) * self.ffn_hidden + moe * (self.topk + self.shared_experts) * self.moe_ffn_hidden
 
     def embedding_params(self) -> int:
         """Input embedding; the output projection is a second matrix of the same size."""
@@ -98,15 +215,21 @@ class ModelConfig:
 
     def total_params(self) -> int:
         """All weights, with untied input and output embeddings."""
-        return self.layers * self.layer_params() + 2 * self.embedding_params()
+        return self._layers_params(self.experts) + 2 * self.embedding_params()
+
+    def active_params(self) -> int:
+        """Weights used per token: every layer's attention, shared and topk routed experts, and both embeddings,
+        the convention of the Mixtral, DeepSeek-V3, Qwen3 and Llama 4 counts (gpt-oss's card leaves out the input
+        embedding)."""
+        return self._layers_params(self.topk) + 2 * self.embedding_params()
 
     def layer_matmul_flops_per_token(self) -> int:
         """Forward matmul FLOPs of one layer for one token, excluding attention scores/values."""
-        return 2 * (self.layer_params() - 4 * self.hidden)
+        return 2 * (self.active_layer_params() - 4 * self.hidden)
 
     def attention_flops_per_token(self, seq_len: int) -> int:
         """Forward FLOPs of QK^T and (scores)V for one token over the full sequence."""
-        return 4 * seq_len * self.hidden
+        return 4 * seq_len * self.q_dim
 
     def model_flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token (forward + backward, no recomputation): the MFU numerator."""
@@ -118,7 +241,12 @@ class ModelConfig:
 def _entry_to_config(entry: ModelEntry, default_id: str) -> ModelConfig:
     return ModelConfig(id=entry.id or default_id, layers=entry.layers, hidden=entry.hidden, heads=entry.heads,
                        kv_heads=entry.kv_heads or entry.heads, ffn_hidden=entry.ffn_hidden or 4 * entry.hidden,
-                       vocab=entry.vocab, seq_len=entry.seq_len, gated_mlp=entry.gated_mlp)
+                       vocab=entry.vocab, seq_len=entry.seq_len, gated_mlp=entry.gated_mlp,
+                       attn_head_dim=entry.head_dim, experts=entry.experts or 0, topk=entry.topk or 0,
+                       moe_ffn_hidden=entry.moe_ffn_hidden or 0, shared_experts=entry.shared_experts,
+                       first_dense_layers=entry.first_dense_layers, moe_layer_interval=entry.moe_layer_interval,
+                       q_lora_rank=entry.q_lora_rank or 0, kv_lora_rank=entry.kv_lora_rank or 0,
+                       qk_rope_head_dim=entry.qk_rope_head_dim, v_head_dim=entry.v_head_dim or 0)
 
 
 def _validate(raw: Any, file: str, label: str) -> ModelEntry:
@@ -146,7 +274,8 @@ def model_presets() -> dict[str, ModelConfig]:
 
 def load_model(spec: str) -> ModelConfig:
     """`--model`: a preset id, or a YAML/JSON file with layers, hidden, heads, [kv_heads], [ffn_hidden], vocab,
-    seq_len, gated_mlp."""
+    seq_len, gated_mlp, [head_dim] and for MoE experts, topk, moe_ffn_hidden, [shared_experts], [first_dense_layers],
+    [moe_layer_interval]."""
     presets = model_presets()
     if spec in presets:
         return presets[spec]

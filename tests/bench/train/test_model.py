@@ -137,3 +137,9 @@ def test_progress_counters_read_as_steps() -> None:
     assert where(8) == "in step 2 of 3 of repeat 1"
     assert where(12) == "in warm-up step 1 of repeat 2"
     assert where(21) == "while tracing"
+
+
+def test_moe_models_are_refused_rather_than_measured_as_dense() -> None:
+    moe = scaled_model(load_model("mixtral-8x7b"), hidden=64, layers=1)
+    with pytest.raises(UserError, match="^model: bench train builds dense models only; .* mixture-of-experts"):
+        check_layout(TrainConfig(model=moe), 2)

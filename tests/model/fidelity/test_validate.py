@@ -143,6 +143,14 @@ def test_the_packaged_ranges_per_class_widest_and_family_are_what_validate_compu
                    for c in packaged.classes[kind].values())
 
 
+def test_moe_dispatch_and_combine_leave_one_source_out_median_within_15_pct(result: Validation) -> None:
+    moe = result.kinds["moe"]
+    assert moe.n >= 20
+    assert moe.loso_median_pct <= 15.0
+    sources = {s["source"] for s in result.sources if s["kind"] == "moe"}
+    assert {"deepep-v1-legacy", "deepep-v2-readme"} <= sources
+
+
 def test_inference_entries_need_a_batch_except_at_maximum_load() -> None:
     from linkscope.model.fidelity.evidence import InferenceEntry
 

@@ -208,3 +208,56 @@ def test_decode_gemm_time_does_not_grow_with_pipeline_stages() -> None:
                                           precision="bf16"), system, comm_tiers(system), batch).gemm_s[0]
              for pp in (1, 2)]
     assert times[1] == pytest.approx(times[0])
+
+
+def test_moe_decode_reads_more_experts_as_the_batch_grows() -> None:
+    from linkscope.hardware.loader import load_db as _load_db
+    from linkscope.model.step.infer import InferJob as _Job, _experts_touched_share, estimate_inference as _est
+    from linkscope.model.step.transformer import model_presets as _presets
+
+    m = _presets()["deepseek-v3"]
+    assert _experts_touched_share(m, 1) == pytest.approx(8 / 256)
+    assert float(_experts_touched_share(m, 64)) == pytest.approx(1 - (1 - 8 / 256) ** 64)
+    system = _load_db(include_user=False).systems["hgx-h200"]
+    est = _est(_Job(model=m, tp=8, pp=1, input_tokens=2048, output_tokens=512, precision="fp8"), system,
+               np.asarray([1.0, 8.0, 64.0]))
+    steps = est.decode_step_s
+    # Batch 1 reads 8 of 256 experts per layer: far less than a full weight read, so far faster than batch 64.
+    assert steps[0] < steps[1] < steps[2]
+    assert steps[2] > 2 * steps[0]
+
+
+def test_wide_expert_parallelism_spreads_experts_and_pays_all_to_all_per_layer() -> None:
+    from linkscope.hardware.errors import UserError as _UserError
+    from linkscope.hardware.loader import load_db as _load_db
+    from linkscope.model.step.infer import InferJob as _Job, check_experts_fit, estimate_inference as _est
+    from linkscope.model.step.transformer import model_presets as _presets
+
+    db = _load_db(include_user=False)
+    m = _presets()["deepseek-v3"]
+    common = dict(model=m, pp=1, input_tokens=2048, output_tokens=512, precision="fp8")
+    h200 = db.systems["hgx-h200"]
+    tp8 = _est(_Job(tp=8, **common), h200, np.asarray([64.0]))
+    ep8 = _est(_Job(tp=1, ep=8, **common), h200, np.asarray([64.0]))
+    # Attention is replicated under wide EP, so each GPU holds more weights than under TP 8, but serves its own batch.
+    assert float(ep8.memory_gib_per_gpu[0]) > float(tp8.memory_gib_per_gpu[0])
+    assert float(ep8.tokens_per_s_per_gpu[0]) > float(tp8.tokens_per_s_per_gpu[0])
+    # The same EP 64 inside one NVLink domain (an NVL72 rack) against across eight InfiniBand-joined nodes.
+    rack = _est(_Job(tp=1, ep=64, **common), db.systems["gb200-nvl72"], np.asarray([128.0]))
+    nodes = _est(_Job(tp=1, ep=64, **common), db.systems["hgx-b200"].with_gpus(64), np.asarray([128.0]))
+    assert float(rack.decode_step_s[0]) < float(nodes.decode_step_s[0])
+    with pytest.raises(_UserError, match="do not fit at ep 8"):
+        check_experts_fit(_Job(tp=1, ep=8, **common), db.systems["dgx-h100"])
+    with pytest.raises(_UserError, match="does not divide the 256 experts"):
+        _est(_Job(tp=1, ep=3, **common), h200, np.asarray([1.0]))
+
+
+def test_wide_ep_over_several_nodes_takes_the_range_of_a_multi_node_class(db) -> None:
+    # One attention replica fits a GPU, but the expert group spans eight nodes: the range is that fabric's.
+    from linkscope.model.step.infer import summary
+
+    job = InferJob(model=model_presets()["deepseek-v3"], tp=1, pp=1, ep=64, input_tokens=2048, output_tokens=512,
+                   precision="fp8")
+    system = db.systems["dgx-h100"].with_gpus(64)
+    data = summary(job, system, estimate_inference(job, system, np.asarray([32.0])), 0)
+    assert "several nodes" in data["range_basis"] and "one node" not in data["range_basis"]

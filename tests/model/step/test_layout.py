@@ -12,7 +12,7 @@ def test_a_layout_knows_its_world_and_its_json() -> None:
                     sequence_parallel=True)
     assert layout.world == 128 and layout.degree("pp") == 4
     assert layout.as_dict() == {"tp": 8, "pp": 4, "dp": 2, "cp": 2, "interleave": 3, "micro_batch": 2,
-                                "recompute": "full", "zero": 1, "sequence_parallel": True}
+                                "recompute": "full", "zero": 1, "sequence_parallel": True, "ep": 1, "etp": 1}
     assert layouts_of(layout).row(0) == layout
 
 

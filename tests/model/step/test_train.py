@@ -245,3 +245,53 @@ def test_predict_train_states_the_framework_and_rejects_a_stage_it_lacks() -> No
     result = run_cli(*base, "--zero", "2", "--framework", "megatron")
     assert result.exit_code == 2 and "--framework: megatron does not run ZeRO stage 2" in result.output
     assert "framework" in run_cli(*base, "--zero", "1").stdout
+
+
+def test_moe_training_searches_expert_parallelism_and_counts_dispatch_and_combine(db) -> None:
+    system = db.systems["dgx-h100"].with_nodes(2)
+    job = _job("mixtral-8x7b", 256, 4096)
+    chosen = predict_train(job, system, LayoutRequest(tp=1, pp=1))
+    assert chosen.parallelism.ep > 1 and chosen.breakdown["ep_comm_exposed_s"] > 0
+    assert f"ep {chosen.parallelism.ep}" in chosen.expert_layout
+    # Expert parallelism 1: no all-to-all, but every GPU holds all experts' weights.
+    alone = estimate_steps(job, system, single_layout(tp=1, pp=1, dp=16, zero=1, ep=1))
+    spread = estimate_steps(job, system, single_layout(tp=1, pp=1, dp=16, zero=1, ep=8))
+    assert float(alone.ep_comm_exposed_s[0]) == 0
+    assert float(alone.memory_gib_per_gpu[0]) > float(spread.memory_gib_per_gpu[0]) + 10
+    # DeepEP's hierarchical kernels beat NCCL's all-to-allv once EP crosses nodes.
+    wide = LayoutRequest(tp=1, pp=1, ep=16, zero=1)
+    nccl = predict_train(_job("qwen3-30b-a3b", 256, 4096), system, wide).breakdown["ep_comm_exposed_s"]
+    deepep = predict_train(_job("qwen3-30b-a3b", 256, 4096, moe_dispatcher="deepep"), system,
+                           wide).breakdown["ep_comm_exposed_s"]
+    assert deepep < nccl
+
+
+def test_experts_that_do_not_fit_at_the_given_ep_name_the_flag(db) -> None:
+    from linkscope.hardware.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        predict_train(_job("mixtral-8x22b", 64, 4096), db.systems["dgx-h100"], LayoutRequest(tp=1, pp=1, ep=1))
+    assert "do not fit at ep 1" in str(err.value)
+
+
+def test_dense_model_step_has_no_expert_traffic(db) -> None:
+    est = estimate_steps(_job("llama2-7b", 64, 4096), db.systems["dgx-h100"], single_layout(tp=2, pp=1, dp=4, zero=1))
+    assert float(est.ep_comm_exposed_s[0]) == 0.0
+
+
+def test_a2a_overlap_hides_dispatch_and_combine_behind_compute(db) -> None:
+    system = db.systems["dgx-h100"].with_nodes(2)
+    layout = single_layout(tp=1, pp=1, dp=16, zero=1, ep=16)
+    plain = estimate_steps(_job("qwen3-30b-a3b", 256, 4096), system, layout)
+    hidden = estimate_steps(_job("qwen3-30b-a3b", 256, 4096, moe_a2a_overlap=True), system, layout)
+    assert 0 <= float(hidden.ep_comm_exposed_s[0]) < float(plain.ep_comm_exposed_s[0])
+    assert float(hidden.step_time_s[0]) < float(plain.step_time_s[0])
+
+
+def test_dropless_imbalance_slows_the_step_against_forced_balance(db) -> None:
+    system = db.systems["dgx-h100"].with_nodes(2)
+    layout = single_layout(tp=1, pp=1, dp=16, zero=1, ep=8)
+    balanced = estimate_steps(_job("mixtral-8x7b", 256, 4096), system, layout)
+    skewed = estimate_steps(_job("mixtral-8x7b", 256, 4096, moe_imbalance=1.3), system, layout)
+    assert float(skewed.ep_comm_exposed_s[0]) > float(balanced.ep_comm_exposed_s[0])
+    assert float(skewed.compute_s[0]) > float(balanced.compute_s[0])

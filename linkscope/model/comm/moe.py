@@ -1,0 +1,234 @@
+"""MoE dispatch and combine: the two all-to-alls of every expert-parallel layer, timed on a System's tiers.
+
+Each of `ep` ranks holds `tokens_per_rank` tokens, each routed to `topk` of `experts` experts sharded evenly over
+the ranks. Kernels:
+
+- `normal` (DeepEP's high-throughput kernel): a token travels once to each distinct destination node over RDMA,
+  then once to each distinct destination rank over NVLink; the two stages pipeline, so the slower one sets the time.
+  FP8 dispatch carries its scales; combine is always BF16.
+- `low-latency` (DeepEP's decode kernel): one message per (token, expert) straight to the expert's rank, RDMA
+  across nodes and NVLink inside one.
+- `nccl`: an all-to-allv through NCCL, one copy per (token, expert) as Megatron's alltoall dispatcher permutes them.
+
+Destinations are counted as expectations under uniform routing: a token routed to two experts of one rank travels
+once (normal kernel). Node-limited routing (`max_nodes_per_token`, DeepSeek-V3's top-4 groups) confines a token to
+that many nodes. `imbalance` (hottest rank over mean) scales the bytes of the rank that finishes last.
+
+Bandwidth follows DeepEP's published convention: inside the NVLink domain, bytes of token copies a rank receives
+over the time; across nodes, bytes counted once per destination node (the sender's own included) over the time.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import asdict, dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from linkscope.hardware.errors import DataError, UserError
+from linkscope.hardware.loader import parse_yaml
+from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.tiers import CommTiers, check_multi_node
+from linkscope.model.ranges.accuracy import time_range
+
+KERNELS = ("normal", "low-latency", "nccl")
+MOE_PRECISIONS = ("fp8", "bf16")
+MOE_FILE = Path(__file__).parents[1] / "data" / "moe.yaml"
+BF16_BYTES = 2
+MAX_TOKENS_PER_RANK = 10_000_000
+MAX_EXPERTS = 100_000
+MAX_HIDDEN = 10_000_000
+MAX_IMBALANCE = 1000.0
+RANGE_KIND = "moe"
+
+
+class MoeConstants(BaseModel):
+    """The model's constants (data/moe.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    as_of: date
+    fp8_scale_block: int = Field(ge=1)
+    fp8_scale_bytes: int = Field(ge=0)
+    meta_bytes_per_topk: int = Field(ge=0)
+    latency_us: dict[str, float]
+    sm_budget_share: dict[str, float]
+
+
+@functools.cache
+def moe_constants() -> MoeConstants:
+    """data/moe.yaml, validated once."""
+    try:
+        constants = MoeConstants.model_validate(parse_yaml(MOE_FILE.read_text(encoding="utf-8")))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise DataError(str(MOE_FILE), err["msg"], field=".".join(map(str, err["loc"]))) from None
+    for table in (constants.latency_us, constants.sm_budget_share):
+        if set(table) != set(KERNELS):
+            raise DataError(str(MOE_FILE), f"needs exactly the kernels {', '.join(KERNELS)}")
+    return constants
+
+
+@dataclass(frozen=True)
+class MoeRequest:
+    """One MoE layer's all-to-all: who sends what to whom."""
+
+    ep: int
+    tokens_per_rank: int
+    hidden: int
+    topk: int
+    experts: int
+    precision: str = "fp8"
+    kernel: str = "normal"
+    max_nodes_per_token: int | None = None
+    imbalance: float = 1.0
+
+
+@dataclass(frozen=True)
+class MoePrediction:
+    """What `linkscope predict moe --json` prints."""
+
+    ep: int
+    nodes: int
+    kernel: str
+    dispatch_us: float
+    combine_us: float
+    dispatch_gb_per_s: float
+    combine_gb_per_s: float
+    bytes_per_rank: float
+    """Dispatch bytes a rank sends as the convention counts them (token copies per destination rank or node)."""
+    combine_bytes_per_rank: float
+    ranks_per_token: float
+    nodes_per_token: float
+    bottleneck: str
+    dispatch_us_range: tuple[float, float]
+    combine_us_range: tuple[float, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def check_request(req: MoeRequest) -> None:
+    """Reject what cannot be routed, naming the flag."""
+    for value, flag, top in ((req.ep, "--ep", MAX_EXPERTS), (req.tokens_per_rank, "--tokens-per-rank",
+                                                            MAX_TOKENS_PER_RANK),
+                             (req.hidden, "--hidden", MAX_HIDDEN), (req.topk, "--topk", MAX_EXPERTS),
+                             (req.experts, "--experts", MAX_EXPERTS)):
+        if value < 1 or value > top:
+            raise UserError(f"{flag} must be between 1 and {top} (got {value})")
+    if req.topk > req.experts:
+        raise UserError(f"--topk {req.topk} is larger than --experts {req.experts}")
+    if req.experts % req.ep:
+        raise UserError(f"--ep {req.ep} does not divide the {req.experts} experts")
+    if req.precision not in MOE_PRECISIONS:
+        raise UserError(f"--precision must be one of {', '.join(MOE_PRECISIONS)} (got '{req.precision}')")
+    if req.kernel not in KERNELS:
+        raise UserError(f"--kernel must be one of {', '.join(KERNELS)} (got '{req.kernel}')")
+    if req.max_nodes_per_token is not None and req.max_nodes_per_token < 1:
+        raise UserError(f"--max-nodes-per-token must be at least 1 (got {req.max_nodes_per_token})")
+    check_imbalance(req.imbalance, "--imbalance")
+
+
+def check_imbalance(value: float, flag: str) -> float:
+    """`value` if it is a routing imbalance (busiest rank's load over the mean, 1 to MAX_IMBALANCE), else a
+    UserError naming `flag`."""
+    if not math.isfinite(value) or not 1.0 <= value <= MAX_IMBALANCE:
+        raise UserError(f"{flag} must be between 1 and {MAX_IMBALANCE:g}, the hottest rank's load over the "
+                        f"mean (got {value})")
+    return value
+
+
+def _p_hit(experts: int, held: int, topk: int) -> float:
+    """Chance that a token's topk experts (drawn without replacement from `experts`) include one of `held`."""
+    if held >= experts:
+        return 1.0
+    miss = 1.0
+    for i in range(topk):
+        miss *= (experts - held - i) / (experts - i)
+        if miss <= 0:
+            return 1.0
+    return 1.0 - miss
+
+
+def destinations(req: MoeRequest, gpus_per_node: int) -> tuple[float, float, int, int]:
+    """(distinct ranks per token, distinct nodes per token, ranks per node, nodes) under uniform routing."""
+    ppn = min(req.ep, gpus_per_node)
+    nodes = math.ceil(req.ep / ppn)
+    per_rank = req.experts // req.ep
+    limit = min(req.max_nodes_per_token or nodes, nodes)
+    # A node-limited token picks its experts among `limit` nodes' experts only.
+    reach_experts = per_rank * ppn * limit
+    topk = min(req.topk, reach_experts)
+    ranks = ppn * limit * _p_hit(reach_experts, per_rank, topk)
+    node_hits = limit * _p_hit(reach_experts, per_rank * ppn, topk)
+    return ranks, node_hits, ppn, nodes
+
+
+def token_bytes(hidden: int, topk: int, precision: str) -> tuple[float, float]:
+    """(dispatch, combine) bytes of one token copy: FP8 with its scales or BF16 out, BF16 back."""
+    c = moe_constants()
+    meta = c.meta_bytes_per_topk * topk
+    if precision == "fp8":
+        dispatch = hidden + math.ceil(hidden / c.fp8_scale_block) * c.fp8_scale_bytes + meta
+    else:
+        dispatch = hidden * BF16_BYTES + meta
+    return float(dispatch), float(hidden * BF16_BYTES)
+
+
+def _rdma_gb_per_s(tiers: CommTiers, ppn: int) -> float:
+    return float(tiers.inter_bw(ppn)) / ppn
+
+
+def _one_way(tiers: CommTiers, req: MoeRequest, copy_bytes: float, fixed_us: float,
+             per_node: int) -> tuple[float, float, float, str]:
+    """(time_us, convention bytes per rank, convention GB/s, bottleneck) of one dispatch or combine."""
+    ranks, node_hits, ppn, nodes = destinations(req, per_node)
+    share = moe_constants().sm_budget_share[req.kernel]
+    nvl_gb_per_s = float(tiers.intra_bw(ppn)) * share
+    hot = req.imbalance
+    t = req.tokens_per_rank
+    if req.kernel == "normal":
+        received = t * ranks * copy_bytes
+        nvl_us = received * hot * (ppn - 1) / ppn / (1000.0 * nvl_gb_per_s) if ppn > 1 else 0.0
+        if nodes == 1:
+            return nvl_us + fixed_us, received, received / (1000.0 * (nvl_us + fixed_us)), tiers.intra_hw
+        counted = t * node_hits * copy_bytes
+        remote = counted * (nodes - 1) / nodes
+        rdma_us = remote * hot / (1000.0 * _rdma_gb_per_s(tiers, ppn) * share)
+        time_us = max(nvl_us, rdma_us) + fixed_us
+        return time_us, counted, counted / (1000.0 * time_us), "rdma" if rdma_us >= nvl_us else tiers.intra_hw
+    sent = t * req.topk * copy_bytes
+    if req.kernel == "low-latency":
+        local = sent * (ppn - 1) / req.ep * hot
+        remote = sent * (req.ep - ppn) / req.ep * hot
+        nvl_us = local / (1000.0 * nvl_gb_per_s) if ppn > 1 else 0.0
+        rdma_us = remote / (1000.0 * _rdma_gb_per_s(tiers, ppn) * share) if nodes > 1 else 0.0
+        time_us = max(nvl_us, rdma_us) + fixed_us
+        return time_us, sent, sent / (1000.0 * time_us), "rdma" if rdma_us >= nvl_us else tiers.intra_hw
+    result = collective_time("all_to_all", tiers, [sent * hot], req.ep, nodes)
+    time_us = float(result.time_us[0]) + fixed_us
+    return time_us, sent, sent / (1000.0 * time_us), str(result.bottleneck[0])
+
+
+def predict_moe(tiers: CommTiers, req: MoeRequest, per_node: int | None = None) -> MoePrediction:
+    """One dispatch and one combine of `req` on the System behind `tiers`, the EP ranks `per_node` to a node
+    (default: as many as a node has)."""
+    check_request(req)
+    per_node = per_node or tiers.gpus_per_node
+    ranks, node_hits, ppn, nodes = destinations(req, per_node)
+    check_multi_node(tiers, nodes)
+    dispatch_bytes, combine_bytes = token_bytes(req.hidden, req.topk, req.precision)
+    fixed_us = moe_constants().latency_us[req.kernel]
+    d_us, d_bytes, d_bw, d_limit = _one_way(tiers, req, dispatch_bytes, fixed_us, per_node)
+    c_us, c_bytes, c_bw, c_limit = _one_way(tiers, req, combine_bytes, fixed_us, per_node)
+    return MoePrediction(ep=req.ep, nodes=nodes, kernel=req.kernel, dispatch_us=d_us, combine_us=c_us,
+                         dispatch_gb_per_s=d_bw, combine_gb_per_s=c_bw, bytes_per_rank=d_bytes,
+                         combine_bytes_per_rank=c_bytes, ranks_per_token=ranks, nodes_per_token=node_hits,
+                         bottleneck=d_limit if d_us >= c_us else c_limit,
+                         dispatch_us_range=time_range(d_us, RANGE_KIND), combine_us_range=time_range(c_us, RANGE_KIND))

@@ -1,0 +1,74 @@
+"""`predict moe` and MoE training on the command line: JSON keys, tables, and one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tests.cli.helpers import run_cli
+
+MOE = ["predict", "moe", "-s", "dgx-h100", "--tokens-per-rank", "4096", "--hidden", "7168", "--topk", "8",
+       "--experts", "256"]
+
+
+def test_json_has_dispatch_and_combine_with_ranges() -> None:
+    result = run_cli(*MOE, "--ep", "16", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    for key in ("dispatch_us", "combine_us", "dispatch_gb_per_s", "combine_gb_per_s", "bytes_per_rank"):
+        assert math.isfinite(data[key]) and data[key] > 0, key
+    lo, hi = data["dispatch_us_range"]
+    assert lo < data["dispatch_us"] < hi
+    assert data["nodes"] == 2
+
+
+def test_crossing_nodes_is_slower_than_staying_on_nvlink() -> None:
+    inside = json.loads(run_cli(*MOE, "--ep", "8", "--json").stdout)
+    across = json.loads(run_cli(*MOE, "--ep", "16", "--json").stdout)
+    assert across["dispatch_gb_per_s"] < inside["dispatch_gb_per_s"]
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--ep", "8", "--topk", "300"], "--topk 300 is larger than --experts 256"),
+    (["--ep", "12"], "--ep 12 does not divide the 256 experts"),
+    (["--ep", "8", "--tokens-per-rank", "0"], "--tokens-per-rank"),
+    (["--ep", "8", "--tokens-per-rank", "-3"], "--tokens-per-rank"),
+    (["--ep", "8", "--kernel", "deepep"], "--kernel"),
+    (["--ep", "8", "--precision", "fp4"], "--precision"),
+])
+def test_bad_input_is_one_line_and_exit_2(extra: list[str], words: str) -> None:
+    result = run_cli(*MOE, *extra)
+    assert result.exit_code == 2
+    assert words in result.output and "Traceback" not in result.output
+
+
+def test_ep_that_does_not_fill_nodes_names_ep() -> None:
+    result = run_cli("predict", "moe", "-s", "dgx-h100", "--tokens-per-rank", "64", "--hidden", "1024", "--topk",
+                     "2", "--experts", "48", "--ep", "12")
+    assert result.exit_code == 2 and "--ep 12 does not fill whole nodes" in result.output
+
+
+def test_train_prints_the_expert_layout_and_rejects_ep_on_a_dense_model() -> None:
+    result = run_cli("predict", "train", "-s", "dgx-h100", "--nodes", "2", "-m", "mixtral-8x7b", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["parallelism"]["ep"] >= 1 and data["expert_layout"]
+    assert data["total_params"] > data["active_params"]
+    dense = run_cli("predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--ep", "2")
+    assert dense.exit_code == 2 and "no experts" in dense.output
+    bad = run_cli("predict", "train", "-s", "dgx-h100", "-m", "mixtral-8x7b", "--moe-dispatcher", "pplx")
+    assert bad.exit_code == 2 and "--moe-dispatcher" in bad.output
+
+
+def test_plan_and_advise_train_honour_the_expert_parallelism_given() -> None:
+    plan = run_cli("plan", "-s", "dgx-h100", "--nodes", "2", "-m", "mixtral-8x7b", "--ep", "2", "--json")
+    assert plan.exit_code == 0, plan.output
+    assert json.loads(plan.stdout)["layout"]["ep"] == 2
+    advise = run_cli("advise", "train", "-m", "mixtral-8x7b", "--tokens", "1B", "--gpus", "16", "--provider",
+                     "lambda", "--ep", "4", "--json")
+    assert advise.exit_code == 0, advise.output
+    assert "EP 4" in advise.stdout or '"ep": 4' in advise.stdout
+    bad = run_cli("plan", "-s", "dgx-h100", "--nodes", "2", "-m", "mixtral-8x7b", "--ep", "3")
+    assert bad.exit_code == 2 and "--ep: 3 does not divide the 8 experts" in bad.output
