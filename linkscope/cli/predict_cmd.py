@@ -11,9 +11,10 @@ import typer
 from linkscope.advise.inputs import batch_and_length
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt,
-                                   ModelOpt, OutputTokensOpt, PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int,
-                                   check_option, check_zero, choice, pp_opt, tp_opt)
+from linkscope.cli.options import (BasePrecisionOpt, CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt,
+                                   LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, ModelOpt, OutputTokensOpt, PeftOpt,
+                                   PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_option, check_zero,
+                                   choice, peft_of, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
@@ -107,6 +108,10 @@ def train(
     tp_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                     help="Overlap tensor-parallel collectives with their GEMMs (Megatron/NeMo "
                                          "--tp-comm-overlap)."),
+    peft: Optional[str] = PeftOpt,
+    lora_rank: int = LoraRankOpt,
+    lora_targets: str = LoraTargetsOpt,
+    base_precision: str = BasePrecisionOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -115,15 +120,18 @@ def train(
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
     spec = load_model(model)
+    adapters = peft_of(peft, lora_rank, lora_targets, base_precision, spec)
     resolved = _resolved(system, gpus, nodes, extra or [])
     if resolved.train_fit is not None and resolved.profile is not None:
+        if adapters is not None:
+            raise UserError("--peft: a profile's fitted step model covers full training only; use a System")
         fit_job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=dp_overlap)
         prediction = _on_fit(resolved.train_fit, resolved.profile, fit_job, gpus, auto_int(tp, "--tp"),
                              auto_int(dp, "--dp"), zero, recompute)
     else:
         job = _job(spec, global_batch, seq_len, precision,
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
-                   tp_overlap=tp_overlap)
+                   tp_overlap=tp_overlap, peft=adapters)
         req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                             cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                             micro_batch=auto_int(micro_batch, "--micro-batch"),
@@ -205,6 +213,10 @@ def scaling(
     pp: Optional[str] = pp_opt(),
     strong: bool = typer.Option(False, "--strong", help="Keep the global batch fixed at every node count."),
     precision: str = PrecisionOpt,
+    peft: Optional[str] = PeftOpt,
+    lora_rank: int = LoraRankOpt,
+    lora_targets: str = LoraTargetsOpt,
+    base_precision: str = BasePrecisionOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -214,7 +226,8 @@ def scaling(
     check_option(seq_len, "--seq-len")
     resolved = _resolved(system, None, 1, extra or [])
     spec = load_model(model)
-    job = _job(spec, global_batch, seq_len, precision)
+    job = _job(spec, global_batch, seq_len, precision,
+               peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec))
     points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
                                                                        pp=auto_int(pp, "--pp")), strong)
     note = "; ".join([note, *resolved.training_notes])

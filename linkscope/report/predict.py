@@ -71,6 +71,11 @@ def train_table(p: TrainPrediction) -> Table:
             ("memory per GPU", f"{p.memory_gib_per_gpu:.1f} GiB of {p.memory_gib_available:g} "
                                f"({'fits' if p.fits else 'DOES NOT FIT'})"),
             ("layout", layout), ("bottleneck", p.bottleneck)]
+    if p.peft is not None:
+        share = p.trainable_params / p.frozen_params
+        rows.insert(1, ("fine-tune", f"LoRA rank {p.peft['rank']} on {p.peft['targets']}, {p.peft['base_precision']} "
+                                     f"frozen base: {p.trainable_params / 1e6:,.1f}M trainable ({share:.2%}) of "
+                                     f"{p.frozen_params / 1e9:,.1f}B"))
     for key, value in p.breakdown.items():
         if value > 0:
             rows.append((f"  {key.removesuffix('_s').replace('_', ' ')}", f"{_seconds(value)} "

@@ -153,6 +153,10 @@ INFER = ["predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
 COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
     "collective": (["predict", "collective", "-s", "dgx-h100", "--json"], ["--bytes", "--gpus"], assert_sane_json),
     "train": (TRAIN, ["--global-batch", "--seq-len", "--gpus", "--nodes", "--tp", "--pp", "--zero"], assert_sane_json),
+    "train-lora": ([*TRAIN, "--peft", "lora"], ["--lora-rank", "--global-batch", "--zero", "--tp", "--pp"],
+                   assert_sane_json),
+    "scaling-lora": (["predict", "scaling", "-s", "dgx-h100", "-m", "llama2-7b", "--peft", "lora", "--json"],
+                     ["--lora-rank", "--nodes", "--global-batch"], assert_sane_json),
     "infer": (INFER, ["--input-tokens", "--output-tokens", "--batch", "--latency-budget", "--tp", "--pp"],
               assert_sane_json),
     "advise-infer": (["advise", "infer", "--model", "llama2-7b", "--json"],
@@ -219,3 +223,18 @@ def test_fuzz_db_urls(url: str, command: list[str]) -> None:
     result = invoke(*command, "--db", url)
     assert_clean(result)
     assert result.exit_code == 2 and "secret" not in result.output
+
+
+PEFT_WORDS = st.one_of(st.sampled_from(["lora", "LoRA", "qlora", "", "attn", "attn-mlp", "all", "none", "bf16", "fp8",
+                                        "nf4", "int4", "fp4"]), st.text(max_size=8))
+
+
+@FUZZ
+@given(flag=st.sampled_from(["--peft", "--lora-targets", "--base-precision"]), value=PEFT_WORDS)
+def test_fuzz_peft_words(flag: str, value: str) -> None:
+    # A word the option does not know is one line and exit 2; a known one answers with sane JSON.
+    args = {"--peft": "lora", "--lora-targets": "attn", "--base-precision": "bf16", flag: value}
+    result = invoke(*TRAIN, "--global-batch", "64", *[x for f, v in args.items() for x in (f, v)])
+    assert_sane_json(result)
+    if result.exit_code != 0:
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output

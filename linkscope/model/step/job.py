@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig
 
 
@@ -24,3 +25,5 @@ class Job:
     """Overlap the data-parallel gradient reduction with the last backward pass (Megatron --overlap-grad-reduce)."""
     tp_overlap: bool = False
     """Overlap tensor-parallel collectives with the GEMMs they feed (Megatron/NeMo --tp-comm-overlap)."""
+    peft: Peft | None = None
+    """A LoRA fine-tune of a frozen base (None: every weight trains)."""

@@ -14,6 +14,7 @@ from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.job import Job
 from linkscope.model.step.layout import Layouts
+from linkscope.model.step import peft as lora
 
 GIB = float(1 << 30)
 
@@ -26,6 +27,8 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     replicated = 10 * m.hidden
     per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
     scores = 5.0 * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
+    if job.peft is not None:
+        per_token = per_token + lora.adapter_activation_bytes_per_token(m, job.peft)
     selective_or_full = lay.recompute >= 1
     return per_token + np.where(selective_or_full, 0.0, scores)
 
@@ -54,10 +57,18 @@ def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
 def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     m, c = job.model, compute_constants()
     params = (np.ceil(m.layers / lay.pp) * m.layer_params() + m.embedding_params()) / lay.tp
+    weight_bytes = c.weight_bytes
+    if job.peft is not None:
+        # The frozen base holds weights only, in its stored format; the adapters carry the full training state.
+        weight_bytes = lora.base_bytes_per_param(job.peft)
+        base = params * weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
+        params = (np.ceil(m.layers / lay.pp) * lora.adapter_params_per_layer(m, job.peft)
+                  + lora.output_adapter_params(m, job.peft)) / lay.tp
     weights = params * c.weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
     grads = params * c.grad_bytes / np.where(lay.zero >= 2, lay.dp, 1)
     optimizer = params * c.optimizer_bytes / np.where(lay.zero >= 1, lay.dp, 1)
-    return weights + grads + optimizer + _zero3_working_bytes(job, lay)
+    frozen = base if job.peft is not None else 0.0
+    return frozen + weights + grads + optimizer + _zero3_working_bytes(job, lay)
 
 
 ZERO3_LAYERS_GATHERED = 2
@@ -71,6 +82,9 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     c = compute_constants()
     layer = job.model.layer_params() / lay.tp
     working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes)
+    if job.peft is not None:
+        adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
+        working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * c.grad_bytes
     return np.where((lay.zero >= 3) & (lay.dp > 1), working, 0.0)
 
 

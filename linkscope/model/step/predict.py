@@ -21,6 +21,7 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import Job
+from linkscope.model.step import peft as lora
 from linkscope.model.step.train import StepEstimate
 
 
@@ -74,6 +75,10 @@ class TrainPrediction:
     step_time_s_range: list[float] = field(default_factory=list)
     """p10..p90 of the step time, from the leave-one-source-out errors of training predictions."""
     tokens_per_s_range: list[float] = field(default_factory=list)
+    peft: dict[str, Any] | None = None
+    """The LoRA settings of a fine-tune (None: full training)."""
+    trainable_params: int = 0
+    frozen_params: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -83,6 +88,12 @@ class TrainPrediction:
 def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
     """Reject layouts that cannot run at all, naming the flag."""
     m, gpus = job.model, system.gpus
+    if job.peft is not None:
+        gpu = system.node.gpu
+        problem = (lora.check_peft(job.peft, m) or lora.check_peft_layout(job.peft, req.tp, req.pp)
+                   or lora.check_peft_gpu(job.peft, gpu.id, gpu.fp8_dense_tflops is not None))
+        if problem:
+            raise UserError(problem)
     if req.tp is not None:
         if req.tp < 1 or m.heads % req.tp:
             raise UserError(f"{req.tp} does not divide the {m.heads} attention heads of {m.id}", field="tp")
@@ -155,7 +166,17 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
         bottleneck=bottleneck_sentence(breakdown, step), flags=flags,
         layouts_evaluated=result.evaluated, step_time_s_range=list(time_range(step, "training")),
-        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")))
+        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")),
+        **_param_counts(job))
+
+
+def _param_counts(job: Job) -> dict[str, Any]:
+    """`peft`, `trainable_params` and `frozen_params` of the prediction."""
+    m, peft = job.model, job.peft
+    if peft is None:
+        return {"peft": None, "trainable_params": m.total_params(), "frozen_params": 0}
+    return {"peft": peft.as_dict(), "trainable_params": lora.trainable_params(m, peft),
+            "frozen_params": lora.frozen_params(m)}
 
 
 def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:
