@@ -29,6 +29,7 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, summarize
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
+from linkscope.model.step.peft import Peft, check_peft_gpu
 from linkscope.model.step.transformer import ModelConfig
 
 
@@ -46,10 +47,13 @@ class TrainRequest:
     limits: Limits = Limits()
     precision: str = "bf16"
     global_batch_is_default: bool = False
+    peft: Peft | None = None
+    """A LoRA fine-tune of the frozen model (None: full training)."""
 
     def job(self) -> Job:
         """The model's view of one step."""
-        return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision)
+        return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision,
+                   peft=self.peft)
 
 
 def validate_train_request(request: TrainRequest) -> None:
@@ -176,6 +180,9 @@ def _plan(offering: Offering, request: TrainRequest) -> _Plan:
     key: Hashable = node if resolved.profile is None else (node, "profile", resolved.profile.name)
     if request.precision == "fp8" and node.gpu.fp8_dense_tflops is None:
         return _Plan(offering, resolved, key, [], f"no FP8 tensor cores on {node.gpu.id}")
+    base_problem = check_peft_gpu(request.peft, node.gpu.id, node.gpu.fp8_dense_tflops is not None)
+    if base_problem:
+        return _Plan(offering, resolved, key, [], base_problem.removeprefix("--base-precision "))
     counts, reason = bookable_node_counts(offering, resolved.tiers, request.gpus)
     return _Plan(offering, resolved, key, counts, reason)
 

@@ -22,12 +22,14 @@ from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt,
                                    MinGpusOpt, MinScaleOutOpt, ModelOpt, MultiNodeOpt, NvlinkOpt, NvswitchOpt,
-                                   OutputTokensOpt, PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, check_option)
+                                   OutputTokensOpt, PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, check_option,
+                                   BasePrecisionOpt, LoraRankOpt, LoraTargetsOpt, PeftOpt, peft_of)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
+from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
 from linkscope.report.advise import (duration_text, infer_table, money_text, no_plan_text,
@@ -62,7 +64,7 @@ def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
 
 def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | None, seq_len: int | None,
                    global_batch: int | None, deadline: str | None, budget: str | None, objective: str | None,
-                   precision: str) -> TrainRequest:
+                   precision: str, peft: Peft | None = None) -> TrainRequest:
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
     limits = replace(parse_deadline(deadline), budget_usd=parse_money_usd(budget) if budget else None)
@@ -70,7 +72,7 @@ def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | 
         model=config, tokens=parse_count(tokens, "--tokens"), global_batch=batch, seq_len=length,
         gpus=_gpu_request(gpus, gpus_range),
         objective=parse_objective(objective) if objective is not None else Objective.COST,
-        limits=limits, precision=precision, global_batch_is_default=global_batch is None)
+        limits=limits, precision=precision, global_batch_is_default=global_batch is None, peft=peft)
 
 
 def _print_train(advice: TrainAdvice, selection: TrainSelection) -> None:
@@ -150,6 +152,10 @@ def train(
         None, "--objective", help="cost or time: rank a flat list of offerings by total cost or total time instead "
                                   "of showing the time-cost frontier."),
     precision: str = PrecisionOpt,
+    peft: Optional[str] = PeftOpt,
+    lora_rank: int = LoraRankOpt,
+    lora_targets: str = LoraTargetsOpt,
+    base_precision: str = BasePrecisionOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
                                       "(/ NVL72-class) x IB / RoCE / EFA / TCP, each at its price."),
@@ -170,7 +176,7 @@ def train(
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     db = load_db(extra or [])
     request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
-                             precision)
+                             precision, peft_of(peft, lora_rank, lora_targets, base_precision, load_model(model)))
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)

@@ -12,8 +12,9 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (GlobalBatchOpt, MicroBatchOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int,
-                                   check_option, check_zero, pp_opt, tp_opt)
+from linkscope.cli.options import (BasePrecisionOpt, GlobalBatchOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt,
+                                   PeftOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_option, check_zero,
+                                   peft_of, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
@@ -26,12 +27,16 @@ MAP_NODES = 4
 """Nodes drawn in the rank map and launch lines on the terminal; --json always has all of them."""
 
 
-def _job(model: str | None, seq_len: int | None, global_batch: int | None) -> Job | None:
+def _job(model: str | None, seq_len: int | None, global_batch: int | None, peft: Optional[str], lora_rank: int,
+         lora_targets: str, base_precision: str) -> Job | None:
     if model is None:
+        if peft is not None:
+            raise UserError("--peft needs --model: the adapters are sized from the model")
         return None
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
-    return Job(model=config, global_batch=batch, seq_len=length)
+    return Job(model=config, global_batch=batch, seq_len=length,
+               peft=peft_of(peft, lora_rank, lora_targets, base_precision, config))
 
 
 def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: LayoutRequest) -> Parallelism:
@@ -73,6 +78,10 @@ def plan(
     global_batch: Optional[int] = GlobalBatchOpt,
     micro_batch: Optional[str] = MicroBatchOpt,
     zero: Optional[int] = ZeroOpt,
+    peft: Optional[str] = PeftOpt,
+    lora_rank: int = LoraRankOpt,
+    lora_targets: str = LoraTargetsOpt,
+    base_precision: str = BasePrecisionOpt,
     order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
     baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
                                            "(default TP slowest-varying)."),
@@ -91,7 +100,8 @@ def plan(
     given = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                           cp=auto_int(cp, "--cp"), micro_batch=auto_int(micro_batch, "--micro-batch"), zero=zero)
     db = load_db(extra or [])
-    resolved, job = resolve(system, db), _job(model, seq_len, global_batch)
+    resolved = resolve(system, db)
+    job = _job(model, seq_len, global_batch, peft, lora_rank, lora_targets, base_precision)
     request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,

@@ -62,8 +62,7 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
         # The frozen base holds weights only, in its stored format; the adapters carry the full training state.
         weight_bytes = lora.base_bytes_per_param(job.peft)
         base = params * weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
-        params = (np.ceil(m.layers / lay.pp) * lora.adapter_params_per_layer(m, job.peft)
-                  + lora.output_adapter_params(m, job.peft)) / lay.tp
+        params = lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp
     weights = params * c.weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
     grads = params * c.grad_bytes / np.where(lay.zero >= 2, lay.dp, 1)
     optimizer = params * c.optimizer_bytes / np.where(lay.zero >= 1, lay.dp, 1)

@@ -12,8 +12,14 @@ Everything here is per layer and per token so the step and memory models scale i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
 
 from linkscope.model.step.transformer import ModelConfig
+
+N = TypeVar("N", float, np.ndarray)
+"""A count that is one number or one per candidate layout."""
 
 PEFT_METHODS = ("lora",)
 TARGETS = ("attn", "attn-mlp", "all")
@@ -148,3 +154,9 @@ def check_peft_gpu(peft: Peft | None, gpu_id: str, has_fp8: bool) -> str | None:
     if peft is not None and peft.base_precision == "fp8" and not has_fp8:
         return f"--base-precision fp8: {gpu_id} has no FP8 support; use bf16 or nf4"
     return None
+
+
+def stage_trainable_params(model: ModelConfig, peft: Peft, layers: N) -> N:
+    """Adapter parameters of a pipeline stage of `layers` layers (the last stage's output-layer adapter with
+    them, as the step model charges the busiest stage), before tensor-parallel splitting."""
+    return layers * adapter_params_per_layer(model, peft) + output_adapter_params(model, peft)

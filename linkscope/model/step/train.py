@@ -246,8 +246,7 @@ def _stage_trainable(ctx: _Ctx) -> np.ndarray:
     if peft is None:
         return _stage_params(ctx)
     m, lay = ctx.model, ctx.lay
-    return (np.ceil(m.layers / lay.pp) * lora.adapter_params_per_layer(m, peft)
-            + lora.output_adapter_params(m, peft)) / lay.tp
+    return lora.stage_trainable_params(m, peft, np.ceil(m.layers / lay.pp)) / lay.tp
 
 
 def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
