@@ -17,6 +17,9 @@ def kinds_table(v: Validation) -> Table:
     for kind, s in v.kinds.items():
         table.add_row(kind, str(s.n), f"{s.in_sample_median_pct:.1f}%", f"{s.loso_median_pct:.1f}%",
                       f"{s.loso_max_pct:.1f}%")
+    for regime, s in v.regimes.items():
+        table.add_row(f"  training, {regime}", str(s.n), f"{s.in_sample_median_pct:.1f}%",
+                      f"{s.loso_median_pct:.1f}%", f"{s.loso_max_pct:.1f}%")
     return table
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
 from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
+from linkscope.model.step.peft import Peft
 
 EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
 KINDS = ("training", "collectives", "inference")
@@ -63,6 +64,22 @@ class TrainingEntry(_Strict):
     value: float = Field(gt=0)
     where: str
     assumed: list[str] = []
+    lora_rank: int | None = Field(default=None, ge=1)
+    """A LoRA fine-tune of the frozen model at this rank (None: full training)."""
+    lora_targets: Literal["attn", "attn-mlp", "all"] = "attn"
+    base_precision: Literal["bf16", "fp8", "nf4"] = "bf16"
+
+    @property
+    def peft(self) -> Peft | None:
+        """The fine-tune's adapters, or None for full training."""
+        if self.lora_rank is None:
+            return None
+        return Peft(rank=self.lora_rank, targets=self.lora_targets, base_precision=self.base_precision)
+
+    @property
+    def regime(self) -> str:
+        """`lora` for a fine-tune, `full` for full training."""
+        return "full" if self.lora_rank is None else "lora"
 
     @property
     def dp(self) -> int:

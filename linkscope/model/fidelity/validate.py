@@ -46,6 +46,8 @@ class EntryResult:
     measured: float
     in_sample: float
     loso: float
+    regime: str = ""
+    """Training only: `full` or `lora` (a fine-tune of a frozen base)."""
 
     @property
     def in_sample_err_pct(self) -> float:
@@ -83,10 +85,13 @@ class Validation:
     sources: list[dict[str, Any]]
     entries: list[EntryResult] = field(default_factory=list)
     fitted: dict[str, Any] = field(default_factory=dict)
+    regimes: dict[str, ErrorSummary] = field(default_factory=dict)
+    """Training entries per regime (full training, LoRA fine-tuning)."""
 
     def as_dict(self, with_entries: bool = False) -> dict[str, Any]:
         """JSON-ready dict."""
-        out: dict[str, Any] = {"kinds": {k: asdict(v) for k, v in self.kinds.items()}, "sources": self.sources,
+        out: dict[str, Any] = {"kinds": {k: asdict(v) for k, v in self.kinds.items()},
+                               "regimes": {k: asdict(v) for k, v in self.regimes.items()}, "sources": self.sources,
                                "fitted": self.fitted}
         if with_entries:
             out["entries"] = [{**asdict(r), "in_sample_err_pct": r.in_sample_err_pct,
@@ -104,7 +109,8 @@ def kind_of(entry: Entry) -> str:
 def label_of(entry: Entry) -> str:
     """A short name for one entry."""
     if isinstance(entry, TrainingEntry):
-        return f"{entry.model} on {entry.gpus} x {entry.system}"
+        tune = f" LoRA r{entry.lora_rank}" if entry.lora_rank else ""
+        return f"{entry.model}{tune} on {entry.gpus} x {entry.system}"
     if isinstance(entry, CollectiveEntry):
         return f"{entry.op} {entry.size_bytes} B on {entry.gpus} x {entry.system}"
     return f"{entry.model} tp{entry.tp} batch {entry.batch} {entry.metric} on {entry.system}"
@@ -145,7 +151,8 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
             else comm
         for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold)):
             loso[i] = value
-    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q)
+    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q,
+                           e.regime if isinstance(e, TrainingEntry) else "")
                for e, p, q in zip(entries, in_sample, loso)]
     return _summarise(results, evidence, constants, comm)
 
@@ -163,7 +170,9 @@ def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: Com
         rs = [r for r in results if r.source == source]
         sources.append({"source": source, "kind": rs[0].kind, "citation": evidence.sources[source].citation,
                         **asdict(ErrorSummary.of(rs))})
-    return Validation(kinds=kinds, sources=sources, entries=results, fitted=fitted_summary(constants, comm))
+    regimes = {g: ErrorSummary.of(rs) for g in ("full", "lora") if (rs := [r for r in results if r.regime == g])}
+    return Validation(kinds=kinds, sources=sources, entries=results, fitted=fitted_summary(constants, comm),
+                      regimes=regimes)
 
 
 def range_quantiles(validation: Validation) -> dict[str, dict[str, float]]:

@@ -190,7 +190,7 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     if ctx.job.tp_overlap:
         # Userbuffers split each TP collective into chunks pipelined with the GEMM next to it.
         fwd_tp = _overlapped(fwd_tp, gemm, ctx.c.tp_comm_overlap)
-        bwd_tp = _overlapped(bwd_tp, 2 * gemm, ctx.c.tp_comm_overlap)
+        bwd_tp = _overlapped(bwd_tp, base_bwd_gemms * gemm, ctx.c.tp_comm_overlap)
     cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, attn_bwd, False)
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)

