@@ -160,3 +160,8 @@ def stage_trainable_params(model: ModelConfig, peft: Peft, layers: N) -> N:
     """Adapter parameters of a pipeline stage of `layers` layers (the last stage's output-layer adapter with
     them, as the step model charges the busiest stage), before tensor-parallel splitting."""
     return layers * adapter_params_per_layer(model, peft) + output_adapter_params(model, peft)
+
+
+def training_flops_per_token(model: ModelConfig, peft: Peft | None, seq_len: int) -> float:
+    """The MFU numerator per token: full training's (ModelConfig.model_flops_per_token), or the fine-tune's."""
+    return model.model_flops_per_token(seq_len) if peft is None else model_flops_per_token(model, peft, seq_len)

@@ -339,9 +339,7 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
 def _add_rates(est: StepEstimate, job: Job, system: System, lay: Layouts) -> None:
     gpus = lay.tp * lay.pp * lay.dp * lay.cp
     tokens = job.global_batch * job.seq_len
-    per_token = job.model.model_flops_per_token(job.seq_len) if job.peft is None else \
-        lora.model_flops_per_token(job.model, job.peft, job.seq_len)
-    flops = per_token * tokens
+    flops = lora.training_flops_per_token(job.model, job.peft, job.seq_len) * tokens
     est.tokens_per_s = tokens / est.step_time_s
     est.tflops_per_gpu = flops / est.step_time_s / gpus / 1e12
     # MFU against the dense BF16 peak whatever the number format, as Megatron-LM and most papers report it.
