@@ -58,7 +58,9 @@ def measured_request(micro_batch: int, ranks: int, tp: int, zero: int, recompute
 def _settings_job(settings: dict[str, Any]) -> tuple[Job, LayoutRequest, int]:
     model = ModelConfig(**settings["model"])
     ranks, tp, mb = int(settings["ranks"]), int(settings["tp"]), int(settings["micro_batch"])
-    job = measured_job(model, mb, ranks, tp, str(settings["precision"]), bool(settings.get("overlap", True)))
+    rank = int(settings.get("lora_rank", 0))
+    peft = Peft(rank=rank, targets=str(settings.get("lora_targets", "attn"))) if rank else None
+    job = measured_job(model, mb, ranks, tp, str(settings["precision"]), bool(settings.get("overlap", True)), peft)
     return job, measured_request(mb, ranks, tp, int(settings["zero"]), str(settings["recompute"])), ranks
 
 
