@@ -241,3 +241,15 @@ def test_fuzz_peft_words(flag: str, value: str) -> None:
     assert_sane_json(result)
     if result.exit_code != 0:
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+
+
+@pytest.mark.parametrize("value", ["0x", "-1", "nan", "1e9", "99999999999999999999999", "auto", "''", "1.5"])
+def test_bench_train_lora_refuses_bad_ranks_before_any_rank_starts(value: str) -> None:
+    # Each value is out of range or not an integer: exit 2 before any rank is launched; an integer out of
+    # range is one line naming the flag (the rest are the option parser's usage error).
+    result = invoke("bench", "train", "-m", "llama2-7b", "--layers", "1", "--hidden", "64", "--heads", "2",
+                    "--nproc", "1", "--backend", "gloo", f"--lora={value}")
+    assert_clean(result)
+    assert result.exit_code == 2, result.output
+    if value.lstrip("-").isdigit():
+        assert len(result.output.strip().splitlines()) == 1 and "--lora" in result.output, result.output
