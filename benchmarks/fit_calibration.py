@@ -55,7 +55,7 @@ def evidence_fit() -> None:
     from linkscope.model.fidelity.comm_fit import PricedCollectives
     from linkscope.model.fidelity.evidence import load_evidence
     from linkscope.model.fidelity.fit import PricedSet
-    from linkscope.model.fidelity.validate import fitted_summary, range_quantiles, validate
+    from linkscope.model.fidelity.validate import fitted_summary, range_file, validate
 
     db, evidence = load_db(include_user=False), load_evidence()
     comm = PricedCollectives(evidence.collectives, db).fit()
@@ -64,7 +64,7 @@ def evidence_fit() -> None:
         fitted = PricedSet(evidence, db, compute.packaged_constants()).fit()
     print("compute.yaml (evidence fit):", fitted_summary(fitted, comm))
     result = validate(evidence, db, fitted, comm)
-    print("accuracy.yaml kinds:", range_quantiles(result))
+    print("accuracy.yaml:", range_file(result))
     for kind, s in result.kinds.items():
         print(f"  {kind:10s} n={s.n:3d} in-sample median {s.in_sample_median_pct:5.1f}%  "
               f"LOSO median {s.loso_median_pct:5.1f}%  LOSO max {s.loso_max_pct:5.1f}%")

@@ -24,7 +24,7 @@ from linkscope.advise.frontier import pareto, roles
 from linkscope.advise.objective import Objective
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
-from linkscope.model.ranges.accuracy import rate_range
+from linkscope.model.ranges.accuracy import rate_range, spread
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
                                         estimate_inference, tp_options)
@@ -98,12 +98,13 @@ class InferOption:
 
     @property
     def time_per_output_token_s(self) -> float | None:
-        """What each user waits per token: one over the per-user speed."""
+        """What each user waits per token with other users' prefills (the same estimate as `predict infer`): one
+        over the per-user speed."""
         return 1.0 / self.tokens_per_s_per_user if self.tokens_per_s_per_user else None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return dict(self.__dict__)
+        """JSON-ready dict; `tpot_s` x `tokens_per_s_per_user` = 1, as in `predict infer`."""
+        return {**self.__dict__, "tpot_s": self.time_per_output_token_s}
 
 
 @dataclass
@@ -184,7 +185,11 @@ def _fill(option: InferOption, best: _Try, request: InferRequest, offering: Offe
     option.tokens_per_s_per_gpu = float(est.tokens_per_s_per_gpu[i])
     option.memory_gib_per_gpu = float(est.memory_gib_per_gpu[i])
     option.tp_allreduce_share_decode = float(est.tp_comm_decode_s[i] / est.decode_step_s[i])
-    option.tokens_per_s_per_gpu_range = list(rate_range(option.tokens_per_s_per_gpu, "inference"))
+    system = offering.system.with_nodes(math.ceil(best.tp * best.pp / offering.system.node.gpus))
+    option.tokens_per_s_per_gpu_range = list(rate_range(option.tokens_per_s_per_gpu, "inference", system))
+    evidence = spread("inference", system)
+    if not evidence.evidence and evidence.basis not in option.notes:
+        option.notes.append(evidence.basis)
     if option.price_per_gpu_hour is not None:
         option.usd_per_million_tokens = option.price_per_gpu_hour / (option.tokens_per_s_per_gpu * 3600.0) * 1e6
         option.usd_per_million_tokens_range = [option.price_per_gpu_hour / (rate * 3600.0) * 1e6

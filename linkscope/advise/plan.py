@@ -24,7 +24,7 @@ from linkscope.model.step.predict import validate_request
 from linkscope.model.step.search import LayoutRequest, search
 from linkscope.model.calibration.systems import ResolvedSystem
 from linkscope.model.comm.tiers import CommTiers, check_multi_node
-from linkscope.model.step.job import Job
+from linkscope.model.step.job import Job, framework_for
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,14 @@ class PlanResult:
     baseline_step_time_s: float | None = None
     layout: Layout | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def framework(self) -> str | None:
+        """The framework the step times assume (None for a bytes-only comparison, which has no job)."""
+        job = self.request.job
+        if job is None or self.layout is None:
+            return None
+        return framework_for(job.framework, self.layout.zero)
 
     def rails(self) -> dict[str, tuple[int, int]]:
         """(cross-node pipeline pairs, of them on the same rail) for both placements."""

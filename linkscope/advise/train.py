@@ -23,7 +23,7 @@ from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
-from linkscope.model.ranges.accuracy import time_range
+from linkscope.model.ranges.accuracy import spread, time_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, summarize
@@ -49,11 +49,12 @@ class TrainRequest:
     global_batch_is_default: bool = False
     peft: Peft | None = None
     """A LoRA fine-tune of the frozen model (None: full training)."""
+    framework: str = "auto"
 
     def job(self) -> Job:
         """The model's view of one step."""
         return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision,
-                   peft=self.peft)
+                   peft=self.peft, framework=self.framework)
 
 
 def validate_train_request(request: TrainRequest) -> None:
@@ -88,6 +89,8 @@ class TrainOption:
     nodes: int | None = None
     gpus: int | None = None
     parallelism: Layout | None = None
+    framework: str | None = None
+    """How the plan's data-parallel communication is scheduled (model/step/job.py FRAMEWORKS)."""
     step_time_s: float | None = None
     tokens_per_s: float | None = None
     time_to_train_s: float | None = None
@@ -221,7 +224,9 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
     base = _base_option(plan)
     time_s = request.tokens / prediction.tokens_per_s
     price = plan.offering.price_per_hour
-    time_range_s = list(time_range(time_s, "training"))
+    system = plan.offering.system.with_nodes(nodes)
+    time_range_s = list(time_range(time_s, "training", system))
+    evidence = spread("training", system)
     unconfirmed_booking = nodes > 1 and plan.offering.multi_node is None
     idle = []
     if prediction.gpus < nodes * base.gpus_per_node:
@@ -229,6 +234,7 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
                     f"{base.gpus_per_node}); the idle ones are paid for")
     return replace(
         base, feasible=True, nodes=nodes, gpus=prediction.gpus, parallelism=prediction.parallelism,
+        framework=prediction.framework,
         step_time_s=prediction.step_time_s, tokens_per_s=prediction.tokens_per_s, time_to_train_s=time_s,
         cost_usd=None if price is None else price * nodes * time_s / 3600.0, time_to_train_s_range=time_range_s,
         cost_usd_range=None if price is None else [price * nodes * t / 3600.0 for t in time_range_s],
@@ -236,7 +242,8 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
         memory_gib_available=prediction.memory_gib_available,
         bottleneck=bottleneck_label(prediction.breakdown, prediction.step_time_s),
         bottleneck_detail=prediction.bottleneck,
-        notes=[*base.notes, *idle, *(["multi-node booking unconfirmed"] if unconfirmed_booking else [])])
+        notes=[*base.notes, *idle, *(["multi-node booking unconfirmed"] if unconfirmed_booking else []),
+               *([] if evidence.evidence else [evidence.basis])])
 
 
 def _best(options: list[TrainOption], objective: Objective) -> TrainOption:

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from linkscope.hardware.loader import HardwareDB
-from linkscope.hardware.system import NodeSpec, ScaleOut, ScaleUp, System
+from linkscope.hardware.system import Fabric, InNetworkReduction, NodeSpec, ScaleOut, ScaleUp, ScaleUpKind, System
 
-SCALE_UP_KINDS = ("pcie", "nvlink-mesh", "nvswitch")
+SCALE_UP_KINDS: tuple[ScaleUpKind, ...] = ("pcie", "nvlink-mesh", "nvswitch")
 RACK = "rack"
 """The scale-up class of an NVSwitch domain wider than a server (GB200 NVL72)."""
 SERVER_GPUS = 8
 """The most GPUs one server's NVSwitch joins; a wider NVSwitch domain is rack-scale."""
-FABRICS = ("infiniband", "roce", "efa", "tcp")
+FABRICS: tuple[Fabric, ...] = ("infiniband", "roce", "efa", "tcp")
 
 
 def scale_up_class(scale_up: ScaleUp) -> str:
@@ -72,7 +72,7 @@ def _nvlink_bw_gb_per_s(node: NodeSpec, db: HardwareDB) -> float | None:
     return link.bw_gb_per_s if link is not None and link.family == "nvlink" else None
 
 
-def scale_up_variant(node: NodeSpec, kind: str, db: HardwareDB) -> ScaleUp | None:
+def scale_up_variant(node: NodeSpec, kind: ScaleUpKind, db: HardwareDB) -> ScaleUp | None:
     """The node's scale-up domain rebuilt as `kind`; None when the GPU cannot have it (no NVLink, or an
     unknown PCIe generation)."""
     if kind == "pcie":
@@ -87,8 +87,8 @@ def scale_up_variant(node: NodeSpec, kind: str, db: HardwareDB) -> ScaleUp | Non
         return None
     generation = node.gpu.scale_up_link or node.scale_up.generation
     # NVLink SHARP comes with NVSwitch; the model enables it only on generations that have it.
-    reduction = "nvls" if kind == "nvswitch" else "none"
-    return ScaleUp(kind, generation, bw, node.gpus, in_network_reduction=reduction)  # type: ignore[arg-type]
+    reduction: InNetworkReduction = "nvls" if kind == "nvswitch" else "none"
+    return ScaleUp(kind, generation, bw, node.gpus, in_network_reduction=reduction)
 
 
 def rack_domain(node: NodeSpec, db: HardwareDB) -> ScaleUp | None:
@@ -107,14 +107,14 @@ def _generation_nic_gbit_per_s(node: NodeSpec) -> float:
     return 400.0 if capability >= 9.0 else 200.0 if capability >= 8.0 else 100.0
 
 
-def scale_out_variant(node: NodeSpec, fabric: str) -> ScaleOut:
+def scale_out_variant(node: NodeSpec, fabric: Fabric) -> ScaleOut:
     """The node's network as `fabric`, at the node's own NIC count and rate where known."""
     base = node.scale_out
     if base.fabric != "none" and base.nic_gbit_per_s:
         nics, rate = base.nics, base.nic_gbit_per_s
     else:
         nics, rate = node.gpus, _generation_nic_gbit_per_s(node)
-    return ScaleOut(fabric, nics, rate, gpudirect_rdma=fabric != "tcp",  # type: ignore[arg-type]
+    return ScaleOut(fabric, nics, rate, gpudirect_rdma=fabric != "tcp",
                     oversubscription=base.oversubscription)
 
 
@@ -137,7 +137,7 @@ def _scale_ups(system: System, db: HardwareDB, keep_gpus: bool) -> list[tuple[st
     total = system.gpus if keep_gpus else max(node.gpus, SERVER_GPUS)
     server_gpus = _largest_divisor(total, SERVER_GPUS) if keep_gpus or node.gpus > SERVER_GPUS else node.gpus
     server = node if server_gpus == node.gpus else _resized(node, server_gpus, node.scale_up)
-    out = []
+    out: list[tuple[str, NodeSpec]] = []
     for kind in SCALE_UP_KINDS:
         up = scale_up_variant(server, kind, db)
         if up is not None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from linkscope.bench.comm import RankContext
 from linkscope.bench.config import BenchConfig, P2PConfig
@@ -15,8 +17,8 @@ from linkscope.hardware.errors import UserError
 class Job:
     """A picklable description of the work, sent to every spawned rank."""
 
-    kind: str
-    """`bench`, `p2p` or `train`."""
+    kind: Literal["bench", "p2p", "train"]
+    """The stored run's kind (a `RunKind`)."""
     config: BenchConfig | P2PConfig | TrainConfig
 
 
@@ -31,22 +33,46 @@ def run_job(job: Job, ctx: RankContext, sink: Sink | TrainSink) -> None:
         raise
 
 
+def _nobody_behind() -> str:
+    return ""
+
+
+def run_guarded(job: Job, ctx: RankContext, sink: Sink | TrainSink,
+                behind: Callable[[], str] = _nobody_behind) -> tuple[str, str]:
+    """Rank 0 under torchrun: run the job and turn how it ended into (outcome, message) for the stored run, so
+    the run is recorded as failed or incomplete with its cause instead of left running.
+
+    `behind` names the ranks that had fallen behind; it is asked only after a fault."""
+    try:
+        run_job(job, ctx, sink)
+    except UserError as exc:
+        return "user_error", exc.for_flags()
+    except Exception as exc:  # the run is recorded as incomplete, with the cause
+        lagging = behind()
+        cause = f"rank 0 saw {type(exc).__name__}: {exc}".strip()
+        return "fault", f"{lagging}; {cause}" if lagging else cause
+    return "complete", ""
+
+
 def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink) -> None:
     infos = ctx.gather_infos()
     if ctx.rank == 0:
         sink.started(infos)
-    if job.kind == "bench":
+    # The config says what runs; the sink is the runner's own (a Sink for sweeps and pairs, a TrainSink for
+    # training), which the union cannot tell apart.
+    config = job.config
+    if isinstance(config, BenchConfig):
         from linkscope.bench.sweep import run_sweep
 
-        run_sweep(ctx, job.config, sink)  # type: ignore[arg-type]
-    elif job.kind == "train":
+        run_sweep(ctx, config, sink)  # type: ignore[arg-type]  # bench's runner passes a Sink
+    elif isinstance(config, TrainConfig):
         from linkscope.bench.train.loop import run_train
 
-        run_train(ctx, job.config, sink)  # type: ignore[arg-type]
+        run_train(ctx, config, sink)  # type: ignore[arg-type]  # the training runner passes a TrainSink
     else:
         from linkscope.bench.p2p import run_pairs
 
-        run_pairs(ctx, job.config, sink)  # type: ignore[arg-type]
+        run_pairs(ctx, config, sink)  # type: ignore[arg-type]  # bench's runner passes a Sink
     ctx.barrier()
     if ctx.rank == 0:
         sink.finished()

@@ -20,8 +20,9 @@ import torch.distributed as dist
 from linkscope.bench.sizes import Counts
 from linkscope.hardware.errors import UserError
 from linkscope.results.busbw import OP_TO_BINARY, bus_factor
+from linkscope.results.records import Placement
 
-PLACEMENTS = ("out_of_place", "in_place")
+PLACEMENTS: tuple[Placement, ...] = ("out_of_place", "in_place")
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from typing import Any
 
 from linkscope.bench import printer
 from linkscope.bench.events import SizeResult
-from linkscope.bench.layout import RankInfo, distinct_hosts, node_count, rank_groups
+from linkscope.bench.layout import RankInfo
 from linkscope.bench.progress import ProgressView
 from linkscope.bench.repeats import aggregate
-from linkscope.results.records import CollectiveRow, PairRow, RunInfo
-from linkscope.results.store import ResultStore, utc_now
+from linkscope.bench.run_recorder import RunRecorder
+from linkscope.results.records import CollectiveRow, PairRow, RunInfo, RunStatus
+from linkscope.results.store import ResultStore
 from linkscope.results.nccltests.table import format_table_row
 
 EXIT_OK = 0
@@ -47,16 +48,14 @@ class RunResult:
 Key = tuple[str, int, str]
 
 
-class Recorder:
+class Recorder(RunRecorder):
     """Receives rank 0's reports (a Sink), prints, stores, and keeps the rows for export."""
 
     def __init__(self, store: ResultStore, info: RunInfo, cfg: Any, emit: Callable[[str], None], total: int,
                  to_stdout: bool = False) -> None:
         """`to_stdout`: `emit` writes to the terminal's stdout, so lines may have to go above a progress bar."""
-        self.store = store
-        self.info = info
+        super().__init__(store, info, emit, cfg.run.quiet)
         self.cfg = cfg
-        self._emit = emit
         self._to_stdout = to_stdout
         self.progress = ProgressView(total, not cfg.run.quiet, info.kind)
         self.samples: dict[Key, list[CollectiveRow]] = {}
@@ -65,45 +64,27 @@ class Recorder:
         self.wrong: list[str] = []
         self._stored_keys: set[Key] = set()
         self._op_rows: list[CollectiveRow] = []
-        self.done = False
-
-    def begin(self) -> str:
-        """Create the run in the store (status running) and return its id."""
-        self.info.run_id = self.store.create_run(self.info)
-        return self.info.run_id
 
     def emit(self, line: str) -> None:
         """Print one line (nothing with --quiet); above the progress bar when one is showing."""
-        if self.cfg.run.quiet:
+        if self.quiet:
             return
         if self._to_stdout and self.progress.shares_terminal:
             self.progress.print_above(line)
         else:
             self._emit(line)
 
-    def lines(self, lines: list[str]) -> None:
-        """Print several lines (nothing with --quiet)."""
-        for line in lines:
-            self.emit(line)
-
-    _lines = lines
-
     def started(self, infos: list[RankInfo]) -> None:
         """Record the rank layout and print the run header."""
-        self.info.hosts = distinct_hosts(infos)
-        self.info.world_size = len(infos)
-        self.info.nodes = node_count(infos)
-        self.info.groups = rank_groups(infos)
-        self.store.update_run(self.info.run_id, hosts=self.info.hosts, world_size=self.info.world_size,
-                              nodes=self.info.nodes, groups=self.info.groups)
+        self.record_layout(infos)
         if self.info.kind == "bench":
-            self._lines(printer.run_header(self.cfg, self.info.versions, self.info.backend))
-        self._lines(printer.device_lines(infos))
+            self.lines(printer.run_header(self.cfg, self.info.versions, self.info.backend))
+        self.lines(printer.device_lines(infos))
 
     def op_started(self, op: str, repeat: int) -> None:
         """Print the op's marker and column headings."""
         self._op_rows = []
-        self._lines(printer.op_start_lines(op, repeat, self.cfg.repeat))
+        self.lines(printer.op_start_lines(op, repeat, self.cfg.repeat))
 
     def size_done(self, result: SizeResult) -> None:
         """Print the row; store the size once its last repeat is in."""
@@ -112,7 +93,7 @@ class Recorder:
         self.emit(format_table_row(out_of_place, in_place).rstrip("\n"))
         for placement, by_rank in result.wrong_ranks.items():
             size = out_of_place.size_bytes
-            self._lines(printer.wrong_lines(result.op, size, placement, by_rank))
+            self.lines(printer.wrong_lines(result.op, size, placement, by_rank))
             self.wrong.append(f"{result.op} {size} B {placement.replace('_', '-')} on rank(s) "
                               + ", ".join(str(r) for r in sorted(by_rank)))
         for row in result.rows:
@@ -131,10 +112,10 @@ class Recorder:
 
     def op_finished(self, op: str, repeat: int) -> None:
         """Print the op's footer; after the last repeat of several, the table of means."""
-        self._lines(printer.op_end_lines(op, self._op_rows))
+        self.lines(printer.op_end_lines(op, self._op_rows))
         if self.cfg.repeat > 1 and repeat == self.cfg.repeat - 1:
             mine = [r for r in self.stored if r.op == op]
-            self._lines(printer.summary_lines(op, mine, self.cfg.repeat))
+            self.lines(printer.summary_lines(op, mine, self.cfg.repeat))
 
     def pair_done(self, row: PairRow) -> None:
         """Store one pair of the p2p matrix."""
@@ -142,31 +123,20 @@ class Recorder:
         self.pairs.append(row)
         self.progress.advance(f"pair {row.src}-{row.dst}")
 
-    def finished(self) -> None:
-        """Every rank has finished the job."""
-        self.done = True
-
-    def dispatch(self, method: str, args: tuple) -> None:
-        """Call a Sink method by name (reports forwarded over the launcher's queue)."""
-        getattr(self, method)(*args)
-
     def flush_partial(self) -> None:
         """Store every size measured in fewer repeats than asked (a run that ended early)."""
         indices = sorted({(op, idx) for op, idx, _ in self.samples})
         for op, idx in indices:
             self._store_size(op, idx)
 
-    def close(self, status: str, error: str | None) -> None:
+    def close(self, status: RunStatus, error: str | None) -> None:
         """Store what is left, and the final status."""
         self.progress.close()
         self.flush_partial()
-        self.info.status = status  # type: ignore[assignment]
-        self.info.error = error
-        self.info.ended_at = utc_now()
-        self.store.finish_run(self.info.run_id, status, error)  # type: ignore[arg-type]
+        self.finish_run(status, error)
 
 
-def final_status(outcome_status: str, wrong: list[str], message: str) -> tuple[str, int, str | None]:
+def final_status(outcome_status: str, wrong: list[str], message: str) -> tuple[RunStatus, int, str | None]:
     """(stored status, exit code, error text) from how the launch ended and what the checks found."""
     if outcome_status == "user_error":
         return "failed", EXIT_USER_ERROR, message

@@ -14,7 +14,7 @@ import torch
 from linkscope import __version__
 from linkscope.bench.config import BenchConfig, P2PConfig
 from linkscope.bench.train.config import TrainConfig
-from linkscope.results.records import RunInfo
+from linkscope.results.records import RunInfo, RunKind
 
 
 def versions() -> dict[str, str]:
@@ -88,10 +88,10 @@ def probed_system() -> dict[str, Any] | None:
     return _probed_system()
 
 
-def build_run_info(kind: str, cfg: BenchConfig | P2PConfig | TrainConfig, backend: str, nproc: int) -> RunInfo:
+def build_run_info(kind: RunKind, cfg: BenchConfig | P2PConfig | TrainConfig, backend: str, nproc: int) -> RunInfo:
     """A new run's metadata; the layout (hosts, groups, nodes) is filled in once the ranks report."""
     return RunInfo(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         label=cfg.run.label,
         world_size=nproc,
         backend=backend,

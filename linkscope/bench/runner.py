@@ -24,7 +24,7 @@ from linkscope.bench.comm import RankContext, default_nproc, init_rank, resolve_
 from linkscope.bench.config import BenchConfig, P2PConfig
 from linkscope.bench.dtypes import dtype_by_name
 from linkscope.bench.events import NullSink, Sink
-from linkscope.bench.jobs import Job, run_job
+from linkscope.bench.jobs import Job, run_guarded, run_job
 from linkscope.bench.launch import behind_message, launch_local, stall_message
 from linkscope.bench.layout import RankEnv, torchrun_env
 from linkscope.bench.ops import OPS
@@ -88,8 +88,9 @@ def check_backend_support(cfg: BenchConfig, backend: str) -> None:
 
 
 def _where(job: Job) -> Callable[[int], str]:
-    if job.kind == "bench":
-        return lambda value: step_label(job.config, value)  # type: ignore[arg-type]
+    config = job.config
+    if isinstance(config, BenchConfig):
+        return lambda value: step_label(config, value)
     return lambda value: "in the p2p matrix" if value > 0 else "while starting"
 
 
@@ -213,15 +214,13 @@ def _describe_stall(job: Job, timeout_s: float) -> Callable[[list[int] | None, i
 def _guarded_job(job: Job, ctx: RankContext, recorder: Recorder) -> tuple[str, str]:
     from linkscope.bench.torchrun import read_progress
 
-    try:
-        run_job(job, ctx, recorder)
-    except UserError as exc:
-        return "user_error", exc.for_flags()
-    except Exception as exc:  # the run is recorded as incomplete, with the cause
+    def behind() -> str:
         values = read_progress(ctx.world)
-        behind = behind_message(values, _where(job)) if values else ""
-        cause = f"rank 0 saw {type(exc).__name__}: {exc}".strip()
-        return "fault", f"{behind}; {cause}" if behind else cause
+        return behind_message(values, _where(job)) if values else ""
+
+    status, message = run_guarded(job, ctx, recorder, behind)
+    if status != "complete":
+        return status, message
     _store_nccl_logs(recorder, nccl_capture.gather_rank_logs(ctx))
     ctx.close()
     return "complete", ""

@@ -20,7 +20,7 @@ from linkscope.bench.ops import OPS, PLACEMENTS, Bound, OpSpec, Peers, alloc_buf
 from linkscope.bench.sizes import Counts, coll_counts
 from linkscope.bench.timing import iters_for_min_time
 from linkscope.bench.verify import CheckData, count_wrong, expected_output, input_values
-from linkscope.results.records import CollectiveRow
+from linkscope.results.records import CollectiveRow, Placement
 
 
 def run_sweep(ctx: RankContext, cfg: BenchConfig, sink: Sink) -> None:
@@ -133,7 +133,7 @@ def make_row(
     dt: DType,
     cfg: BenchConfig,
     world: int,
-    placement: str,
+    placement: Placement,
     time_s: float,
     nwrong: int | None,
     iters: int,
@@ -147,7 +147,7 @@ def make_row(
         dtype=dt.name,
         redop=spec.redop_label(cfg.redop),
         root=spec.root_label(cfg.root),
-        placement=placement,  # type: ignore[arg-type]
+        placement=placement,
         time_us=time_s * 1e6,
         algbw=algbw,
         busbw=busbw,

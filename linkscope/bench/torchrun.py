@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from linkscope.bench.recorder import EXIT_FAULT, Recorder
+from linkscope.bench.recorder import EXIT_FAULT
+from linkscope.bench.run_recorder import RunRecorder
 from linkscope.results.store import ResultStore
 
 PROGRESS_KEY = "linkscope/progress/{rank}"
@@ -90,7 +91,7 @@ class SignalPipe:
 class RankZeroGuard:
     """Rank 0's watchdog under torchrun: ends a stalled or signalled run with the store updated."""
 
-    def __init__(self, recorder: Recorder, progress: Any, world: int, timeout_s: float,
+    def __init__(self, recorder: RunRecorder, progress: Any, world: int, timeout_s: float,
                  describe: Callable[[list[int] | None, int], str]) -> None:
         self.recorder = recorder
         self.progress = progress

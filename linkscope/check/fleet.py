@@ -153,7 +153,8 @@ class _FleetRun:
         probed = to_system(probe)
         expected = resolve_expected(self.opts.expect, probed.system, probed.reason)
         items = rules.gpu_items(probe, probed.system, expected) + rules.nvlink_items(probe, probed.system, expected)
-        items += [rules.topology_item(probed.system, expected)] + rules.scale_out_items(probe, expected)
+        items += [rules.topology_item(probed.system, expected)]
+        items += rules.scale_out_items(probe, expected, thresholds=self.opts.thresholds)
         return expected, [i.to_dict() for i in items]
 
     def _gather(self, local: list[dict[str, Any]] | None) -> list[dict[str, Any]]:

@@ -208,8 +208,10 @@ def transport_items(report: NcclLogReport | None, reason: str) -> list[CheckItem
     return items
 
 
-def scale_out_items(probe: MachineProbe, expected: System, internode_busbw: float | None = None) -> list[CheckItem]:
-    """RDMA ports active at the expected rate (sysfs), and across nodes busbw against the NIC rate."""
+def scale_out_items(probe: MachineProbe, expected: System, internode_busbw: float | None = None,
+                    thresholds: Thresholds | None = None) -> list[CheckItem]:
+    """RDMA ports active at the expected rate (sysfs), and across nodes busbw against the NIC rate, judged by the
+    user's `thresholds` (--pass-pct/--warn-pct) like every other measured item."""
     src = _src(expected)
     so = expected.node.scale_out
     if so.fabric not in RDMA_FABRICS:
@@ -242,7 +244,7 @@ def scale_out_items(probe: MachineProbe, expected: System, internode_busbw: floa
         per_gpu = expected.node.scale_out_gb_per_s_per_gpu()
         if per_gpu:
             pct = internode_busbw / per_gpu * 100.0
-            status = Thresholds().status(pct)
+            status = (thresholds or Thresholds()).status(pct)
             items.append(CheckItem("scale_out.busbw", status, round(internode_busbw, 3), round(per_gpu, 3), "GB/s",
                                    "NIC rate per GPU", "" if status == "PASS" else "GPUDirect RDMA off? see transport"))
     else:

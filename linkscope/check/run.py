@@ -114,7 +114,7 @@ def run_check(opts: CheckOptions) -> CheckResult:
                                     f"model prediction for {expected.id} at {world} ranks")
     report, why = _transport(bench, expected)
     items += rules.transport_items(report, why)
-    items += rules.scale_out_items(probe, expected)
+    items += rules.scale_out_items(probe, expected, thresholds=thresholds)
     return _store(opts, expected, items, bench, pairs)
 
 

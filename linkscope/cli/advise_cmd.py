@@ -22,17 +22,19 @@ from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt,
                                    MinGpusOpt, MinScaleOutOpt, ModelOpt, MultiNodeOpt, NvlinkOpt, NvswitchOpt,
-                                   OutputTokensOpt, PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, check_option,
-                                   BasePrecisionOpt, LoraRankOpt, LoraTargetsOpt, PeftOpt, peft_of)
+                                   OutputTokensOpt, PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, FrameworkOpt,
+                                   check_framework, check_option, BasePrecisionOpt, LoraRankOpt, LoraTargetsOpt,
+                                   PeftOpt, peft_of)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
+from linkscope.hardware.currency import priced_in_usd
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
-from linkscope.report.advise import (duration_text, infer_table, money_text, no_plan_text,
+from linkscope.report.advise import (duration_text, evidence_lines, infer_table, money_text, no_plan_text,
                                      profile_lines, reasons_table, spread_note, train_header, train_table,
                                      winner_text)
 
@@ -64,7 +66,7 @@ def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
 
 def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | None, seq_len: int | None,
                    global_batch: int | None, deadline: str | None, budget: str | None, objective: str | None,
-                   precision: str, peft: Peft | None = None) -> TrainRequest:
+                   precision: str, peft: Peft | None = None, framework: str = "auto") -> TrainRequest:
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
     limits = replace(parse_deadline(deadline), budget_usd=parse_money_usd(budget) if budget else None)
@@ -72,7 +74,8 @@ def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | 
         model=config, tokens=parse_count(tokens, "--tokens"), global_batch=batch, seq_len=length,
         gpus=_gpu_request(gpus, gpus_range),
         objective=parse_objective(objective) if objective is not None else Objective.COST,
-        limits=limits, precision=precision, global_batch_is_default=global_batch is None, peft=peft)
+        limits=limits, precision=precision, global_batch_is_default=global_batch is None, peft=peft,
+        framework=check_framework(framework))
 
 
 def _print_train(advice: TrainAdvice, selection: TrainSelection) -> None:
@@ -124,6 +127,8 @@ def _frontier_title(plans: int, shown: int, versus: str) -> str:
 
 def _print_train_footer(advice: TrainAdvice, selection: TrainSelection) -> None:
     top = selection.top
+    for line in evidence_lines(selection.top + selection.others):
+        console.print(line, highlight=False, markup=False)
     for line in profile_lines(advice.rows):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     if selection.infeasible:
@@ -156,6 +161,7 @@ def train(
     lora_rank: int = LoraRankOpt,
     lora_targets: str = LoraTargetsOpt,
     base_precision: str = BasePrecisionOpt,
+    framework: str = FrameworkOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
                                       "(/ NVL72-class) x IB / RoCE / EFA / TCP, each at its price."),
@@ -174,9 +180,10 @@ def train(
     check_option(seq_len, "--seq-len")
     check_option(global_batch, "--global-batch")
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
-    db = load_db(extra or [])
+    db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
     request = _train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget, objective,
-                             precision, peft_of(peft, lora_rank, lora_targets, base_precision, load_model(model)))
+                             precision, peft_of(peft, lora_rank, lora_targets, base_precision, load_model(model)),
+                             framework)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
@@ -243,7 +250,7 @@ def infer(
     check_option(qps, "--qps")
     check_option(tp, "--tp")
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
-    db = load_db(extra or [])
+    db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
     request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
                            parse_objective(objective) if objective is not None else Objective.COST, tp)
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
@@ -289,6 +296,8 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
         console.print("[bold]No offering meets this budget.[/] The closest, and why not:" if rows
                       else "No offering matches these filters.")
     shown = {r.offering for r in selection.top + selection.others}
+    for line in evidence_lines(selection.top + selection.others):
+        console.print(line, highlight=False, markup=False)
     hidden = len({r.offering for r in feasible} - shown)
     if hidden:
         console.print(f"[dim]{hidden} more offerings meet the budget (--objective cost or time lists them all).[/]",

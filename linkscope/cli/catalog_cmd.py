@@ -12,10 +12,15 @@ from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPric
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt, check_formats)
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
 from linkscope.hardware.check import check_db, stale_warning
-from linkscope.hardware.refresh import read_catalog, refresh, write_overrides
+from linkscope.hardware.currency import check_currency, in_currency, rates
+from linkscope.hardware.errors import UserError
+from linkscope.hardware.refresh import known_clouds, refresh, write_overrides
+from linkscope.hardware.refresh_source import parse_as_of, read_catalog
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import offering_dict
 from linkscope.report.catalog import catalog_csv, catalog_table
+from linkscope.report.catalog_html import render_catalog_page
+from linkscope.report.refresh_diff import refresh_lines
 
 catalog_app = typer.Typer(help="List cloud offerings with typed interconnect fields; check or refresh the data.",
                           invoke_without_command=True, no_args_is_help=False)
@@ -40,6 +45,10 @@ def catalog(
     extra: Optional[list[Path]] = CatalogOpt,
     check: bool = typer.Option(False, "--check", help="Check the data itself (prices, NICs, sources, dates); "
                                "print each finding and exit 1 if there is any."),
+    currency: str = typer.Option("USD", "--currency", help="Show prices in USD, CNY or EUR (converted at the "
+                                 "dated ECB reference rate in linkscope's data; filters use the same currency)."),
+    html_file: Optional[Path] = typer.Option(None, "--html", help="Write the offerings (after the filters) "
+                                             "as one self-contained page (sortable, filterable table; works offline)."),
 ) -> None:
     """List cloud offerings with typed interconnect fields, filtered and sorted. Unknown values say unknown."""
     if ctx.invoked_subcommand is not None:
@@ -56,13 +65,31 @@ def catalog(
     wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                             fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                             max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
-    rows = sort_offerings(filter_offerings(db.offerings.values(), wanted, db), sort)
+    target = check_currency(currency)
+    shown = [in_currency(o, target) for o in db.offerings.values()]
+    rows = sort_offerings(filter_offerings(shown, wanted, db), sort)
+    converted = any(o.currency != target for o in db.offerings.values() if o.price_per_hour is not None)
+    if converted:
+        r = rates()
+        err_console.print(f"prices in {target}, converted where published otherwise at the ECB reference rate of "
+                          f"{r.as_of} ({r.source})", highlight=False, soft_wrap=True, markup=False)
+    if html_file is not None:
+        page = render_catalog_page(rows, note=f"{len(rows)} offerings from linkscope's catalog; prices in {target}, "
+                                   "each with its date. Click a header to sort.")
+        try:
+            html_file.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"--html: cannot write '{html_file}': {exc.strerror or exc}") from None
+        console.print(f"wrote {html_file} ({len(page) // 1024} KiB, {len(rows)} offerings)", highlight=False,
+                      soft_wrap=True)
+        warn_stale(rows)
+        return
     if as_json:
         print_json([offering_dict(o) for o in rows])
     elif as_csv:
         typer.echo(catalog_csv(rows), nl=False)
     else:
-        console.print(catalog_table(rows, width=console.width))
+        console.print(catalog_table(rows, width=console.width, currency=target))
         if not rows:
             console.print("No offering matches these filters.")
     warn_stale(rows)
@@ -70,24 +97,33 @@ def catalog(
 
 def refresh_cmd(
     source: str = typer.Option(..., "--from", help="A directory laid out like skypilot-catalog "
-                               "(catalogs/v*/<cloud>/vms.csv), one vms.csv, or an http(s) URL of one."),
+                               "(catalogs/v<N>/<cloud>/vms.csv), one vms.csv, or an http(s) URL of one."),
     cloud: Optional[str] = typer.Option(None, "--cloud", help="Cloud of a single CSV (default: its directory name)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Report the changes without writing the override file."),
+    commit: Optional[str] = typer.Option(None, "--commit", help="The skypilot-catalog commit the files are from "
+                                         "(read from git when --from is a checkout)."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="That commit's date, YYYY-MM-DD (read from git when "
+                                        "--from is a checkout); prices are dated by it, never by today."),
+    apply: bool = typer.Option(False, "--apply", help="Write the applied prices; without it only the diff is shown."),
 ) -> None:
-    """Read SkyPilot catalog prices, join them onto the offerings and write them to the config directory."""
+    """Show what SkyPilot's catalog would change in the prices; with --apply, write it to the config directory."""
     db = load_db()
-    report = refresh(db, read_catalog(source, cloud), source)
-    changed = [c for c in report.changes if c.changed]
-    for c in changed:
-        old = "unknown" if c.old_price is None else f"{c.old_price:g}"
-        new = "unknown" if c.new_price is None else f"{c.new_price:g}"
-        spot = f" (spot {c.new_spot:g})" if c.new_spot is not None else ""
-        typer.echo(f"{c.offering}: {old} -> {new}/h{spot} [{c.region or 'no region'}]")
-    typer.echo(f"{len(report.changes)} offering(s) matched in {report.rows} catalog rows, {len(changed)} changed")
-    if report.unmatched:
-        typer.echo(f"not in the catalog ({len(report.unmatched)}): {', '.join(report.unmatched)}")
-    if not dry_run and report.changes:
+    when = parse_as_of(as_of)
+    report = refresh(db, read_catalog(source, known_clouds(db), cloud, commit, when))
+    for rejected in report.source.rejected:
+        err_console.print(f"rejected {rejected}", highlight=False, soft_wrap=True, markup=False)
+    if report.blocking:
+        raise UserError(f"{len(report.blocking)} row(s) of {source} rejected (listed above); nothing written",
+                        field="from")
+    for line in refresh_lines(report):
+        typer.echo(line)
+    applied = [c for c in report.changes if c.applied]
+    if not apply:
+        typer.echo(f"nothing written; rerun with --apply to write {len(applied)} price(s)" if applied
+                   else "nothing to write")
+    elif applied:
         typer.echo(f"wrote {write_overrides(report)}")
+    else:
+        typer.echo("nothing to write")
 
 
 def register(app: typer.Typer) -> None:

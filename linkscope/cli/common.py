@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from typing import Any, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 from collections.abc import Callable
 
 import typer
@@ -17,7 +17,8 @@ from linkscope.hardware.errors import FaultError, UserError
 console = Console()
 err_console = Console(stderr=True)
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 EXIT_USER_ERROR = 2
 EXIT_FAULT = 3
@@ -27,18 +28,18 @@ FLAG_NAMES: dict[str, str] = {"warmup": "-w/--warmup", "iters": "-n/--iters", "r
 """Where a lower layer's field name is not the flag's long name with dashes."""
 
 
-def fail(message: str, code: int = EXIT_USER_ERROR) -> None:
+def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:
     """Print one line on stderr and exit."""
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
-def user_errors(func: F) -> F:
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Report UserError as one line with exit code 2, and FaultError (a database server that went away, a node
     that died) as one line with exit code 3, instead of a traceback."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
         except UserError as exc:
@@ -46,7 +47,7 @@ def user_errors(func: F) -> F:
         except FaultError as exc:
             fail(str(exc), EXIT_FAULT)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 T = TypeVar("T")

@@ -10,6 +10,7 @@ import typer
 from linkscope.cli.common import check_range
 from linkscope.hardware.errors import UserError
 from linkscope.model.step.compute import PRECISIONS
+from linkscope.model.step.job import FRAMEWORKS
 from linkscope.model.step.peft import DEFAULT_RANK, DEFAULT_TARGETS, Peft, check_peft
 from linkscope.model.step.transformer import ModelConfig
 
@@ -49,8 +50,15 @@ def auto_int(value: str | None, flag: str) -> int | None:
 def choice(value: str, flag: str, choices: tuple[str, ...]) -> str:
     """`value` if it is one of `choices`, else one line naming the flag and the choices."""
     if value not in choices:
-        raise UserError(f"{flag}: '{value}' is not one of {', '.join(choices)}")
+        # Escaped when not printable: a control character would break the one-line message.
+        shown = value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
+        raise UserError(f"{flag}: '{shown}' is not one of {', '.join(choices)}")
     return value
+
+
+def check_framework(framework: str) -> str:
+    """--framework: one of FRAMEWORKS."""
+    return choice(framework, "--framework", FRAMEWORKS)
 
 
 def check_zero(zero: int | None) -> None:
@@ -75,11 +83,18 @@ GlobalBatchOpt = typer.Option(None, "--global-batch", help="Sequences per step o
 SeqLenOpt = typer.Option(None, "--seq-len", help="Tokens per sequence (default: the model's).")
 MicroBatchOpt = typer.Option(None, "--micro-batch", help="Sequences per micro-batch, or auto (default: searched).")
 ZeroOpt = typer.Option(None, "--zero", help="ZeRO stage 0-3 (default: searched).")
+FrameworkOpt = typer.Option("auto", "--framework", help="megatron, fsdp or deepspeed: how data-parallel "
+                                                        "communication is scheduled (default auto: megatron for "
+                                                        "ZeRO 0-1, deepspeed for 2, fsdp for 3).")
 PrecisionOpt = typer.Option("bf16", "--precision", help=f"{', '.join(PRECISIONS)} (weights and GEMMs).")
 InputTokensOpt = typer.Option(2048, "--input-tokens", help="Prompt tokens per sequence.")
 OutputTokensOpt = typer.Option(512, "--output-tokens", help="Generated tokens per sequence.")
 LatencyBudgetOpt = typer.Option(None, "--latency-budget", help="Tokens/s each user must see (1 / time per "
                                                                "output token): the largest batch that meets it.")
+PrefillInterferenceOpt = typer.Option(True, "--prefill-interference/--no-prefill-interference",
+                                      help="Count other users' chunked prefills in each user's time per output "
+                                           "token (continuous batching, the default); --no-prefill-interference "
+                                           "gives decode-only speed.")
 
 
 def tp_opt(default: str | None = None) -> Any:  # typer.Option is typed Any so that it can stand as a default

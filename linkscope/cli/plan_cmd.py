@@ -12,9 +12,9 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (BasePrecisionOpt, GlobalBatchOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt,
-                                   PeftOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_option, check_zero,
-                                   peft_of, pp_opt, tp_opt)
+from linkscope.cli.options import (BasePrecisionOpt, FrameworkOpt, GlobalBatchOpt, LoraRankOpt, LoraTargetsOpt,
+                                   MicroBatchOpt, PeftOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework,
+                                   check_option, check_zero, peft_of, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
@@ -28,7 +28,7 @@ MAP_NODES = 4
 
 
 def _job(model: str | None, seq_len: int | None, global_batch: int | None, peft: Optional[str], lora_rank: int,
-         lora_targets: str, base_precision: str) -> Job | None:
+         lora_targets: str, base_precision: str, framework: str) -> Job | None:
     if model is None:
         if peft is not None:
             raise UserError("--peft needs --model: the adapters are sized from the model")
@@ -36,7 +36,7 @@ def _job(model: str | None, seq_len: int | None, global_batch: int | None, peft:
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
     return Job(model=config, global_batch=batch, seq_len=length,
-               peft=peft_of(peft, lora_rank, lora_targets, base_precision, config))
+               peft=peft_of(peft, lora_rank, lora_targets, base_precision, config), framework=framework)
 
 
 def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: LayoutRequest) -> Parallelism:
@@ -56,7 +56,8 @@ def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
         "parallelism": dict(p.par.__dict__), "order": p.order_text, "order_reason": result.order_reason,
         "baseline_order": result.baseline.order_text, "basis": result.basis,
         "step_time_s": result.step_time_s, "baseline_step_time_s": result.baseline_step_time_s,
-        "layout": result.layout.as_dict() if result.layout else None, "ranks": p.rank_rows(),
+        "layout": result.layout.as_dict() if result.layout else None, "framework": result.framework,
+        "ranks": p.rank_rows(),
         "groups": {d: dict(s.__dict__) for d, s in group_spans(p).items()},
         "cost": result.cost.as_dict(), "baseline_cost": result.baseline_cost.as_dict(),
         "rails": {k: {"cross_node_pairs": v[0], "same_rail": v[1]} for k, v in result.rails().items()},
@@ -82,6 +83,7 @@ def plan(
     lora_rank: int = LoraRankOpt,
     lora_targets: str = LoraTargetsOpt,
     base_precision: str = BasePrecisionOpt,
+    framework: str = FrameworkOpt,
     order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
     baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
                                            "(default TP slowest-varying)."),
@@ -97,11 +99,12 @@ def plan(
     for flag, value in (("--nodes", nodes), ("--seq-len", seq_len), ("--global-batch", global_batch)):
         check_option(value, flag)
     check_zero(zero)
+    framework = check_framework(framework)
     given = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                           cp=auto_int(cp, "--cp"), micro_batch=auto_int(micro_batch, "--micro-batch"), zero=zero)
     db = load_db(extra or [])
     resolved = resolve(system, db)
-    job = _job(model, seq_len, global_batch, peft, lora_rank, lora_targets, base_precision)
+    job = _job(model, seq_len, global_batch, peft, lora_rank, lora_targets, base_precision, framework)
     request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,

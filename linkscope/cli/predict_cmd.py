@@ -11,10 +11,11 @@ import typer
 from linkscope.advise.inputs import batch_and_length
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (BasePrecisionOpt, CatalogOpt, GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt,
-                                   LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, ModelOpt, OutputTokensOpt, PeftOpt,
-                                   PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_option, check_zero,
-                                   choice, peft_of, pp_opt, tp_opt)
+from linkscope.cli.options import (BasePrecisionOpt, CatalogOpt, FrameworkOpt, GlobalBatchOpt, InputTokensOpt,
+                                   LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, ModelOpt,
+                                   OutputTokensOpt, PeftOpt, PrecisionOpt, PrefillInterferenceOpt, SeqLenOpt,
+                                   SystemOpt, ZeroOpt, auto_int, check_framework, check_option, check_zero, choice,
+                                   peft_of, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
@@ -66,6 +67,8 @@ def collective(
         print_json([r.as_dict() for r in rows] if sweep else rows[0].as_dict())
     else:
         console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
+        if rows[0].range_basis:
+            console.print(f"ranges from {rows[0].range_basis}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _resolved(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> ResolvedSystem:
@@ -102,9 +105,11 @@ def train(
     zero: Optional[int] = ZeroOpt,
     precision: str = PrecisionOpt,
     attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
-    dp_overlap: bool = typer.Option(True, "--dp-overlap/--no-dp-overlap",
-                                    help="Overlap the data-parallel gradient reduction with the last backward "
-                                         "pass (Megatron --overlap-grad-reduce)."),
+    framework: str = FrameworkOpt,
+    dp_overlap: Optional[bool] = typer.Option(None, "--dp-overlap/--no-dp-overlap",
+                                              help="Overlap the data-parallel gradient reduction with the "
+                                                   "backward pass (Megatron --overlap-grad-reduce, DeepSpeed "
+                                                   "overlap_comm; default: the framework's)."),
     tp_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                     help="Overlap tensor-parallel collectives with their GEMMs (Megatron/NeMo "
                                          "--tp-comm-overlap)."),
@@ -117,6 +122,7 @@ def train(
 ) -> None:
     """Step time, throughput, MFU, memory per GPU and where the time goes; `auto` values are searched."""
     check_zero(zero)
+    framework = check_framework(framework)
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
     spec = load_model(model)
@@ -125,13 +131,13 @@ def train(
     if resolved.train_fit is not None and resolved.profile is not None:
         if adapters is not None:
             raise UserError("--peft: a profile's fitted step model covers full training only; use a System")
-        fit_job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=dp_overlap)
+        fit_job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=True if dp_overlap is None else dp_overlap)
         prediction = _on_fit(resolved.train_fit, resolved.profile, fit_job, gpus, auto_int(tp, "--tp"),
                              auto_int(dp, "--dp"), zero, recompute)
     else:
         job = _job(spec, global_batch, seq_len, precision,
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
-                   tp_overlap=tp_overlap, peft=adapters)
+                   tp_overlap=tp_overlap, peft=adapters, framework=framework)
         req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                             cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                             micro_batch=auto_int(micro_batch, "--micro-batch"),
@@ -166,6 +172,7 @@ def infer(
     output_tokens: int = OutputTokensOpt,
     latency_budget: Optional[float] = LatencyBudgetOpt,
     precision: str = PrecisionOpt,
+    prefill_interference: bool = PrefillInterferenceOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -182,11 +189,11 @@ def infer(
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])
     if tp_size is None:
-        pick = pick_tp(job, resolved.system, batches, latency_budget, resolved.tiers)
+        pick = pick_tp(job, resolved.system, batches, latency_budget, resolved.tiers, prefill_interference)
     else:
         est = estimate_inference(job, resolved.system,
                                  candidate_batches(job, resolved.system) if batches is None else batches,
-                                 resolved.tiers)
+                                 resolved.tiers, prefill_interference)
         pick = InferPick(job, est, best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0)
     job, est, index = pick.job, pick.est, pick.index
     if index is None:

@@ -2,7 +2,8 @@
 
 The schema rejects malformed entries; these checks catch entries that are well-formed but wrong: a per-GPU price in
 the source text that disagrees with the node price, NIC rates outside the fabric's known generations, undated or
-placeholder-dated values, dates in the future. Each finding names the entry and says what is wrong.
+placeholder-dated values, dates in the future, a price per GPU-hour outside its family's plausibility
+band. Each finding names the entry and says what is wrong.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
+from linkscope.hardware.plausibility import family_medians, implausible, usd_per_gpu_hour
 
 STALE_AFTER_DAYS = 90
 """A price older than this draws a warning wherever it is shown or used."""
@@ -120,9 +122,14 @@ def check_db(db: HardwareDB, today: date | None = None) -> list[Finding]:
         found += _dates(f"link {link.id}", today, ("as_of", link.as_of))
     for s in db.systems.values():
         found += _dates(f"system {s.id}", today, ("as_of", s.as_of))
+    medians = family_medians(db.offerings.values())
     for o in sorted(db.offerings.values(), key=lambda o: o.id):
         found += _dates(o.id, today, ("as_of", o.as_of), ("price_as_of", o.price_as_of))
         found += _price_findings(o)
+        usd = usd_per_gpu_hour(o)
+        band = implausible(usd, o.system.node.gpu.family_name, medians) if usd is not None else None
+        if band:
+            found.append(Finding(o.id, f"price_per_hour {o.price_per_hour:g} is implausible: {band}"))
         found += _nic_findings(o, db)
         found += _unconfirmed_findings(o)
     return found

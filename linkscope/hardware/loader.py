@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,7 +31,7 @@ from linkscope.hardware.schema import (
 )
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.specs import GpuSpec, LinkSpec
-from linkscope.hardware.system import NodeSpec, ScaleOut, ScaleUp, System
+from linkscope.hardware.system import NodeSpec, Origin, ScaleOut, ScaleUp, System
 
 DATA_DIR = Path(__file__).parent / "data"
 USER_DIR_ENV = "LINKSCOPE_CONFIG_DIR"
@@ -209,6 +210,26 @@ def _read_file(path: Path, pending: _Pending) -> None:
         pending.price_overrides.append((file, _validate(PriceOverride, raw, file, label)))
 
 
+class ConfigFileWarning(UserWarning):
+    """A file in the user's config directory that cannot be read; the shipped data is used without it."""
+
+    user_facing = True
+
+
+def _read_user_file(path: Path, pending: _Pending) -> None:
+    """A broken file in the config directory (an old refresh, a hand edit) must not break every command: it is
+    skipped with a warning naming it and how to remove it. Files given with --catalog still fail loudly."""
+    mine = _Pending()
+    try:
+        _read_file(path, mine)
+    except DataError as exc:
+        warnings.warn(ConfigFileWarning(f"{exc}; ignoring this file (fix it, or delete it: rm '{path}')"),
+                      stacklevel=3)
+        return
+    for name in ("gpus", "links", "systems", "offerings", "price_overrides"):
+        getattr(pending, name).extend(getattr(mine, name))
+
+
 def _check_unique(kind: str, items: Iterable[tuple[str, str]]) -> None:
     seen: dict[str, str] = {}
     for file, ident in items:
@@ -304,9 +325,9 @@ class NodeBuilder:
                         transport=so.transport)
 
 
-def _system(e: SystemEntry, node: NodeSpec, origin: str) -> System:
+def _system(e: SystemEntry, node: NodeSpec, origin: Origin) -> System:
     return System(id=e.id, node=node, nodes=e.nodes, name=e.name or e.id, description=e.description,
-                  origin=origin, source=e.source, as_of=e.as_of)  # type: ignore[arg-type]
+                  origin=origin, source=e.source, as_of=e.as_of)
 
 
 def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
@@ -318,7 +339,9 @@ def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
                     price_per_hour=e.price_per_hour, spot_price_per_hour=e.spot_price_per_hour,
                     price_as_of=e.price_as_of, price_source=e.price_source, regions=tuple(e.regions),
                     multi_node=e.multi_node, unconfirmed=tuple(e.unconfirmed), notes=e.notes,
-                    source=e.source, as_of=e.as_of, skypilot=e.skypilot)
+                    source=e.source, as_of=e.as_of, skypilot=e.skypilot,
+                    skypilot_aliases=tuple(e.skypilot_aliases), skypilot_parts=tuple(e.skypilot_parts),
+                    price_source_kind=e.price_source_kind, currency=e.currency)
 
 
 def _apply_override(o: Offering, p: PriceOverride) -> Offering:
@@ -326,6 +349,7 @@ def _apply_override(o: Offering, p: PriceOverride) -> Offering:
     unconfirmed = tuple(u for u in o.unconfirmed if u not in ("price_per_hour", "price_as_of"))
     return replace(o, price_per_hour=p.price_per_hour, spot_price_per_hour=p.spot_price_per_hour,
                    price_as_of=p.price_as_of, price_source=p.price_source,
+                   price_source_kind=p.price_source_kind, currency=p.currency,
                    regions=tuple(p.regions) or o.regions, unconfirmed=unconfirmed)
 
 
@@ -333,8 +357,12 @@ def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -
     """Read packaged data, the user's config directory and `extra_files` into one validated HardwareDB."""
     paths = [*packaged_files(), *(user_data_files() if include_user else []), *(Path(p) for p in extra_files)]
     pending = _Pending()
+    user = set(user_data_files()) if include_user else set()
     for path in paths:
-        _read_file(path, pending)
+        if path in user:
+            _read_user_file(path, pending)
+        else:
+            _read_file(path, pending)
     _check_unique("link", ((f, e.id) for f, e in pending.links))
     _check_unique("GPU", ((f, e.id) for f, e in pending.gpus))
     _check_unique("system", ((f, e.id) for f, e in pending.systems))

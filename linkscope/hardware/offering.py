@@ -18,7 +18,7 @@ class Offering:
     instance: str
     system: System
     price_per_hour: float | None
-    """On-demand USD per node-hour."""
+    """On-demand price per node-hour, in `currency`."""
     spot_price_per_hour: float | None
     price_as_of: date | None
     price_source: str | None
@@ -32,6 +32,14 @@ class Offering:
     as_of: date
     skypilot: str | None = None
     """`cloud/InstanceType` of the matching SkyPilot catalog row when it is not `provider/instance`."""
+    skypilot_aliases: tuple[str, ...] = ()
+    """Further SkyPilot keys tried in order (renamed SKUs, hosts that became clouds of their own)."""
+    skypilot_parts: tuple[str, ...] = ()
+    """SkyPilot GPU rows (`cloud/gpu:NAME:COUNT`) billed on top of the host row."""
+    price_source_kind: str | None = None
+    """`provider`, `dataset` or `marketplace` when stated in the data."""
+    currency: str = "USD"
+    """The currency of `price_per_hour` and `spot_price_per_hour` (as published)."""
 
     @property
     def price_per_gpu_hour(self) -> float | None:

@@ -6,6 +6,7 @@ Unknown keys are rejected so a misspelt field is reported instead of silently ig
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import Literal
 
@@ -14,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from linkscope.hardware.specs import LinkFamily, LinkUnit
 
 Id = str
+PriceSourceKind = Literal["provider", "dataset", "marketplace"]
+"""Where a price was read, best first: the provider's own page, a maintained dataset, a marketplace listing."""
+SKYPILOT_KEY = r"^[a-z0-9-]+/\S+$"
 MAX_COUNT = 10_000_000
 """Upper bound on counts (GPUs, nodes, NICs): far beyond any machine, keeps arithmetic finite and fast."""
 
@@ -123,8 +127,23 @@ class OfferingEntry(NodeEntry, Provenance):
     max_nodes: int | None = Field(default=None, ge=1, le=MAX_COUNT, strict=True)
     unconfirmed: list[str] = []
     notes: str = ""
-    skypilot: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/\S+$")
+    skypilot: str | None = Field(default=None, pattern=SKYPILOT_KEY)
     """`cloud/InstanceType` of the matching SkyPilot catalog row, when it differs from `provider/instance`."""
+    skypilot_aliases: list[str] = []
+    """Further keys tried in order when `skypilot` matches nothing: renamed SKUs, hosts that became clouds."""
+    skypilot_parts: list[str] = []
+    """`cloud/gpu:NAME:COUNT` rows billed on top of the host row (GCP bills GPUs apart from the VM)."""
+    price_source_kind: PriceSourceKind | None = None
+    """Rank of `price_source`; when absent it is read from the source text (see hardware.refresh)."""
+    currency: Literal["USD", "CNY", "EUR"] = "USD"
+    """The currency the price was published in; it is kept, and converted only for display."""
+
+    @model_validator(mode="after")
+    def _keys_are_keys(self) -> OfferingEntry:
+        for key in (*self.skypilot_aliases, *self.skypilot_parts):
+            if not re.match(SKYPILOT_KEY, key):
+                raise ValueError(f"'{key}' is not a cloud/InstanceType key")
+        return self
 
     @model_validator(mode="after")
     def _price_has_provenance(self) -> OfferingEntry:
@@ -141,4 +160,6 @@ class PriceOverride(_Strict):
     spot_price_per_hour: float | None = Field(default=None, gt=0)
     price_as_of: date
     price_source: str = Field(min_length=1)
+    price_source_kind: PriceSourceKind | None = None
+    currency: Literal["USD", "CNY", "EUR"] = "USD"
     regions: list[str] = []

@@ -41,10 +41,10 @@ def is_missing(value: str | None) -> bool:
 
 def to_float(value: str | None) -> float | None:
     """A number, or None for N/A-like values and anything that is not a number."""
-    if is_missing(value):
+    if value is None or is_missing(value):
         return None
     try:
-        return float(value.strip())  # type: ignore[union-attr]
+        return float(value.strip())
     except ValueError:
         return None
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
 from rich import box
 from rich.table import Table
+
+from linkscope.report.columns import Column
 
 from linkscope.advise.bottleneck import bottleneck_short
 from linkscope.advise.infer import InferOption
@@ -83,24 +86,24 @@ WIDE_COLUMNS = 120
 paragraph still gives them) rather than fold every cell."""
 
 
-def _table(title: str, columns: list[tuple[str, str]]) -> Table:
+def _table(title: str, columns: list[Column]) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, title_justify="left")
     for name, justify in columns:
         # Offering ids run to 40 characters; below 20 they fold into unreadable pieces.
         width = 20 if name == "offering" else None
         # A layout split over two lines (`tp1 pp1` / `dp8`) reads as two rows; a link name cut in two is lost.
-        table.add_column(name, justify=justify, overflow="fold", min_width=width,  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold", min_width=width,
                          no_wrap=name in ("layout", "link", "naive link"))
     return table
 
 
-def _narrow(columns: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+def _narrow(columns: list[Column], width: int) -> list[Column]:
     if width >= WIDE_COLUMNS:
         return columns
     return [c for c in columns if c[0] not in ("step", "bottleneck", "MFU")]
 
 
-def _cells(columns: list[tuple[str, str]], values: dict[str, str]) -> list[str]:
+def _cells(columns: list[Column], values: dict[str, str]) -> list[str]:
     return [values[name] for name, _ in columns]
 
 
@@ -191,7 +194,15 @@ def train_header(advice: TrainAdvice, frontier: bool = False) -> str:
     return (f"[bold]{req.model.id}[/]{tune}, {count_text(req.tokens)} tokens, {req.precision}, "
             f"{req.gpus.describe()}: "
             f"{ranking}\n{', '.join(limits)}\n"
-            f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}")
+            f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}\n"
+            f"{framework_text(req.framework)}")
+
+
+def framework_text(framework: str) -> str:
+    """The framework a plan assumes, saying when it is the default."""
+    if framework != "auto":
+        return f"framework {framework}"
+    return "framework by ZeRO stage: megatron for 0-1, deepspeed for 2, fsdp for 3 (--framework to choose)"
 
 
 def limits_text(advice: TrainAdvice) -> str:
@@ -230,6 +241,12 @@ def no_plan_text(advice: TrainAdvice) -> str | None:
             f"{money_text(within.cost_usd)} on {within.offering} ({within.gpus} GPUs)")
 
 
+def evidence_lines(rows: Sequence[TrainOption | InferOption]) -> list[str]:
+    """One line per GPU family or fabric class shown without evidence: its rows rank on the central value."""
+    missing = dict.fromkeys(n for r in rows for n in r.notes if n.startswith("no ") and " evidence for " in n)
+    return [f"note: {n}; ranked on the central value" for n in missing]
+
+
 def profile_lines(rows: list[TrainOption]) -> list[str]:
     """One line per saved profile an offering's ranking used or could not use (`*` marks the used ones)."""
     return [f"{r.offering}{'*' if r.measured_profile else ''}: {note}" for r in rows for note in r.profile_notes]
@@ -255,7 +272,7 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: Inf
                 start: int = 1) -> Table:
     """Feasible serving options in ranking order, numbered from `start`; `versus` (the frontier's cheapest plan):
     a column says how much faster each row serves a user than it, and how much dearer a token is."""
-    columns = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
+    columns: list[Column] = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
                ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right"),
                ("p10..p90", "right")]
     if with_qps:
@@ -289,7 +306,7 @@ def rank_map_table(p: Placement, max_nodes: int, max_gpus: int = 8) -> Table:
            f"first {gpn} of {p.system.node.gpus} GPUs per node" if gpn < p.system.node.gpus else ""]
     cut_text = "; ".join(c for c in cut if c)
     title = f"rank map, order {p.order_text} (fastest first)" + (f"; {cut_text} (--json has all)" if cut_text else "")
-    table = _table(title, [("node", "left")] + [(f"GPU{g}", "left") for g in range(gpn)])
+    table = _table(title, [("node", "left"), *((f"GPU{g}", "left") for g in range(gpn))])
     by_slot = {(int(p.node[r]), int(p.gpu[r])): r for r in range(p.par.world)}
     for n in range(shown):
         cells = []
@@ -333,8 +350,10 @@ def plan_summary(result: PlanResult) -> str:
             lines.append(f"step model's layout: {layout_detail(result.layout)}")
         job = result.request.job
         if job is not None:
+            default = " (the usual one for this ZeRO stage; --framework to choose)" if job.framework == "auto" else ""
             lines.append(f"job: global batch {job.global_batch} x seq len {job.seq_len} = "
-                         f"{job.global_batch * job.seq_len / 1e6:.1f}M tokens per step, {job.precision}")
+                         f"{job.global_batch * job.seq_len / 1e6:.1f}M tokens per step, {job.precision}, "
+                         f"framework {result.framework}{default}")
     else:
         slower = [f"{d.upper()} {result.baseline_cost.dims[d].time_s / c.time_s:.1f}x"
                   for d, c in result.cost.dims.items() if c.time_s > 0]

@@ -9,6 +9,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from linkscope.report.columns import Column
+
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.serialize import offering_dict
 from linkscope.hardware.system import NodeSpec, System
@@ -56,27 +58,29 @@ WIDE_COLUMNS = 130
 """Below this many terminal columns the catalog table drops its low-value columns rather than fold every cell."""
 
 
-def catalog_table(offerings: list[Offering], width: int = WIDE_COLUMNS) -> Table:
+def catalog_table(offerings: list[Offering], width: int = WIDE_COLUMNS, currency: str = "USD") -> Table:
     """The `linkscope catalog` table; narrower than `WIDE_COLUMNS`, only what tells offerings apart.
 
     A narrow terminal (80 columns, or output piped into a pager) keeps the offering, GPU count, both
     interconnects and the per-GPU price; `--json`/`--csv` carry everything.
     """
     wide = width >= WIDE_COLUMNS
+    money = "$" if currency == "USD" else currency
     # Without vertical rules a narrow table gains the 6 columns its descriptions need to wrap at words.
     table = Table(title=f"{len(offerings)} offerings", header_style="bold", expand=False,
                   box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, show_edge=wide, pad_edge=wide)
-    columns = [("offering", "left"), ("GPU", "left"), ("#", "right"), ("scale-up (per GPU, per dir)", "left"),
-               ("scale-out (per node)", "left"), ("$/h", "right"), ("$/GPU-h", "right"),
-               ("price date", "left"), ("multi-node", "left")]
+    columns: list[Column] = [
+        ("offering", "left"), ("GPU", "left"), ("#", "right"), ("scale-up (per GPU, per dir)", "left"),
+        ("scale-out (per node)", "left"), (f"{money}/h", "right"), (f"{money}/GPU-h", "right"),
+        ("price date", "left"), ("multi-node", "left")]
     keep = range(len(columns)) if wide else (0, 2, 3, 4, 6)
     for i in keep:
         name, justify = columns[i]
         # Narrow: most offering ids fit 22 columns whole (the longest fold); the descriptions wrap at words.
         narrow_max = 17 if not wide and name.startswith("scale") else None
-        table.add_column(name, justify=justify, overflow="fold",  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold",
                          min_width=None if wide or name != "offering" else 22, max_width=narrow_max,
-                         no_wrap=name in ("#", "$/GPU-h"))
+                         no_wrap=name in ("#", f"{money}/GPU-h"))
     for o in offerings:
         cells = _catalog_cells(o)
         table.add_row(*(cells[i] for i in keep))
@@ -97,7 +101,7 @@ CSV_COLUMNS = ("id", "provider", "instance", "gpu", "gpus", "gpu_memory_gib", "s
                "scale_up_bw_gb_per_s", "scale_up_domain_size", "in_network_reduction", "scale_out_fabric",
                "scale_out_nics", "nic_gbit_per_s", "scale_out_total_gbit_per_s", "gpudirect_rdma", "sharp",
                "price_per_hour", "spot_price_per_hour", "price_per_gpu_hour", "price_as_of", "regions",
-               "multi_node", "unconfirmed", "source", "as_of")
+               "multi_node", "unconfirmed", "source", "as_of", "currency")
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +109,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **{k: row[k] for k in ("id", "provider", "instance", "gpu", "gpus", "gpu_memory_gib", "price_per_hour",
                                "spot_price_per_hour", "price_per_gpu_hour", "price_as_of", "multi_node",
-                               "source", "as_of")},
+                               "source", "as_of", "currency")},
         "scale_up_kind": su["kind"], "scale_up_generation": su["generation"],
         "scale_up_bw_gb_per_s": su["bw_gb_per_s"], "scale_up_domain_size": su["domain_size"],
         "in_network_reduction": su["in_network_reduction"], "scale_out_fabric": so["fabric"],

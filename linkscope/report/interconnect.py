@@ -6,17 +6,19 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
+from linkscope.report.columns import Column
+
 from linkscope.advise.interconnect import InterconnectComparison, VariantResult
 from linkscope.advise.price_basis import PriceBasis
 from linkscope.report.advise import duration_text, layout_text, money_text
 
 
-def _table(title: str, columns: list[tuple[str, str]]) -> Table:
+def _table(title: str, columns: list[Column]) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, title_justify="left",
                   collapse_padding=True)
     for name, justify in columns:
         # One line per variant: a label or a price split over two lines reads as another row.
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=True)
     return table
 
 
@@ -43,9 +45,13 @@ def price_lines(c: InterconnectComparison) -> list[str]:
     return [f"[{n}] {basis.source}: {basis.match}" for basis, n in _bases(c).items()]
 
 
+def _between(c: InterconnectComparison) -> list[Column]:
+    return [("between nodes", "left")] if _spans(c) else []
+
+
 def train_comparison_table(c: InterconnectComparison) -> Table:
     """The plan's job on every interconnect: time, tokens/s per GPU, cost at each variant's price."""
-    columns = [("in the node, GB/s", "left")] + ([("between nodes", "left")] if _spans(c) else []) + [
+    columns: list[Column] = [("in the node, GB/s", "left"), *_between(c),
         ("layout", "left"), ("time", "right"), ("tok/s/GPU", "right"), ("cost", "right"), ("$/GPU-h", "right")]
     table = _table(f"{c.gpus} x {c.gpu} on every interconnect (first row: {c.offering} as offered)", columns)
     keys = _bases(c)
@@ -67,7 +73,7 @@ def _forced_heading(table: Table, c: InterconnectComparison, v: VariantResult, w
 
 def infer_comparison_table(c: InterconnectComparison, budget: float) -> Table:
     """The serving job on one node of every interconnect: layout and batch at the budget, speeds, $/Mtok."""
-    columns = [("in the node, GB/s", "left")] + ([("between nodes", "left")] if _spans(c) else []) + [
+    columns: list[Column] = [("in the node, GB/s", "left"), *_between(c),
         ("layout", "left"), ("batch", "right"), ("tok/s/user", "right"), ("tok/s/GPU", "right"), ("$/Mtok", "right"),
         ("$/GPU-h", "right"), ("vs offered", "right")]
     table = _table(f"{c.gpu} serving at {budget:g} tokens/s per user on every interconnect (first row: {c.offering} "

@@ -76,6 +76,9 @@ def train_table(p: TrainPrediction) -> Table:
         rows.insert(1, ("fine-tune", f"LoRA rank {p.peft['rank']} on {p.peft['targets']}, {p.peft['base_precision']} "
                                      f"frozen base: {p.trainable_params / 1e6:,.1f}M trainable ({share:.2%}) of "
                                      f"{p.frozen_params / 1e9:,.1f}B"))
+    if p.framework != "auto":
+        rows.insert(-1, ("framework", p.framework + ("" if p.framework_given else " (the usual one for this ZeRO "
+                                                                               "stage; --framework to choose)")))
     for key, value in p.breakdown.items():
         if value > 0:
             rows.append((f"  {key.removesuffix('_s').replace('_', ' ')}", f"{_seconds(value)} "
@@ -93,10 +96,12 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     table = Table(title=title, show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    rows = [("prefill (one sequence)", _seconds(data["prefill_s"])),
+    mode = ("with other users' prefills" if data["prefill_interference"]
+            else "decode only, no other users' prefills")
+    rows = [("time to first token (prefill)", _seconds(data["ttft_s"])),
             ("decode step", _seconds(data["decode_step_s"])),
-            ("time per output token", f"{_seconds(data['time_per_output_token_s'])} (with other users' prefills)"),
-            ("tokens/s per user", f"{data['tokens_per_s_per_user']:.1f} "
+            ("time per output token", f"{_seconds(data['tpot_s'])} ({mode})"),
+            ("tokens/s per user (1 / TPOT)", f"{data['tokens_per_s_per_user']:.1f} "
                                   f"({range_text(data['tokens_per_s_per_user'], data['tokens_per_s_per_user_range'])})"
                                   + (f" (budget {budget:g})" if budget else "")),
             ("tokens/s per GPU", f"{data['tokens_per_s_per_gpu']:.1f} "
@@ -104,7 +109,8 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
                                  "p10..p90)"),
             ("TP all-reduce share of prefill", f"{data['tp_allreduce_share_prefill']:.0%}"),
             ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
-            ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})")]
+            ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
+            ("ranges from", data["range_basis"])]
     for what, value in rows:
         table.add_row(what, value)
     return table
@@ -148,5 +154,7 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
 
 
 def scaling_reasons(points: list[ScalingPoint]) -> list[str]:
-    """One line per node count without figures, saying why."""
-    return [f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason]
+    """One line per node count without figures, saying why, then one per evidence class the rows' ranges lack."""
+    missing = dict.fromkeys(p.range_basis for p in points if p.fits and p.range_basis.startswith("no "))
+    return [*(f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason),
+            *(f"ranges: {basis}" for basis in missing)]

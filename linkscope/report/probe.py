@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from linkscope.report.columns import Column
+
 if TYPE_CHECKING:  # annotations only: the probe package loads when a command probes, not at start-up
     from linkscope.probe.machine import MachineProbe
     from linkscope.probe.nccl_log import NcclLogReport
@@ -122,9 +124,10 @@ def tuning_table(report: NcclLogReport) -> Table | None:
     if not sizes:
         return None
     table = Table(title="what NCCL chose (NCCL_DEBUG_SUBSYS=TUNING)", show_edge=False)
-    for name, justify in (("op", "left"), ("bytes", "right"), ("algorithm", "left"), ("protocol", "left"),
-                          ("channels", "right"), ("calls", "right"), ("line", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    columns: tuple[Column, ...] = (("op", "left"), ("bytes", "right"), ("algorithm", "left"), ("protocol", "left"),
+                                   ("channels", "right"), ("calls", "right"), ("line", "right"))
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
     for c in sizes:
         calls = f"{c.calls}" + (f" ({c.other_calls} chose otherwise)" if c.other_calls else "")
         table.add_row(c.op or "?", str(c.nccl_bytes), c.algo, c.proto, "-" if c.channels is None else str(c.channels),

@@ -10,16 +10,27 @@ from linkscope.model.fidelity.validate import Validation
 
 def kinds_table(v: Validation) -> Table:
     """Median and maximum absolute error per kind, in-sample and leave-one-source-out."""
-    table = Table(title="Model error on the evidence set, per kind (absolute %, LOSO = leave one source out)",
-                  header_style="bold")
-    for name in ("kind", "entries", "in-sample median", "LOSO median", "LOSO max"):
+    table = Table(title="Model error on the evidence set, per kind (absolute %, LOSO = leave one source out, "
+                        "LORO = leave one regime out)", header_style="bold")
+    for name in ("kind", "entries", "in-sample median", "LOSO median", "LOSO max", "LORO median"):
         table.add_column(name, justify="left" if name == "kind" else "right")
     for kind, s in v.kinds.items():
+        loro = v.loro_median_pct(kind)
         table.add_row(kind, str(s.n), f"{s.in_sample_median_pct:.1f}%", f"{s.loso_median_pct:.1f}%",
-                      f"{s.loso_max_pct:.1f}%")
-    for regime, s in v.regimes.items():
-        table.add_row(f"  training, {regime}", str(s.n), f"{s.in_sample_median_pct:.1f}%",
-                      f"{s.loso_median_pct:.1f}%", f"{s.loso_max_pct:.1f}%")
+                      f"{s.loso_max_pct:.1f}%", "-" if loro is None else f"{loro:.1f}%")
+    return table
+
+
+def regimes_table(v: Validation) -> Table:
+    """The errors per regime, each predicted with the constants fitted on everything outside it."""
+    table = Table(title="Per regime (fitted without the regime's entries, whatever their source)",
+                  header_style="bold", box=box.SIMPLE_HEAD)
+    for name in ("regime", "kind", "n", "sources", "in-sample", "LORO median", "LORO max"):
+        table.add_column(name, justify="left" if name in ("regime", "kind") else "right",
+                         no_wrap=name in ("regime", "kind"))
+    for r in v.regimes:
+        table.add_row(r["regime"], r["kind"], str(r["n"]), str(r["sources"]), f"{r['in_sample_median_pct']:.1f}%",
+                      f"{r['loro_median_pct']:.1f}%", f"{r['loro_max_pct']:.1f}%")
     return table
 
 

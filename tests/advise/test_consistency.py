@@ -63,3 +63,20 @@ def test_advise_plan_and_predict_train_agree_on_the_same_layout(scaling: dict[st
     assert train["parallelism"] == par
     for step_time_s in (row["step_time_s"], plan["step_time_s"], top["step_time_s"]):
         assert step_time_s == pytest.approx(train["step_time_s"], rel=TOLERANCE)
+
+
+def test_the_issue_case_scaling_row_predict_train_and_plan_agree_at_64_gpus() -> None:
+    # dgx-h100, llama2-70b, 64 GPUs, default job (~4M tokens per step): the 8-node row of `predict scaling` is
+    # `predict train --gpus 64` (same layout searched), and `plan` on that layout prices it the same.
+    scaling = _json("predict", "scaling", "-s", "dgx-h100", "-m", "llama2-70b", "--nodes", "8")
+    row = scaling["points"][-1]
+    assert (row["nodes"], row["gpus"], row["fits"]) == (8, 64, True)
+    train = _json("predict", "train", "-s", "dgx-h100", "-m", "llama2-70b", "--gpus", "64")
+    assert row["global_batch"] == train["global_batch"]
+    assert row["step_time_s"] == pytest.approx(train["step_time_s"], rel=TOLERANCE)
+    par = train["parallelism"]
+    assert row["parallelism"] == par
+    plan = _json("plan", "-s", "dgx-h100", "--nodes", "8", "-m", "llama2-70b", "--global-batch",
+                 str(train["global_batch"]), *_layout_flags(par), "--micro-batch", str(par["micro_batch"]),
+                 "--zero", str(par["zero"]), "--order", "tp-cp-dp-pp")
+    assert plan["step_time_s"] == pytest.approx(train["step_time_s"], rel=TOLERANCE)

@@ -105,3 +105,20 @@ def test_the_time_objective_ranks_each_offerings_fastest_plan(db: HardwareDB) ->
     assert speeds == sorted(speeds, reverse=True)  # type: ignore[type-var]
     assert all((r.tokens_per_s_per_user or 0.0) >= (by_cost[r.offering].tokens_per_s_per_user or 0.0)
                for r in by_time)
+
+
+def test_advise_infer_gives_predict_infers_batch_and_speeds_on_the_same_offering() -> None:
+    import json
+
+    from tests.cli.helpers import run_cli
+
+    job = ("-m", "llama3.1-70b", "--tp", "2", "--input-tokens", "8192", "--output-tokens", "256",
+           "--latency-budget", "30", "--precision", "fp8", "--json")
+    advice = run_cli("advise", "infer", "--gpu", "H200", "--objective", "cost", *job)
+    assert advice.exit_code == 0, advice.stderr
+    row = next(r for r in json.loads(advice.stdout)["rows"] if r["offering"] == "amaya/H200-sxm5x8-NVLINK")
+    predicted = json.loads(run_cli("predict", "infer", "-s", "amaya/H200-sxm5x8-NVLINK", *job).stdout)
+    assert row["batch"] == predicted["batch"]
+    for key in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "tpot_s"):
+        assert row[key] == pytest.approx(predicted[key], rel=1e-9), key
+    assert row["tokens_per_s_per_user"] * row["tpot_s"] == pytest.approx(1.0)

@@ -187,7 +187,9 @@ def test_nvl72_racks_run_on_64_gpus_when_no_layout_divides_72(db: HardwareDB) ->
 
 
 def test_the_frontier_holds_every_plan_that_nothing_beats_on_both_time_and_cost(db: HardwareDB) -> None:
-    advice = advise_train(_request(GpuRequest(None, 8, 64)), _offerings(db))
+    # Up to 128 GPUs: at 8..64 one plan (8 nodes) is both the cheapest and the fastest once ZeRO-2 pays its
+    # per-micro-batch reduce-scatters, which leaves no frontier to check.
+    advice = advise_train(_request(GpuRequest(None, 8, 128)), _offerings(db))
     front = advice.frontier
     assert len(front) >= 2 and all(p.frontier and p.feasible for p in front)
     assert [p.cost_usd for p in front] == sorted(p.cost_usd for p in front)  # type: ignore[misc]

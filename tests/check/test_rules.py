@@ -89,6 +89,20 @@ def test_recorded_ib_ports_at_rate_pass_and_the_down_spare_is_named(hgx) -> None
     assert items["scale_out.rate"].status == "PASS"
 
 
+def test_scale_out_busbw_is_judged_by_the_users_thresholds(hgx) -> None:
+    probe, probed = hgx
+    two = probed.with_nodes(2)
+    per_gpu = two.node.scale_out_gb_per_s_per_gpu()
+    busbw = 0.8 * per_gpu  # 80% of the NIC rate per GPU
+
+    def status(thresholds: Thresholds | None) -> str:
+        return _by_name(rules.scale_out_items(probe, two, busbw, thresholds))["scale_out.busbw"].status
+
+    assert status(None) == "WARN"  # the defaults: PASS at 90%, WARN at 75%
+    assert status(Thresholds(pass_pct=70.0, warn_pct=50.0)) == "PASS"
+    assert status(Thresholds(pass_pct=95.0, warn_pct=85.0)) == "FAIL"
+
+
 def test_ib_port_down_in_sysfs_fails(tmp_path: Path, hgx) -> None:
     _, probed = hgx
     probe = probe_machine(h100_smi_runner(), tree_paths(_tree_with(tmp_path, "state", "1: DOWN")), use_nvml=False)

@@ -115,6 +115,23 @@ def test_fuzz_config_dir_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
     assert_clean(invoke("systems"))
 
 
+def _skypilot_csvs() -> list[bytes]:
+    return [p.read_bytes()[:4000] for p in sorted((FIXTURES / "catalog" / "skypilot").rglob("vms.csv"))]
+
+
+@FUZZ
+@given(content=_mutated(_skypilot_csvs()))
+def test_fuzz_refresh_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes) -> None:
+    cfg = tmp_path / "cfg"
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(cfg))
+    source = _write(tmp_path, "vms.csv", content)
+    result = invoke("catalog", "refresh", "--from", str(source), "--cloud", "lambda", "--as-of", "2026-12-01",
+                    "--apply")
+    assert_clean(result)
+    # Whatever was written, every command still reads it.
+    assert invoke("catalog", "--json").exit_code == 0
+
+
 @FUZZ
 @given(content=_mutated(_yaml_texts()))
 def test_fuzz_system_file(tmp_path: Path, content: bytes) -> None:
@@ -162,6 +179,8 @@ COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
                   ["--nodes", "--lora-rank", "--zero", "--tp"], assert_clean),
     "infer": (INFER, ["--input-tokens", "--output-tokens", "--batch", "--latency-budget", "--tp", "--pp"],
               assert_sane_json),
+    "infer-decode-only": ([*INFER, "--no-prefill-interference"], ["--input-tokens", "--output-tokens", "--batch",
+                                                                   "--latency-budget"], assert_sane_json),
     "advise-infer": (["advise", "infer", "--model", "llama2-7b", "--json"],
                      ["--latency-budget", "--input-tokens", "--qps", "--max-price-per-gpu-hour", "--tp"], assert_clean),
     "advise-train": (ADVISE_TRAIN, ["--budget", "--top", "--price-per-gpu-hour"], assert_sane_json),
@@ -186,6 +205,30 @@ def test_fuzz_numeric_options(name: str, data: st.DataObject) -> None:
     value = data.draw(NUMBER, label="value")
     extra = [x for f, v in DEFAULTS.items() if f != flag and f in options for x in (f, v)]
     check(invoke(*base, *extra, f"{flag}={value}"))
+
+
+FRAMEWORK_COMMANDS = {"train": [*TRAIN, "--global-batch", "64"],
+                      "plan-auto": [*COMMANDS["plan-auto"][0], "--nodes", "1"], "advise-train": ADVISE_TRAIN}
+
+
+@pytest.mark.parametrize("name", sorted(FRAMEWORK_COMMANDS))
+@FEW
+@given(framework=st.one_of(st.sampled_from(["auto", "megatron", "fsdp", "deepspeed", "Megatron", "", "zero3",
+                                            "fsdp ", "none"]), st.text(max_size=12)),
+       zero=st.sampled_from([None, "0", "1", "2", "3"]))
+def test_fuzz_framework(name: str, framework: str, zero: str | None) -> None:
+    # A known framework answers (or, with a ZeRO stage it lacks, exits 2 in one line); anything else exits 2.
+    args = [*FRAMEWORK_COMMANDS[name], f"--framework={framework}"]
+    if zero is not None and name != "advise-train":
+        args.append(f"--zero={zero}")
+    result = invoke(*args)
+    assert_clean(result)
+    if result.exit_code == 0:
+        assert framework in ("auto", "megatron", "fsdp", "deepspeed")
+        if name != "plan-auto":
+            assert_sane_json(result)
+    else:
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
 
 
 DEADLINES = st.one_of(

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import Result
 
+from linkscope.hardware.loader import ConfigFileWarning
+
 from tests.cli.helpers import run_cli
 
 SYSTEM = """
@@ -56,7 +58,9 @@ def test_binary_model_file_is_one_line(tmp_path: Path) -> None:
 def test_binary_file_in_config_dir_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _binary(tmp_path, "junk.yaml")
     monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
-    _user_error(run_cli("catalog"), "junk.yaml")
+    # A broken config file must not break every command: it is skipped with a warning naming it.
+    with pytest.warns(ConfigFileWarning, match=r"junk.yaml: not a text file .*delete it: rm"):
+        assert run_cli("catalog").exit_code == 0
 
 
 def test_invalid_date_is_one_line(tmp_path: Path) -> None:

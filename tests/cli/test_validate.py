@@ -13,16 +13,21 @@ def test_validate_json_has_kinds_and_sources() -> None:
     data = json.loads(result.stdout)
     assert set(data["kinds"]) == {"training", "collectives", "inference"}
     for summary in data["kinds"].values():
-        assert set(summary) == {"n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct"}
+        assert set(summary) == {"n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct", "loro_median_pct"}
         assert summary["n"] >= 1 and summary["loso_max_pct"] >= summary["loso_median_pct"]
     sources = {s["source"]: s for s in data["sources"]}
     assert sources["korthikanti-2022"]["kind"] == "training" and sources["korthikanti-2022"]["n"] == 8
     assert all({"kind", "n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct"} <= set(s)
                for s in data["sources"])
     assert "entries" not in data
+    regimes = {r["regime"]: r for r in data["regimes"]}
+    assert {"fsdp-multi-node", "small-messages", "small-batch-decode"} <= set(regimes)
+    for r in regimes.values():
+        assert r["kind"] in data["kinds"] and r["n"] >= 1 and r["loro_max_pct"] >= r["loro_median_pct"]
 
 
 def test_validate_table_and_entries() -> None:
     result = run_cli("validate", "--entries")
     assert result.exit_code == 0
     assert "LOSO median" in result.stdout and "Per entry" in result.stdout
+    assert "Per regime" in result.stdout and "small-batch-decode" in result.stdout

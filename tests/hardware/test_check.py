@@ -96,3 +96,46 @@ def test_catalog_and_advise_warn_on_stderr_about_old_prices(monkeypatch, tmp_pat
                    "digitalocean", "--gpu", "MI300X", "--json")
     assert used.exit_code == 0
     assert "older than 90 days" in used.stderr
+
+
+PLANTED = """
+provider: testcloud
+offerings:
+  - instance: cheap-h100
+    gpu: H100
+    gpus: 8
+    scale_up: {kind: nvswitch}
+    price_per_hour: 1.0
+    price_as_of: 2026-11-01
+    price_source: "a typo"
+    source: test
+    as_of: 2026-11-01
+"""
+
+
+def test_an_implausible_price_is_flagged(tmp_path: Path) -> None:
+    extra = tmp_path / "planted.yaml"
+    extra.write_text(PLANTED)
+    result = run_cli("catalog", "--check", "--catalog", str(extra))
+    assert result.exit_code == 1
+    [line] = [ln for ln in result.stdout.splitlines() if ln.startswith("testcloud/cheap-h100")]
+    assert "price_per_hour 1 is implausible: $0.12/GPU-h is outside 5x of the H100 median" in line
+
+
+def test_a_planted_price_in_the_config_dir_is_flagged(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "prices.yaml").write_text(
+        "price_overrides:\n  - offering: lambda/gpu_8x_h100_sxm5\n    price_per_hour: 1.0\n"
+        "    price_as_of: 2026-11-01\n    price_source: a typo\n")
+    result = run_cli("catalog", "--check")
+    assert result.exit_code == 1 and "lambda/gpu_8x_h100_sxm5: price_per_hour 1 is implausible" in result.stdout
+
+
+def test_the_catalog_covers_the_market() -> None:
+    db = load_db(include_user=False)
+    assert len(db.offerings) >= 250
+    assert len({o.provider for o in db.offerings.values()}) >= 30
+    b300 = db.offerings["aws/p6-b300.48xlarge"]
+    assert (b300.system.node.gpus, b300.system.node.scale_out.nics, b300.system.node.scale_out.nic_gbit_per_s) == \
+        (8, 16, 400)
+    assert check_db(db) == []

@@ -51,3 +51,11 @@ def test_amd_infinity_fabric_mesh_is_modelled(db, tmp_path: Path, gpu: str) -> N
     assert system.node.scale_up.kind == "xgmi-mesh"
     assert system.node.scale_up.bw_gb_per_s > 0
     assert tiers is not None
+
+
+def test_bare_v100_is_the_16gb_board_the_clouds_mean() -> None:
+    from linkscope.hardware.loader import load_db
+
+    db = load_db(include_user=False)
+    assert db.gpu("V100").id == "V100-SXM2-16GB"
+    assert db.gpu("V100-32GB").id == "V100-SXM2-32GB"

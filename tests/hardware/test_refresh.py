@@ -1,83 +1,207 @@
-"""`linkscope catalog refresh`: SkyPilot catalog CSVs joined onto offerings, offline on the checked-in sample."""
+"""`linkscope catalog refresh` on checked-in samples of SkyPilot's real catalog files (see the fixture's SOURCES.md)."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
 
 import pytest
+import yaml
 
-from linkscope.hardware.errors import DataError
-from linkscope.hardware.loader import load_db
-from linkscope.hardware.refresh import OVERRIDE_FILE, parse_csv, read_catalog, refresh, write_overrides
+from linkscope.hardware.errors import DataError, UserError
+from linkscope.hardware.loader import ConfigFileWarning, load_db
+from linkscope.hardware.refresh import OVERRIDE_FILE, known_clouds, refresh, write_overrides
+from linkscope.hardware.refresh_source import parse_csv, read_catalog, version_of
+from linkscope.report.refresh_diff import refresh_lines
 from tests.cli.helpers import run_cli
 
 SAMPLE = Path(__file__).parents[1] / "fixtures" / "catalog" / "skypilot"
+AFTER_ALL = date(2026, 12, 4)
+"""A source date after every shipped price date: only rank, completeness and plausibility can hold a price back."""
+BEFORE_NEBIUS = date(2026, 5, 1)
+"""Before Nebius's 2026-06-01 price change."""
 
 
-def test_reads_a_catalog_tree_and_single_files() -> None:
-    rows = read_catalog(str(SAMPLE))
-    assert {r.cloud for r in rows} == {"lambda", "shadeform"}
-    assert all(r.price or r.spot_price for r in rows)
-    one = read_catalog(str(SAMPLE / "catalogs" / "v7" / "lambda" / "vms.csv"))
-    assert {r.cloud for r in one} == {"lambda"}
-    assert not any(r.instance == "cpu_4x_general" and r.price is None for r in one)
+def _report(as_of: date, tree: Path = SAMPLE):
+    db = load_db(include_user=False)
+    return refresh(db, read_catalog(str(tree), known_clouds(db), as_of=as_of))
+
+
+def test_gcp_price_is_the_host_row_plus_the_gpu_rows() -> None:
+    by_id = {c.offering: c for c in _report(AFTER_ALL).changes}
+    a2 = by_id["gcp/a2-highgpu-8g"]
+    assert a2.new_price == pytest.approx(5.91582 + 23.47126)  # host row + A100 x 8 row, us-central1
+    assert a2.new_spot == pytest.approx(2.958 + 11.4728)
+    assert a2.rows == "gcp/a2-highgpu-8g + gcp/gpu:A100:8"
+    assert a2.region == "us-central1"
+    ultra = by_id["gcp/a2-ultragpu-8g"]
+    assert ultra.new_price == pytest.approx(8.79698 + 14.76958)
+    # GCP's own prices rank above SkyPilot's dataset: shown, never applied.
+    assert ultra.held_back and "provider" in ultra.held_back and not ultra.applied
+
+
+def test_a_split_price_without_its_gpu_part_is_never_joined(tmp_path: Path) -> None:
+    tree = tmp_path / "catalogs" / "v8" / "gcp"
+    tree.mkdir(parents=True)
+    lines = (SAMPLE / "catalogs" / "v8" / "gcp" / "vms.csv").read_text().splitlines()
+    tree.joinpath("vms.csv").write_text("\n".join(line for line in lines if ",,,A100," not in line) + "\n")
+    report = _report(AFTER_ALL, tmp_path)
+    assert "gcp/a2-highgpu-8g" not in {c.offering for c in report.changes}
+    assert any(u.startswith("gcp/a2-highgpu-8g (no row for gcp/gpu:A100:8") for u in report.unmatched)
+
+
+def test_no_newer_price_is_downgraded() -> None:
+    by_id = {c.offering: c for c in _report(BEFORE_NEBIUS).changes}
+    b200 = by_id["nebius/gpu-b200-sxm_8gpu-160vcpu-1792gb"]
+    assert (b200.old_price, b200.new_price) == (57.20, 44.00)
+    assert b200.held_back == "the current price is newer (2026-06-01 > 2026-05-01)"
+    assert not any(c.applied for c in by_id.values() if c.offering.startswith("nebius/"))
+
+
+def test_marketplace_rows_move_to_a_host_that_became_a_cloud() -> None:
+    report = _report(AFTER_ALL)
+    by_id = {c.offering: c for c in report.changes}
+    assert by_id["hyperstack/H100x8"].rows == "hyperstack/n3-H100x8"  # v7 Shadeform key gone; the native v8 row
+    assert by_id["crusoe/A100-80Gx4"].rows == "shadeform/crusoe_A100-80GBx4"  # renamed SKU, through its alias
+    lines = "\n".join(refresh_lines(report))
+    assert "hyperstack: 1 source GPU type(s) match no offering: n3-A100x8-NVLink" in lines
+    assert any(u.startswith("hyperstack/8x-h100-sxm (no row") for u in report.unmatched)
+
+
+def test_a_region_switch_is_reported(tmp_path: Path) -> None:
+    tree = tmp_path / "catalogs" / "v8" / "hyperstack"
+    tree.mkdir(parents=True)
+    text = (SAMPLE / "catalogs" / "v8" / "hyperstack" / "vms.csv").read_text()
+    tree.joinpath("vms.csv").write_text(text.replace("15.2,CANADA-1", "15.2,NORWAY-1"))
+    report = _report(AFTER_ALL, tmp_path)
+    h100 = next(c for c in report.changes if c.offering == "hyperstack/H100x8")
+    assert h100.region_switch == "CANADA-1 -> NORWAY-1" and not h100.changed
+    assert "region switch hyperstack/H100x8: CANADA-1 -> NORWAY-1" in refresh_lines(report)
+
+
+def test_versions_compare_as_numbers(tmp_path: Path) -> None:
+    assert version_of("v10") > version_of("v9")
+    for version, price in (("v9", "11.0"), ("v10", "12.0")):
+        folder = tmp_path / "catalogs" / version / "lambda"
+        folder.mkdir(parents=True)
+        folder.joinpath("vms.csv").write_text(f"InstanceType,Price,Region\ngpu_8x_a100,{price},us-east-1\n")
+    db = load_db(include_user=False)
+    source = read_catalog(str(tmp_path), known_clouds(db), as_of=AFTER_ALL)
+    assert source.files["lambda"].version == 10 and source.rows[0].price == 12.0
+    (tmp_path / "catalogs" / "vX" / "lambda").mkdir(parents=True)
+    (tmp_path / "catalogs" / "vX" / "lambda" / "vms.csv").write_text("InstanceType,Price\n")
+    with pytest.raises(UserError, match="'vX' is not v<number>"):
+        read_catalog(str(tmp_path), known_clouds(db), as_of=AFTER_ALL)
+
+
+def test_every_bad_row_is_rejected_with_its_reason() -> None:
+    text = ("InstanceType,Price,SpotPrice,Region\na,inf,,r\nb,-3,,r\nc,nan,,r\nd,abc,,r\ne,1e300,,r\n"
+            "f,0,,r\ng,2.5,0.5,r\n")
+    source = parse_csv(text, "lambda", "x.csv")
+    reasons = {r.line: r.reason for r in source.rejected}
+    assert reasons == {2: "Price inf is not a finite number", 3: "Price -3 is negative",
+                       4: "Price nan is not a finite number", 5: "Price 'abc' is not a number",
+                       6: "Price 1e300 is above $100,000/h", 7: "Price is 0 (not a price; row skipped)"}
+    assert [r.instance for r in source.rows] == ["g"]
+    assert [r.blocking for r in source.rejected] == [True] * 5 + [False]
 
 
 def test_a_file_that_is_not_a_catalog_is_named() -> None:
-    with pytest.raises(DataError, match="InstanceType"):
+    with pytest.raises(DataError, match="missing column InstanceType"):
         parse_csv("a,b\n1,2\n", "aws", "x.csv")
+    with pytest.raises(DataError, match="not readable as CSV"):
+        parse_csv("InstanceType,Price\n" + "x" * 200_000 + ",1\n", "aws", "x.csv")
 
 
-def test_refresh_reports_changes_and_unmatched() -> None:
-    db = load_db(include_user=False)
-    report = refresh(db, read_catalog(str(SAMPLE)), str(SAMPLE), as_of=date(2026, 12, 3))
-    by_id = {c.offering: c for c in report.changes}
-    a100 = by_id["lambda/gpu_8x_a100"]
-    assert (a100.old_price, a100.new_price) == (15.92, 10.32)
-    assert a100.changed
-    assert by_id["crusoe/A100-80Gx8"].new_price == 13.2  # joined through its `skypilot` key
-    assert "lambda/gpu_8x_h100_sxm5" in report.unmatched
-    assert not any(o.startswith("aws/") for o in report.unmatched)  # clouds absent from the source are not listed
+def _newer_listing(tmp_path: Path) -> Path:
+    """A v8 Shadeform file with the v7 crusoe A100-80G x 8 row (13.2/h there) at 19.0/h."""
+    tree = tmp_path / "catalogs" / "v8" / "shadeform"
+    tree.mkdir(parents=True)
+    header, *rows = (SAMPLE / "catalogs" / "v7" / "shadeform" / "vms.csv").read_text().splitlines()
+    row = next(r for r in rows if r.startswith("crusoe_A100-80Gx8,"))
+    tree.joinpath("vms.csv").write_text(f"{header}\n{row.replace(',13.2,', ',19.0,')}\n")
+    return tmp_path
 
 
-def test_override_file_is_applied_by_the_loader(tmp_path: Path) -> None:
-    db = load_db(include_user=False)
-    report = refresh(db, read_catalog(str(SAMPLE)), str(SAMPLE), as_of=date(2026, 12, 3))
-    path = write_overrides(report, tmp_path)
-    assert path.name == OVERRIDE_FILE
-    refreshed = load_db([path], include_user=False).offerings["lambda/gpu_8x_a100"]
-    assert refreshed.price_per_hour == 10.32
-    assert refreshed.price_as_of == date(2026, 12, 3)
-    assert refreshed.price_source and str(SAMPLE) in refreshed.price_source
-    assert refreshed.regions == ("europe-central-1",)  # the cheapest row when the offering names no region
+def test_written_override_is_applied_and_dated_by_the_source(tmp_path: Path) -> None:
+    report = _report(AFTER_ALL, _newer_listing(tmp_path))
+    assert [c.offering for c in report.changes if c.applied] == ["crusoe/A100-80Gx8"]
+    path = write_overrides(report, tmp_path / "config")
+    [entry] = yaml.safe_load(path.read_text())["price_overrides"]
+    assert entry["price_per_hour"] == 19.0 and entry["price_as_of"] == AFTER_ALL
+    assert entry["price_source_kind"] == "marketplace"
+    assert entry["price_source"].startswith("SkyPilot catalog v8 shadeform/vms.csv (skypilot-org/skypilot-catalog")
+    assert not list((tmp_path / "config").glob(".prices-*"))  # no temporary file left behind
+    assert load_db([path], include_user=False).offerings["crusoe/A100-80Gx8"].price_per_hour == 19.0
 
 
-def test_refresh_command_writes_to_the_config_dir(monkeypatch, tmp_path: Path) -> None:
+def test_an_unwritable_config_dir_is_a_user_error(monkeypatch, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(blocker))
+    result = run_cli("catalog", "refresh", "--from", str(_newer_listing(tmp_path)), "--as-of", "2026-12-04",
+                     "--apply")
+    assert result.exit_code == 2 and "cannot write" in result.stderr and "Traceback" not in result.output
+    assert blocker.read_text() == ""
+
+
+def test_refresh_shows_the_diff_and_writes_only_with_apply(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
-    result = run_cli("catalog", "refresh", "--from", str(SAMPLE))
-    assert result.exit_code == 0, result.stderr
-    assert "lambda/gpu_8x_a100: 15.92 -> 10.32/h" in result.stdout
-    assert "not in the catalog" in result.stdout
-    assert (tmp_path / OVERRIDE_FILE).is_file()
-    shown = run_cli("catalog", "--json", "--provider", "lambda")
-    row = next(r for r in __import__("json").loads(shown.stdout) if r["id"] == "lambda/gpu_8x_a100")
-    assert row["price_per_hour"] == 10.32
+    shown = run_cli("catalog", "refresh", "--from", str(SAMPLE), "--as-of", "2026-12-03")
+    assert shown.exit_code == 0, shown.stderr
+    assert "held back nebius/gpu-b200-sxm_8gpu-160vcpu-1792gb: 57.2 -> 44/h" in shown.stdout
+    assert "source: catalogs/v8/gcp/vms.csv: SkyPilot catalog v8 gcp/vms.csv" in shown.stdout
+    assert not (tmp_path / OVERRIDE_FILE).exists()
+    assert run_cli("catalog", "refresh", "--from", str(SAMPLE), "--as-of", "2026-12-03", "--apply").exit_code == 0
     assert run_cli("catalog", "--check").exit_code == 0
 
 
-def test_dry_run_writes_nothing(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
-    result = run_cli("catalog", "refresh", "--from", str(SAMPLE), "--dry-run")
-    assert result.exit_code == 0
-    assert not (tmp_path / OVERRIDE_FILE).exists()
-
-
-def test_unreadable_sources_are_user_errors(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
-    binary = tmp_path / "vms.csv"
-    binary.write_bytes(b"\xff\xfe\x00bad")
-    result = run_cli("catalog", "refresh", "--from", str(binary))
+@pytest.mark.parametrize("price", ["inf", "-1", "nan", "1e300", "banana"])
+def test_a_bad_price_writes_nothing(monkeypatch, tmp_path: Path, price: str) -> None:
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path / "config"))
+    bad = tmp_path / "lambda" / "vms.csv"
+    bad.parent.mkdir()
+    bad.write_text(f"InstanceType,Price,Region\ngpu_8x_a100,{price},us-east-1\ngpu_8x_v100,4.4,us-east-1\n")
+    result = run_cli("catalog", "refresh", "--from", str(bad), "--as-of", "2026-12-03", "--apply")
     assert result.exit_code == 2
-    missing = run_cli("catalog", "refresh", "--from", str(tmp_path / "nope"))
-    assert missing.exit_code == 2
+    assert f"rejected {bad}:2: Price" in result.stderr
+    assert "nothing written" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "config").exists()
+    assert run_cli("catalog", "--json", "--provider", "lambda").exit_code == 0
+
+
+def test_bad_sources_and_targets_are_one_line_errors(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    binary = tmp_path / "lambda" / "vms.csv"
+    binary.parent.mkdir()
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    assert run_cli("catalog", "refresh", "--from", str(binary)).exit_code == 2
+    assert run_cli("catalog", "refresh", "--from", str(tmp_path / "nope")).exit_code == 2
+    unknown = tmp_path / "nosuchcloud" / "vms.csv"
+    unknown.parent.mkdir()
+    unknown.write_text("InstanceType,Price\nx,1\n")
+    result = run_cli("catalog", "refresh", "--from", str(unknown))
+    assert result.exit_code == 2 and "unknown provider 'nosuchcloud'" in result.stderr
+    assert run_cli("catalog", "refresh", "--from", str(SAMPLE), "--as-of", "yesterday").exit_code == 2
+
+
+def test_undated_source_holds_every_price_back() -> None:
+    report = _report(None)  # type: ignore[arg-type]
+    assert report.changes and all(c.held_back for c in report.changes if c.changed)
+    assert json.dumps([c.offering for c in report.changes])
+
+
+def test_a_broken_config_file_is_skipped_with_a_warning(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    bad = tmp_path / OVERRIDE_FILE
+    bad.write_text("price_overrides:\n  - offering: lambda/gpu_8x_a100\n    price_per_hour: .inf\n"
+                   "    price_as_of: 2026-11-01\n    price_source: x\n")
+    for command in (["catalog", "--json"], ["systems"]):
+        with pytest.warns(ConfigFileWarning, match="delete it: rm"):
+            result = run_cli(*command)
+        assert result.exit_code == 0, result.output
+    with pytest.warns(ConfigFileWarning):
+        shown = run_cli("catalog", "--json", "--provider", "lambda")
+    assert next(r for r in json.loads(shown.stdout) if r["id"] == "lambda/gpu_8x_a100")["price_per_hour"] != \
+        float("inf")

@@ -37,6 +37,21 @@ def test_compare_two_imported_runs(tmp_path: Path) -> None:
     assert run_cli("compare", a, "nope", "--db", str(db)).exit_code == 2
 
 
+def test_a_log_whose_header_names_no_op_compares_with_numbers(tmp_path: Path) -> None:
+    # The MPI launcher's "[1,0]<stdout>:" prefixes hid the binary's name; the columns still say all-reduce
+    # (a reduction to no root whose busbw is 2(n-1)/n of its algbw).
+    db = tmp_path / "r.db"
+    base = _import(db, "v2.13_all_reduce_a100_8gpu_oci.txt")
+    prefixed = _import(db, "v2.13_all_reduce_h100_8gpu_p5_mpi_prefixed.txt")
+    data = json.loads(run_cli("compare", base, prefixed, "--json", "--db", str(db)).stdout)
+    assert data["op"] == "all_reduce"
+    p5 = data["runs"][1]
+    assert p5["busbw"][str(1 << 30)] == 441.81 and p5["peak_busbw"] == 483.05
+    assert all(v is not None for v in p5["busbw"].values())
+    table = run_cli("compare", base, prefixed, "--db", str(db)).stdout
+    assert "441.8" in table
+
+
 def test_compare_runs_is_pure() -> None:
     from linkscope.results.records import CollectiveRow, RunInfo
 

@@ -32,7 +32,7 @@ def add_lora(model: nn.Module, peft: Peft) -> int:
     for p in model.parameters():
         p.requires_grad_(False)
     trainable = 0
-    for layer in model.layers:  # type: ignore[union-attr]
+    for layer in model.get_submodule("layers").children():
         for part, names in target_names(peft.targets).items():
             module = getattr(layer, part)
             for name in names:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -20,6 +20,9 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from linkscope.bench.train.config import TrainConfig
 from linkscope.bench.train.lora import lora_plan
 from linkscope.bench.train.model import Decoder
+
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
 
 MIB = 1 << 20
 
@@ -86,19 +89,19 @@ def _ddp(model: Decoder, cfg: TrainConfig, device: torch.device, dp_mesh: Device
                    data_rank, data_ranks)
 
 
-def _register_compression(ddp: nn.Module, compression: str, group: dist.ProcessGroup | None) -> None:
+def _register_compression(ddp: DistributedDataParallel, compression: str, group: dist.ProcessGroup | None) -> None:
     """PyTorch's compression hook; `group` is the data-parallel group (None = every rank), which the hooks
     would otherwise take to be the whole world."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
     if compression == "fp16":
-        ddp.register_comm_hook(group, default_hooks.fp16_compress_hook)  # type: ignore[operator]
+        ddp.register_comm_hook(group, default_hooks.fp16_compress_hook)
     elif compression == "bf16":
-        ddp.register_comm_hook(group, default_hooks.bf16_compress_hook)  # type: ignore[operator]
+        ddp.register_comm_hook(group, default_hooks.bf16_compress_hook)
     elif compression == "powersgd":
         # Compression from the third step on (PowerSGD's default waits 1000 steps, longer than any benchmark).
         state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=1, start_powerSGD_iter=2)
-        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)  # type: ignore[operator]
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
 def reduce_after_backward(params: list[nn.Parameter], bucket_mb: float, ranks: int,

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from linkscope.bench import printer
-from linkscope.bench.layout import RankInfo, distinct_hosts, node_count, rank_groups
-from linkscope.results.records import RunInfo
-from linkscope.results.store import ResultStore, utc_now
+from linkscope.bench.layout import RankInfo
+from linkscope.bench.run_recorder import RunRecorder
+from linkscope.results.records import RunInfo, RunStatus
+from linkscope.results.store import ResultStore
 
 
 @dataclass
@@ -36,26 +37,12 @@ class TrainPoint:
         return dict(self.__dict__)
 
 
-class TrainRecorder:
+class TrainRecorder(RunRecorder):
     """A Sink for training reports: prints step lines and keeps the store current."""
 
     def __init__(self, store: ResultStore, info: RunInfo, emit: Callable[[str], None], quiet: bool) -> None:
-        self.store = store
-        self.info = info
-        self._emit = emit
-        self.quiet = quiet
+        super().__init__(store, info, emit, quiet)
         self.points: list[TrainPoint] = []
-        self.done = False
-
-    def begin(self) -> str:
-        """Create the run in the store (status running) and return its id."""
-        self.info.run_id = self.store.create_run(self.info)
-        return self.info.run_id
-
-    def emit(self, line: str) -> None:
-        """Print one line unless quiet."""
-        if not self.quiet:
-            self._emit(line)
 
     def begin_point(self, label: str, ranks: int, settings: dict[str, Any]) -> TrainPoint:
         """A new configuration is about to start."""
@@ -78,14 +65,8 @@ class TrainRecorder:
     def started(self, infos: list[RankInfo]) -> None:
         """Record the rank layout (of the largest point) and print the device lines."""
         if len(infos) >= self.info.world_size or not self.info.hosts:
-            self.info.hosts = distinct_hosts(infos)
-            self.info.world_size = len(infos)
-            self.info.nodes = node_count(infos)
-            self.info.groups = rank_groups(infos)
-            self.store.update_run(self.info.run_id, hosts=self.info.hosts, world_size=self.info.world_size,
-                                  nodes=self.info.nodes, groups=self.info.groups)
-        for line in printer.device_lines(infos):
-            self.emit(line)
+            self.record_layout(infos)
+        self.lines(printer.device_lines(infos))
 
     def train_started(self, meta: dict[str, Any]) -> None:
         """The model is built on every rank."""
@@ -113,14 +94,6 @@ class TrainRecorder:
         self.point.trace_step_wall_s = step_wall_s
         self._save()
 
-    def finished(self) -> None:
-        """Every rank has finished the point."""
-        self.done = True
-
-    def dispatch(self, method: str, args: tuple) -> None:
-        """Call a Sink method by name (reports forwarded over the launcher's queue)."""
-        getattr(self, method)(*args)
-
     def end_point(self, status: str) -> None:
         """The point's final status (complete or incomplete)."""
         self.point.status = status
@@ -131,12 +104,9 @@ class TrainRecorder:
         self.info.extra[key] = value
         self.store.update_run(self.info.run_id, extra=self.info.extra)
 
-    def close(self, status: str, error: str | None) -> None:
+    def close(self, status: RunStatus, error: str | None) -> None:
         """Store the final status."""
         if status != "complete" and self.points and self.points[-1].status == "running":
             # Ended from outside the point (rank 0's guard under torchrun): the point's steps so far stay.
             self.end_point("incomplete")
-        self.info.status = status  # type: ignore[assignment]
-        self.info.error = error
-        self.info.ended_at = utc_now()
-        self.store.finish_run(self.info.run_id, status, error)  # type: ignore[arg-type]
+        self.finish_run(status, error)

@@ -20,7 +20,7 @@ from typing import Any
 
 from linkscope.bench.comm import default_nproc, init_rank, resolve_backend
 from linkscope.bench.events import NullSink
-from linkscope.bench.jobs import Job, run_job
+from linkscope.bench.jobs import Job, run_guarded, run_job
 from linkscope.bench.launch import launch_local, stall_message
 from linkscope.bench.layout import RankEnv, torchrun_env
 from linkscope.bench.recorder import final_status
@@ -152,23 +152,23 @@ def _run_torchrun(plans: list[TrainPlan], env: RankEnv, emit: Emit) -> TrainRunR
     if env.rank != 0:
         for plan in plans:
             cfg = replace(plan.config, trace_dir=_shared_trace_dir(ctx, ""))
-            _on_first_ranks(ctx, plan, Job("train", cfg), waiter, _measured)
+            _on_first_ranks(ctx, plan, cfg, waiter, _measured)
         ctx.close()
         return TrainRunResult("", plans[0].config.run.db_path or "", "complete", 0, [])
     recorder = _recorder(plans[0].config, backend, env.world, emit)
     configs = [_point_config(recorder, plan, i) for i, plan in enumerate(plans)]
     where = points_where([(plan.label, cfg) for plan, cfg in zip(plans, configs)])
-    guard = torchrun.RankZeroGuard(recorder, ctx.progress, env.world, timeout_s,  # type: ignore[arg-type]
+    guard = torchrun.RankZeroGuard(recorder, ctx.progress, env.world, timeout_s,
                                    lambda values, own: stall_message(values, timeout_s, where)[0]
                                    if values else where(own))
     guard.start()
     status, message = "complete", ""
-    guarded = partial(_guarded, recorder=recorder)
+    guarded = partial(run_guarded, sink=recorder)
     try:
         for plan, cfg in zip(plans, configs):
             _shared_trace_dir(ctx, cfg.trace_dir)
             recorder.begin_point(plan.label, plan.ranks or env.world, plan.settings)
-            status, message = _on_first_ranks(ctx, plan, Job("train", cfg), waiter, guarded)
+            status, message = _on_first_ranks(ctx, plan, cfg, waiter, guarded)
             recorder.end_point("complete" if status == "complete" else "incomplete")
             if status != "complete":
                 break
@@ -179,18 +179,19 @@ def _run_torchrun(plans: list[TrainPlan], env: RankEnv, emit: Emit) -> TrainRunR
     return _finish(recorder, status, message, backend)
 
 
-def _on_first_ranks(ctx: Any, plan: TrainPlan, job: Job, waiter: Any,
+def _on_first_ranks(ctx: Any, plan: TrainPlan, cfg: TrainConfig, waiter: Any,
                     run: Callable[[Job, Any], tuple[str, str]]) -> tuple[str, str]:
-    """Run one point on the first `plan.ranks` ranks; the others skip its progress and wait for it to end."""
+    """Run one point (`cfg`, the plan's config as this run places it) on the first `plan.ranks` ranks; the others
+    skip its progress and wait for it to end."""
     ranks = plan.ranks or ctx.world
     if ctx.rank < ranks:
         sub = first_ranks(ctx, ranks, plan.config.run.timeout_s + 60.0)
-        status, message = run(job, sub)
+        status, message = run(Job("train", cfg), sub)
         if status != "complete":  # the peers may be dead: neither tear down nor wait
             return status, message
         release(sub, ctx)
     else:
-        ctx.progress.skip(point_advances(job.config))  # type: ignore[arg-type]
+        ctx.progress.skip(point_advances(cfg))
     if waiter is not None:
         _barrier(waiter)
     return "complete", ""
@@ -222,13 +223,3 @@ def _shared_trace_dir(ctx: Any, mine: str) -> str:
     box = [mine]
     dist.broadcast_object_list(box, src=0, group=ctx.ctrl)
     return str(box[0])
-
-
-def _guarded(job: Job, ctx: Any, *, recorder: TrainRecorder) -> tuple[str, str]:
-    try:
-        run_job(job, ctx, recorder)
-    except UserError as exc:
-        return "user_error", exc.for_flags()
-    except Exception as exc:  # the run is stored as incomplete, with the cause
-        return "fault", f"rank 0 saw {type(exc).__name__}: {exc}".strip()
-    return "complete", ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from linkscope.model.step.layout import Layouts, single_layout
+from linkscope.model.step.layout import Layouts, Recompute, single_layout
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class CalibrationCase:
     global_batch: int
     micro_batch: int
     interleave: int
-    recompute: str
+    recompute: Recompute
     sequence_parallel: bool
     step_time_s: float
 

@@ -266,4 +266,4 @@ def memory_gib_of_layout(job: Job, tp: int, dp: int, recompute: str, zero: int) 
 
     lay = single_layout(tp=tp, pp=1, dp=dp, mb=job.global_batch // dp, recompute=recompute, zero=zero)
     # The System is not consulted by the memory accounting, only the job and the layout.
-    return float(np.asarray(memory_gib_per_gpu(job, None, lay))[0])  # type: ignore[arg-type]
+    return float(np.asarray(memory_gib_per_gpu(job, None, lay))[0])

@@ -10,7 +10,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.ranges.accuracy import time_range
+from linkscope.model.ranges.accuracy import spread, time_range
 from linkscope.model.comm.collectives import candidates, collective_time
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.results.busbw import algbw_gb_per_s, bus_factors
@@ -31,7 +31,9 @@ class CollectivePrediction:
     busbw: float
     bottleneck: str
     time_us_range: tuple[float, float] = (0.0, 0.0)
-    """p10..p90 of the time, from the leave-one-source-out errors of collective predictions."""
+    """p10..p90 of the time, from the leave-one-source-out errors of collective predictions of its class."""
+    range_basis: str = ""
+    """What evidence the range comes from (`model.ranges.accuracy.spread`), or that there is none."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -85,6 +87,7 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
     result = collective_time(op, tiers, size, ranks, nodes, algo)
     factor = float(bus_factors(op, ranks))
     out = []
+    basis = spread("collectives", system, nodes).basis
     for i, nbytes in enumerate(sizes_bytes):
         time_us = float(result.time_us[i])
         algbw = algbw_gb_per_s(nbytes, time_us)
@@ -92,5 +95,6 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
                                         bottleneck=str(result.bottleneck[i]),
-                                        time_us_range=time_range(time_us, "collectives")))
+                                        time_us_range=time_range(time_us, "collectives", system, nodes),
+                                        range_basis=basis))
     return out

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
 from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
+from linkscope.model.step.layout import Recompute
 from linkscope.model.step.peft import Peft
 
 EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
@@ -38,11 +39,20 @@ class Source(_Strict):
     as_of: date
 
 
-class TrainingEntry(_Strict):
-    """A training step measurement: tokens/s (per GPU or in all) or seconds per step of the global batch."""
+class _Entry(_Strict):
+    """What every entry has: its source (a Source id), the System it ran on, the measured value (in the entry's
+    metric), where in the source it is printed, and what the entry assumes that the source does not say."""
 
     source: str
     system: str
+    value: float = Field(gt=0)
+    where: str
+    assumed: list[str] = []
+
+
+class TrainingEntry(_Entry):
+    """A training step measurement: tokens/s (per GPU or in all) or seconds per step of the global batch."""
+
     model: str
     gpus: int = Field(ge=1)
     global_batch: int = Field(ge=1)
@@ -53,7 +63,7 @@ class TrainingEntry(_Strict):
     cp: int = Field(default=1, ge=1)
     interleave: int = Field(default=1, ge=1)
     zero: int = Field(default=1, ge=0, le=3)
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Recompute = "none"
     sequence_parallel: bool | None = None
     """Default: on whenever tp > 1 (Megatron-LM and NeMo recipes)."""
     attention: Literal["flash", "unfused"] = "flash"
@@ -61,9 +71,6 @@ class TrainingEntry(_Strict):
     tp_overlap: bool = False
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     metric: Literal["tokens_per_s_per_gpu", "tokens_per_s", "step_time_s"]
-    value: float = Field(gt=0)
-    where: str
-    assumed: list[str] = []
     lora_rank: int | None = Field(default=None, ge=1)
     """A LoRA fine-tune of the frozen model at this rank (None: full training)."""
     lora_targets: Literal["attn", "attn-mlp", "all"] = "attn"
@@ -75,11 +82,6 @@ class TrainingEntry(_Strict):
         if self.lora_rank is None:
             return None
         return Peft(rank=self.lora_rank, targets=self.lora_targets, base_precision=self.base_precision)
-
-    @property
-    def regime(self) -> str:
-        """`lora` for a fine-tune, `full` for full training."""
-        return "full" if self.lora_rank is None else "lora"
 
     @property
     def dp(self) -> int:
@@ -95,19 +97,14 @@ class TrainingEntry(_Strict):
         return self.global_batch * self.seq_len / tokens_per_s
 
 
-class CollectiveEntry(_Strict):
+class CollectiveEntry(_Entry):
     """One collective at one size: nccl-tests' time (us) or busbw (GB/s)."""
 
-    source: str
-    system: str
     op: str
     gpus: int = Field(ge=2)
     size_bytes: int = Field(ge=1)
     algo: str = "auto"
     metric: Literal["time_us", "busbw_gb_per_s"]
-    value: float = Field(gt=0)
-    where: str
-    assumed: list[str] = []
 
 
 INFERENCE_METRICS = ("time_per_output_token_s", "prefill_s", "batch_latency_s", "output_tokens_per_s")
@@ -115,12 +112,10 @@ INFERENCE_METRICS = ("time_per_output_token_s", "prefill_s", "batch_latency_s", 
 a fixed batch started together; the output tokens per second of all the deployment's GPUs together."""
 
 
-class InferenceEntry(_Strict):
+class InferenceEntry(_Entry):
     """A serving measurement in one of INFERENCE_METRICS. `batch` is the concurrency; omitted only for
     output_tokens_per_s under offline maximum load, where the server runs the largest batch that fits."""
 
-    source: str
-    system: str
     model: str
     tp: int = Field(ge=1)
     pp: int = Field(default=1, ge=1)
@@ -130,9 +125,6 @@ class InferenceEntry(_Strict):
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     kv_precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     metric: Literal["time_per_output_token_s", "prefill_s", "batch_latency_s", "output_tokens_per_s"]
-    value: float = Field(gt=0)
-    where: str
-    assumed: list[str] = []
 
     @model_validator(mode="after")
     def _batch_given_unless_max_load(self) -> InferenceEntry:
@@ -183,7 +175,7 @@ def calibration_entries() -> list[TrainingEntry]:
     """The calibration set (linkscope.model.calibration.calibration_set) as evidence entries."""
     return [TrainingEntry(source=CALIBRATION_SOURCE, system=SYSTEM, model=c.model, gpus=c.gpus,
                           global_batch=c.global_batch, micro_batch=c.micro_batch, seq_len=SEQ_LEN, tp=c.tp, pp=c.pp,
-                          interleave=c.interleave, zero=0, recompute=c.recompute,  # type: ignore[arg-type]
+                          interleave=c.interleave, zero=0, recompute=c.recompute,
                           sequence_parallel=c.sequence_parallel, attention="unfused", dp_overlap=False,
                           metric="step_time_s",
                           value=c.step_time_s, where=f"{c.model}, {c.recompute} recomputation")

@@ -10,11 +10,13 @@ from linkscope.hardware.loader import HardwareDB, load_system_file
 from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.system import System
 from linkscope.model.comm.predict import predict_sizes
+from linkscope.model.ranges.classes import fabric_class, gpu_family
 from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
 from linkscope.model.step.infer import InferJob, batched_prefill_s, candidate_batches, estimate_inference
 from linkscope.model.step.layout import single_layout
 from linkscope.model.step.job import Job
-from linkscope.model.step.train import estimate_steps
+from linkscope.model.step.compute import usable_memory_gib
+from linkscope.model.step.train import StepEstimate, estimate_steps
 from linkscope.model.step.transformer import model_presets
 
 
@@ -30,8 +32,8 @@ def evidence_system(spec: str, db: HardwareDB) -> System:
     return resolve_system(spec, db)
 
 
-def predicted_step_time_s(entry: TrainingEntry, db: HardwareDB) -> float:
-    """Step time of the entry's exact layout (no search: the run's layout is known)."""
+def _step_estimate(entry: TrainingEntry, db: HardwareDB) -> StepEstimate:
+    """The step model on the entry's exact layout (no search: the run's layout is known)."""
     system = evidence_system(entry.system, db).with_gpus(entry.gpus)
     job = Job(model=model_presets()[entry.model], global_batch=entry.global_batch, seq_len=entry.seq_len,
               precision=entry.precision, attention=entry.attention, dp_overlap=entry.dp_overlap,
@@ -39,7 +41,18 @@ def predicted_step_time_s(entry: TrainingEntry, db: HardwareDB) -> float:
     sp = entry.sequence_parallel if entry.sequence_parallel is not None else entry.tp > 1
     layout = single_layout(tp=entry.tp, pp=entry.pp, dp=entry.dp, cp=entry.cp, v=entry.interleave,
                            mb=entry.micro_batch, recompute=entry.recompute, zero=entry.zero, sp=sp)
-    return float(estimate_steps(job, system, layout).step_time_s[0])
+    return estimate_steps(job, system, layout)
+
+
+def predicted_step_time_s(entry: TrainingEntry, db: HardwareDB) -> float:
+    """Step time of the entry's exact layout."""
+    return float(_step_estimate(entry, db).step_time_s[0])
+
+
+def memory_share(entry: TrainingEntry, db: HardwareDB) -> float:
+    """The entry's predicted memory per GPU as a share of what a job can fill on its GPU."""
+    gpu = evidence_system(entry.system, db).node.gpu
+    return float(_step_estimate(entry, db).memory_gib_per_gpu[0]) / usable_memory_gib(gpu)
 
 
 def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
@@ -82,3 +95,15 @@ def predicted(entry: Entry, db: HardwareDB) -> float:
     if isinstance(entry, CollectiveEntry):
         return predicted_collective(entry, db)
     return predicted_inference(entry, db)
+
+
+def evidence_class(entry: Entry, db: HardwareDB) -> tuple[str, str]:
+    """(fabric class with size regime, GPU family) of the System the entry ran on, as its prediction sizes it."""
+    system = evidence_system(entry.system, db)
+    if isinstance(entry, TrainingEntry):
+        system = system.with_gpus(entry.gpus)
+    elif isinstance(entry, CollectiveEntry):
+        system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
+    else:
+        system = system.with_nodes(max(1, -(-entry.tp * entry.pp // system.node.gpus)))
+    return fabric_class(system), gpu_family(system)

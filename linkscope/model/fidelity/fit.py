@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -252,6 +253,15 @@ def _source_weights(items: list[_Priced]) -> dict[str, float]:
             for source, n in counts.items()}
 
 
-def sources_of(entries: Iterable[Entry]) -> list[str]:
+class HasSource(Protocol):
+    """An evidence entry, or a result that names its entry's source."""
+
+    @property
+    def source(self) -> str:
+        """The source's id."""
+        ...
+
+
+def sources_of(entries: Iterable[HasSource]) -> list[str]:
     """Distinct sources in order of first appearance."""
     return list(dict.fromkeys(e.source for e in entries))

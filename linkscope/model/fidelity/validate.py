@@ -1,21 +1,24 @@
-"""`linkscope validate`: the model's error on the evidence set, in-sample and leave-one-source-out.
+"""`linkscope validate`: the model's error on the evidence set, in-sample, leave-one-source-out and
+leave-one-regime-out.
 
 In-sample: every entry predicted with the packaged constants. Leave-one-source-out (LOSO): for each source,
 the fitted constants (model/fidelity/fit.py for training and inference, model/fidelity/comm_fit.py for the
 collective model's NVLS chunk overhead) are fitted again on every other source and the left-out source's
 entries are predicted with them. The LOSO residuals of each kind are also what the prediction ranges
-(`*_range`) are made of.
+(`*_range`) are made of. Leave-one-regime-out (LORO): the same refit without the entries of one regime
+(model/fidelity/regimes.py), whatever their source, predicting that regime.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from linkscope.hardware.loader import HardwareDB
+from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.model.comm.params import CommFit, comm_fit, comm_fit_override
 from linkscope.model.step.compute import (
     ComputeConstants,
@@ -28,10 +31,12 @@ from linkscope.model.fidelity.evidence import (
     Entry,
     EvidenceSet,
     TrainingEntry,
+    load_evidence,
 )
 from linkscope.model.fidelity.comm_fit import PricedCollectives
-from linkscope.model.fidelity.evidence_predict import measured, predicted
+from linkscope.model.fidelity.evidence_predict import evidence_class, measured, predicted
 from linkscope.model.fidelity.fit import PricedSet, sources_of
+from linkscope.model.fidelity.regimes import REGIMES
 
 RANGE_QUANTILES = (10.0, 90.0)
 
@@ -46,8 +51,11 @@ class EntryResult:
     measured: float
     in_sample: float
     loso: float
-    regime: str = ""
-    """Training only: `full` or `lora` (a fine-tune of a frozen base)."""
+    fabric_class: str = ""
+    """The class its range evidence counts for (`model.ranges.classes.fabric_class`)."""
+    gpu_family: str = ""
+    loro: dict[str, float] = field(default_factory=dict)
+    """Per regime the entry belongs to, its prediction with that regime left out of the fit."""
 
     @property
     def in_sample_err_pct(self) -> float:
@@ -83,20 +91,30 @@ class Validation:
 
     kinds: dict[str, ErrorSummary]
     sources: list[dict[str, Any]]
+    regimes: list[dict[str, Any]] = field(default_factory=list)
     entries: list[EntryResult] = field(default_factory=list)
     fitted: dict[str, Any] = field(default_factory=dict)
-    regimes: dict[str, ErrorSummary] = field(default_factory=dict)
-    """Training entries per regime (full training, LoRA fine-tuning)."""
 
     def as_dict(self, with_entries: bool = False) -> dict[str, Any]:
         """JSON-ready dict."""
-        out: dict[str, Any] = {"kinds": {k: asdict(v) for k, v in self.kinds.items()},
-                               "regimes": {k: asdict(v) for k, v in self.regimes.items()}, "sources": self.sources,
+        kinds = {k: {**asdict(v), "loro_median_pct": self.loro_median_pct(k)} for k, v in self.kinds.items()}
+        out: dict[str, Any] = {"kinds": kinds, "sources": self.sources, "regimes": self.regimes,
                                "fitted": self.fitted}
         if with_entries:
             out["entries"] = [{**asdict(r), "in_sample_err_pct": r.in_sample_err_pct,
-                               "loso_err_pct": r.loso_err_pct} for r in self.entries]
+                               "loso_err_pct": r.loso_err_pct,
+                               "loro_err_pct": {k: loro_err_pct(r, k) for k in r.loro}} for r in self.entries]
         return out
+
+    def loro_median_pct(self, kind: str) -> float | None:
+        """Median absolute LORO error over every (regime, entry) pair of `kind`; None when no regime has one."""
+        errs = [abs(loro_err_pct(r, k)) for r in self.entries if r.kind == kind for k in r.loro]
+        return float(np.median(errs)) if errs else None
+
+
+def loro_err_pct(result: EntryResult, regime: str) -> float:
+    """Signed error of the entry's prediction with `regime` left out, percent of the measured value."""
+    return (result.loro[regime] / result.measured - 1.0) * 100.0
 
 
 def kind_of(entry: Entry) -> str:
@@ -144,6 +162,16 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
     with constants_override(constants):
         priced_comm = PricedCollectives(evidence.collectives, db)
     loso = list(in_sample)
+    loro: list[dict[str, float]] = [{} for _ in entries]
+    for regime in REGIMES:
+        idx = [i for i, e in enumerate(entries) if regime.member(e, db)]
+        if not idx:
+            continue
+        leave = _leaving_entries({id(entries[i]) for i in idx})
+        fold = priced.fit(keep=leave)
+        comm_fold = priced_comm.fit(keep=leave) if regime.kind == "collectives" else comm
+        for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold)):
+            loro[i][regime.id] = value
     for source in sources_of(entries):
         idx = [i for i, e in enumerate(entries) if e.source == source]
         fold = priced.fit(keep=_leaving_out(source))
@@ -151,10 +179,16 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
             else comm
         for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold)):
             loso[i] = value
-    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q,
-                           e.regime if isinstance(e, TrainingEntry) else "")
-               for e, p, q in zip(entries, in_sample, loso)]
+    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, *evidence_class(e, db), loro=r)
+               for e, p, q, r in zip(entries, in_sample, loso, loro)]
     return _summarise(results, evidence, constants, comm)
+
+
+@functools.cache
+def packaged_validation() -> Validation:
+    """`validate` of the packaged constants on the packaged evidence and hardware, once per process: every
+    input is a packaged file, so the answer cannot change while the process runs."""
+    return validate(load_evidence(), load_db(include_user=False))
 
 
 def _leaving_out(source: str) -> Callable[[Entry], bool]:
@@ -162,26 +196,61 @@ def _leaving_out(source: str) -> Callable[[Entry], bool]:
     return lambda entry: entry.source != source
 
 
+def _leaving_entries(left_out: set[int]) -> Callable[[Entry], bool]:
+    """A filter that keeps every entry but those whose id() is in `left_out` (a regime's, decided once: some
+    memberships need a prediction)."""
+    return lambda entry: id(entry) not in left_out
+
+
 def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: ComputeConstants,
                comm: CommFit) -> Validation:
     kinds = {k: ErrorSummary.of(rs) for k in KINDS if (rs := [r for r in results if r.kind == k])}
     sources = []
-    for source in sources_of(results):  # type: ignore[arg-type]
+    for source in sources_of(results):
         rs = [r for r in results if r.source == source]
         sources.append({"source": source, "kind": rs[0].kind, "citation": evidence.sources[source].citation,
                         **asdict(ErrorSummary.of(rs))})
-    regimes = {g: ErrorSummary.of(rs) for g in ("full", "lora") if (rs := [r for r in results if r.regime == g])}
-    return Validation(kinds=kinds, sources=sources, entries=results, fitted=fitted_summary(constants, comm),
-                      regimes=regimes)
+    regimes = []
+    for regime in REGIMES:
+        rs = [r for r in results if regime.id in r.loro]
+        if rs:
+            loro = [abs(loro_err_pct(r, regime.id)) for r in rs]
+            regimes.append({"regime": regime.id, "kind": regime.kind, "description": regime.description,
+                            "n": len(rs), "sources": len({r.source for r in rs}),
+                            "in_sample_median_pct": float(np.median([abs(r.in_sample_err_pct) for r in rs])),
+                            "loso_median_pct": float(np.median([abs(r.loso_err_pct) for r in rs])),
+                            "loro_median_pct": float(np.median(loro)), "loro_max_pct": float(np.max(loro))})
+    return Validation(kinds=kinds, sources=sources, regimes=regimes, entries=results,
+                      fitted=fitted_summary(constants, comm))
 
 
-def range_quantiles(validation: Validation) -> dict[str, dict[str, float]]:
+def _quantiles(logs: list[float]) -> dict[str, Any]:
+    lo, hi = np.percentile(logs, RANGE_QUANTILES)
+    return {"n": len(logs), "p10_log": round(float(lo), 4), "p90_log": round(float(hi), 4)}
+
+
+def range_quantiles(validation: Validation) -> dict[str, dict[str, Any]]:
     """Per kind, the p10 and p90 of log(measured / LOSO prediction): a prediction x spans
     x * exp(p10) .. x * exp(p90) for times (the inverse for rates)."""
     out = {}
     for kind in KINDS:
-        logs = [np.log(r.measured / r.loso) for r in validation.entries if r.kind == kind]
+        logs = [float(np.log(r.measured / r.loso)) for r in validation.entries if r.kind == kind]
         if logs:
-            lo, hi = np.percentile(logs, RANGE_QUANTILES)
-            out[kind] = {"n": len(logs), "p10_log": round(float(lo), 4), "p90_log": round(float(hi), 4)}
+            out[kind] = _quantiles(logs)
+    return out
+
+
+def range_file(validation: Validation) -> dict[str, Any]:
+    """What data/accuracy.yaml holds besides its source: per kind the pooled p10/p90 (`kinds`), the widest
+    spread (smallest and largest residual), p10/p90 per fabric class and size regime, and the GPU families with
+    evidence."""
+    out: dict[str, Any] = {"kinds": range_quantiles(validation), "widest": {}, "classes": {}, "families": {}}
+    for kind in out["kinds"]:
+        results = [r for r in validation.entries if r.kind == kind]
+        logs = [float(np.log(r.measured / r.loso)) for r in results]
+        out["widest"][kind] = {"n": len(logs), "p10_log": round(min(logs), 4), "p90_log": round(max(logs), 4)}
+        classes = sorted({r.fabric_class for r in results})
+        out["classes"][kind] = {c: _quantiles([float(np.log(r.measured / r.loso)) for r in results
+                                               if r.fabric_class == c]) for c in classes}
+        out["families"][kind] = sorted({r.gpu_family for r in results})
     return out

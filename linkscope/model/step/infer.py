@@ -4,10 +4,12 @@ Serving is modelled as a steady cycle: each of the B sequences in flight is pref
 then decoded for O tokens, so one cycle is B prefills plus O decode steps of the whole batch. The scheduler
 chunks prefills into the decode steps (TensorRT-LLM's in-flight batching, vLLM's chunked prefill): the
 prompts' GEMMs share the steps' weight reads, while their attention and all-reduces run on their own.
-A user's decode speed is one token per decode step (tokens/s/user = 1/step, what latency budgets are
-stated in); the time per output token is the cycle over O, the decode step plus the share of other users'
-prefills it carries, which is what inter-token latency (ITL) measures under continuous batching. A GPU's
-throughput counts the prefills too.
+The time per output token (TPOT) is the cycle over O: the decode step plus the share of other users'
+prefills it carries, which is what inter-token latency measures under continuous batching. A user's speed has
+one meaning, the one serving benchmarks measure and latency budgets are stated in: output tokens over the time
+from first to last token, i.e. 1/TPOT. The budget search and a GPU's throughput (which counts the prefills
+too) follow from the same cycle. Decode-only speed (one token per decode step, no other users' prefills) is
+asked for explicitly (`prefill_interference=False`) and then holds for every figure.
 
 Every GEMM streams its weights while it computes (a roofline per kernel): a decode step's GEMMs take the
 longer of one weight read, at the decode share of HBM bandwidth, and their compute over the batch (the
@@ -29,7 +31,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.ranges.accuracy import rate_range, time_range
+from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
@@ -69,10 +71,15 @@ class InferEstimate:
     tp_comm_prefill_s: np.ndarray
     tp_comm_decode_s: np.ndarray
     cycle_s: np.ndarray
+    tpot_s: np.ndarray
+    """Time per output token as each user sees it: the cycle over O (the decode step alone when decode-only)."""
     tokens_per_s_per_user: np.ndarray
+    """1 / tpot_s: output tokens over the time from first to last token."""
     tokens_per_s_per_gpu: np.ndarray
     memory_gib_per_gpu: np.ndarray
     fits: np.ndarray
+    prefill_interference: bool = True
+    """False: decode-only figures (no other users' prefills in the cycle)."""
 
 
 SMALL_SIZES = 8
@@ -215,9 +222,9 @@ def candidate_batches(job: InferJob, system: System) -> np.ndarray:
 
 
 def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
-                       tiers: CommTiers | None = None) -> InferEstimate:
+                       tiers: CommTiers | None = None, prefill_interference: bool = True) -> InferEstimate:
     """Prefill, decode and throughput for each batch size; `tiers` as resolved for the System (calibrated ones
-    for a profile), modelled when not given."""
+    for a profile), modelled when not given. `prefill_interference` False: decode-only speed and throughput."""
     if job.tp * job.pp > system.gpus:
         raise UserError(f"tp x pp = {job.tp * job.pp} exceeds the {system.gpus} GPUs of {system.id}")
     if job.model.heads % job.tp:
@@ -231,15 +238,20 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
     # Continuous batching with chunked prefill: the B prompts' GEMMs of a cycle are spread over its O decode
     # steps and share their weight reads; their attention and all-reduces run on their own.
     out = job.output_tokens
-    cycle = out * _step_s(job, system, dec, batch * pre.gemm_s / out) + batch * pre.serial_s
+    if prefill_interference:
+        cycle = out * _step_s(job, system, dec, batch * pre.gemm_s / out) + batch * pre.serial_s
+    else:
+        cycle = out * step
+    tpot = cycle / out
     memory = _memory_gib(job, batch)
     usable = usable_memory_gib(system.node.gpu)
     gpus = job.tp * job.pp
     return InferEstimate(batch=batch, prefill_s=np.full_like(batch, pre.total_s), decode_step_s=step,
                          tp_comm_prefill_s=np.full_like(batch, pre.comm_s), tp_comm_decode_s=dec.comm_s,
-                         cycle_s=cycle, tokens_per_s_per_user=1.0 / step,
-                         tokens_per_s_per_gpu=batch * job.output_tokens / cycle / gpus,
-                         memory_gib_per_gpu=memory, fits=memory <= usable)
+                         cycle_s=cycle, tpot_s=tpot, tokens_per_s_per_user=1.0 / tpot,
+                         tokens_per_s_per_gpu=batch * out / cycle / gpus,
+                         memory_gib_per_gpu=memory, fits=memory <= usable,
+                         prefill_interference=prefill_interference)
 
 
 def batched_prefill_s(job: InferJob, system: System, sequences: int, tiers: CommTiers | None = None) -> float:
@@ -256,20 +268,26 @@ def best_batch_for_budget(est: InferEstimate, budget_tokens_per_s_per_user: floa
 
 
 def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[str, Any]:
-    """The JSON of `predict infer` for batch index i."""
+    """The JSON of `predict infer` for batch index i. `ttft_s` is one prompt's prefill on its own (no queueing);
+    `tokens_per_s_per_user` x `tpot_s` = 1 whether or not other users' prefills are counted."""
     step = float(est.decode_step_s[i])
-    per_token_s = float(est.cycle_s[i]) / job.output_tokens
+    per_token_s = float(est.tpot_s[i])
     per_gpu = float(est.tokens_per_s_per_gpu[i])
+    nodes = -(-job.tp * job.pp // system.node.gpus)
+    evidence = spread("inference", system, nodes)
     return {
         "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "batch": int(est.batch[i]),
         "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
-        "prefill_s": float(est.prefill_s[i]), "decode_step_s": step,
-        "time_per_output_token_s": per_token_s,
-        "time_per_output_token_s_range": list(time_range(per_token_s, "inference")),
+        "prefill_interference": est.prefill_interference,
+        "prefill_s": float(est.prefill_s[i]), "ttft_s": float(est.prefill_s[i]), "decode_step_s": step,
+        "tpot_s": per_token_s, "time_per_output_token_s": per_token_s,
+        "time_per_output_token_s_range": list(time_range(per_token_s, "inference", system, nodes)),
         "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
-        "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference")),
+        "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference", system,
+                                                       nodes)),
         "tokens_per_s_per_gpu": per_gpu,
-        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference")),
+        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference", system, nodes)),
+        "range_basis": evidence.basis, "range_evidence": evidence.evidence,
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),
@@ -296,7 +314,7 @@ def _pick_index(est: InferEstimate, budget: float | None) -> int | None:
 
 
 def pick_tp(job: InferJob, system: System, batches: np.ndarray | None, budget: float | None,
-            tiers: CommTiers | None = None) -> InferPick:
+            tiers: CommTiers | None = None, prefill_interference: bool = True) -> InferPick:
     """`--tp auto`: of the TP sizes inside a node, the one with the most tokens/s per GPU that fits (and meets
     the per-user budget when one is given); if none does, the widest, which needs the least memory per GPU.
     `batches` None: each TP's `candidate_batches`."""
@@ -304,7 +322,7 @@ def pick_tp(job: InferJob, system: System, batches: np.ndarray | None, budget: f
     for tp in tp_options(job.model, system.node.gpus):
         sized = replace(job, tp=tp)
         est = estimate_inference(sized, system, candidate_batches(sized, system) if batches is None else batches,
-                                 tiers)
+                                 tiers, prefill_interference)
         picks.append(InferPick(sized, est, _pick_index(est, budget)))
     if not picks:
         raise UserError(f"--tp auto: no TP size inside {system.node.gpus} GPUs divides {job.model.id}'s "

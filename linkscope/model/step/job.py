@@ -21,9 +21,32 @@ class Job:
     precision: str = "bf16"
     attention: str = "flash"
     """`flash` (fused, causal half computed) or `unfused` (scores materialised, Megatron-LM 2022)."""
-    dp_overlap: bool = True
-    """Overlap the data-parallel gradient reduction with the last backward pass (Megatron --overlap-grad-reduce)."""
+    dp_overlap: bool | None = None
+    """Overlap the data-parallel gradient reduction with the backward pass (Megatron --overlap-grad-reduce,
+    DeepSpeed overlap_comm); None: the framework's default (FRAMEWORK_DP_OVERLAP)."""
     tp_overlap: bool = False
     """Overlap tensor-parallel collectives with the GEMMs they feed (Megatron/NeMo --tp-comm-overlap)."""
     peft: Peft | None = None
     """A LoRA fine-tune of a frozen base (None: every weight trains)."""
+    framework: str = "auto"
+    """One of FRAMEWORKS: how data-parallel communication is scheduled; `auto` follows the ZeRO stage."""
+
+
+FRAMEWORKS = ("auto", "megatron", "fsdp", "deepspeed")
+FRAMEWORK_ZERO_STAGES = {"megatron": (0, 1, 3), "fsdp": (0, 2, 3), "deepspeed": (0, 1, 2, 3)}
+"""The ZeRO stages each framework runs. Megatron-LM: DDP (0), the distributed optimizer (1: it keeps full-size
+gradient buffers and reduce-scatters them once per step), Megatron-FSDP (3). PyTorch FSDP: NO_SHARD (0),
+SHARD_GRAD_OP (2), FULL_SHARD (3). DeepSpeed: stages 0-3."""
+FRAMEWORK_DP_OVERLAP = {"megatron": True, "fsdp": True, "deepspeed": False}
+"""Whether the framework overlaps gradient reduction with backward unless told otherwise: Megatron-style
+recipes (NeMo, Megatron-Bridge) turn --overlap-grad-reduce on, FSDP always issues its reduce-scatters during
+backward, DeepSpeed's `overlap_comm` defaults to false (true only for stage 3, where the per-layer schedule
+of the step model applies)."""
+
+
+def framework_for(framework: str, zero: int) -> str:
+    """The framework a layout of ZeRO stage `zero` runs under: the one given, or under `auto` the usual one for
+    the stage (Megatron-style for 0 and 1, DeepSpeed for 2, which Megatron does not have, FSDP for 3)."""
+    if framework != "auto":
+        return framework
+    return {2: "deepspeed", 3: "fsdp"}.get(zero, "megatron")

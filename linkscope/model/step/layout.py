@@ -7,11 +7,12 @@ has stride 1 (tp), tp (cp), tp*cp (dp) or tp*cp*dp (pp). Groups that fit in a no
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-RECOMPUTE = ("none", "selective", "full")
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE: tuple[Recompute, ...] = ("none", "selective", "full")
 DIMS = ("tp", "cp", "dp", "pp")
 """The parallel dimensions, fastest-varying first in Megatron-LM's rank order."""
 

@@ -87,8 +87,9 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     return np.where((lay.zero >= 3) & (lay.dp > 1), working, 0.0)
 
 
-def memory_gib_per_gpu(job: Job, system: System, lay: Layouts) -> np.ndarray:
-    """Peak memory of the busiest GPU (first or last pipeline stage), GiB."""
+def memory_gib_per_gpu(job: Job, system: System | None, lay: Layouts) -> np.ndarray:
+    """Peak memory of the busiest GPU (first or last pipeline stage), GiB. The System is not consulted: memory
+    depends on the job and the layout only."""
     per_token = activation_bytes_per_token(job, lay)
     total = _state_bytes(job, lay) + _in_flight_layers_bytes(job, lay, per_token) + _logits_bytes(job, lay)
     return total / GIB

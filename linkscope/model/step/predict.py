@@ -15,12 +15,12 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.ranges.accuracy import rate_range, time_range
+from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.step.compute import usable_memory_gib
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
-from linkscope.model.step.job import Job
+from linkscope.model.step.job import FRAMEWORK_ZERO_STAGES, Job, framework_for
 from linkscope.model.step import peft as lora
 from linkscope.model.step.train import StepEstimate
 
@@ -72,9 +72,15 @@ class TrainPrediction:
     bottleneck: str
     flags: list[str] = field(default_factory=list)
     layouts_evaluated: int = 1
+    framework: str = "auto"
+    """How data-parallel communication is scheduled (model/step/job.py FRAMEWORKS), resolved for the layout."""
+    framework_given: bool = False
+    """False: `framework` is the usual one for the layout's ZeRO stage, not the user's choice."""
     step_time_s_range: list[float] = field(default_factory=list)
     """p10..p90 of the step time, from the leave-one-source-out errors of training predictions."""
     tokens_per_s_range: list[float] = field(default_factory=list)
+    range_basis: str = ""
+    """What evidence the ranges come from (`model.ranges.accuracy.spread`), or that there is none."""
     peft: dict[str, Any] | None = None
     """The LoRA settings of a fine-tune (None: full training)."""
     trainable_params: int = 0
@@ -110,6 +116,10 @@ def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
     if req.dp is not None and job.global_batch % (req.dp * (req.micro_batch or 1)):
         raise UserError(f"{job.global_batch} is not divisible by dp x micro-batch = "
                         f"{req.dp * (req.micro_batch or 1)}", field="global_batch")
+    stages = FRAMEWORK_ZERO_STAGES.get(job.framework)
+    if stages is not None and req.zero is not None and req.zero not in stages:
+        raise UserError(f"{job.framework} does not run ZeRO stage {req.zero} (it runs "
+                        f"{', '.join(map(str, stages))})", field="framework")
     if req.interleave is not None and req.pp is not None and req.interleave > 1 and \
             (m.layers % (req.pp * req.interleave)):
         raise UserError(f"{req.interleave}: {m.layers} layers do not split into "
@@ -154,6 +164,9 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
     step = float(est.step_time_s[i])
     gpus = row.tp * row.pp * row.dp * row.cp
     flags = _flags(job, system, row, est, i)
+    evidence = spread("training", system)
+    if not evidence.evidence:
+        flags.append(evidence.basis)
     if gpus < system.gpus:
         flags.insert(0, f"uses {gpus // system.nodes} of the {system.node.gpus} GPUs per node: no layout divides "
                         f"{system.node.gpus} (the rest stay idle)")
@@ -165,9 +178,11 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         memory_gib_available=usable_memory_gib(system.node.gpu),
         fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
         bottleneck=bottleneck_sentence(breakdown, step), flags=flags,
-        layouts_evaluated=result.evaluated, step_time_s_range=list(time_range(step, "training")),
-        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training")),
-        **_param_counts(job))
+        layouts_evaluated=result.evaluated, framework=framework_for(job.framework, row.zero),
+        framework_given=job.framework != "auto",
+        step_time_s_range=list(time_range(step, "training", system)),
+        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system)),
+        range_basis=evidence.basis, **_param_counts(job))
 
 
 def _param_counts(job: Job) -> dict[str, Any]:

@@ -43,6 +43,8 @@ class ScalingPoint:
     tokens_per_s_range: list[float] = field(default_factory=list)
     reason: str | None = None
     """Why a count has no figures: nothing fits in memory, or no layout divides the job."""
+    range_basis: str = ""
+    """What evidence the ranges come from, or that there is none (`model.ranges.accuracy.spread`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -78,7 +80,7 @@ def _point(job: Job, resolved: SystemInForce, req: LayoutRequest) -> ScalingPoin
                                     f"{p.memory_gib_available:.0f} GiB usable")
     return replace(base, gpus=p.gpus, fits=True, step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, mfu=p.mfu,
                    parallelism=p.parallelism, step_time_s_range=p.step_time_s_range,
-                   tokens_per_s_range=p.tokens_per_s_range)
+                   tokens_per_s_range=p.tokens_per_s_range, range_basis=p.range_basis)
 
 
 def predict_scaling(job: Job, resolved: SystemInForce, max_nodes: int, req: LayoutRequest,

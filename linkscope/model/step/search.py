@@ -15,7 +15,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.step.layout import RECOMPUTE, Layouts
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
-from linkscope.model.step.job import Job
+from linkscope.model.step.job import FRAMEWORK_ZERO_STAGES, Job
 from linkscope.model.step.peft import data_parallel_only
 from linkscope.model.step.train import StepEstimate, estimate_steps
 
@@ -116,7 +116,7 @@ def enumerate_layouts(job: Job, system: System, req: LayoutRequest, gpus: int | 
     """Every candidate layout of `gpus` GPUs (default: all of `system`'s) that `req` allows."""
     rows = []
     recomputes = [RECOMPUTE.index(req.recompute)] if req.recompute else [0, 1, 2]
-    zeros = [req.zero] if req.zero is not None else [0, 1, 2, 3]
+    zeros = [req.zero] if req.zero is not None else list(FRAMEWORK_ZERO_STAGES.get(job.framework, (0, 1, 2, 3)))
     for tp, pp, cp, dp in _outer(job, system.gpus if gpus is None else gpus, system.node.gpus, req):
         sp = req.sequence_parallel if req.sequence_parallel is not None else tp > 1
         for v, mb in _inner(job, pp, dp, req):

@@ -3,9 +3,9 @@
 Megatron-LM with sequence parallelism: per layer and micro-batch 6 all-gathers and 4 reduce-scatters for TP
 (an all-reduce pair without sequence parallelism; full recomputation replays the forward's), 2 x interleave
 send/recvs per micro-batch for PP, one gradient reduction per step for DP (reduce-scatter + all-gather with a
-distributed optimizer), or with ZeRO-3 two weight gathers and one gradient reduce-scatter per layer and
-micro-batch. `plan` prices each list on the ranks a placement gives the group; a test checks that the TP list
-priced on Megatron's order is the step model's own TP time.
+distributed optimizer; ZeRO-2 reduce-scatters every micro-batch), or with ZeRO-3 two weight gathers and one
+gradient reduce-scatter per layer and micro-batch. `plan` prices each list on the ranks a placement gives
+the group; a test checks that the TP list priced on Megatron's order is the step model's own TP time.
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ def step_items(job: Job, layout: Layout) -> CommItems:
         weight_bytes, grad_shard = lora.base_bytes_per_param(job.peft), lora.adapter_params_per_layer(m, job.peft) / tp
     dp_items: list[tuple[str, float, float]] = [("all_reduce", params * c.grad_bytes, 1)]
     if layout.zero >= 1:
-        dp_items = [("reduce_scatter", params * c.grad_bytes, 1), ("all_gather", params * c.weight_bytes, 1)]
+        # ZeRO-2 reduce-scatters every micro-batch (its gradients are sharded, so they cannot accumulate).
+        dp_items = [("reduce_scatter", params * c.grad_bytes, microbatches if layout.zero == 2 else 1),
+                    ("all_gather", params * c.weight_bytes, 1)]
     if layout.zero >= 3:
         # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
         # gradients reduce-scattered, every micro-batch.

@@ -9,15 +9,17 @@ last backward pass, and the optimizer step. Memory follows Korthikanti et al. 20
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
+from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, usable_memory_gib)
-from linkscope.model.step.job import Job
+from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step.memory import memory_gib_per_gpu
 from linkscope.model.step import peft as lora
@@ -72,9 +74,34 @@ class _Ctx:
         return gemm_time_s(flops, peak, self.c, top, gemm_half_gflop(self.c, peak, top))
 
 
+SMALL_LAYOUTS = 8
+"""Calls over up to this many layouts are memoized: the fitting procedure prices each evidence entry (one
+layout) under hundreds of compute constants, and a step's collectives do not depend on them, only on the
+tiers, the group sizes and message sizes, and the collective model's own fitted constant (part of the key)."""
+
+
 def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
-    per_node, nodes = group_span(ranks, stride, ctx.system.node.gpus)
-    return collective_time(op, ctx.tiers, size_bytes, ranks, nodes, labels=False).time_us * 1e-6
+    size, ranks, stride = np.broadcast_arrays(np.asarray(size_bytes, dtype=float), np.asarray(ranks, dtype=float),
+                                              np.asarray(stride, dtype=float))
+    if size.size <= SMALL_LAYOUTS:
+        times = _coll_small_s(op, ctx.tiers, tuple(size.ravel().tolist()), tuple(ranks.ravel().tolist()),
+                              tuple(stride.ravel().tolist()), ctx.system.node.gpus, comm_fit().nvls_chunk_overhead_us)
+        return np.asarray(times).reshape(size.shape)
+    return _coll_vector_s(op, ctx.tiers, size, ranks, stride, ctx.system.node.gpus)
+
+
+@functools.lru_cache(maxsize=8192)
+def _coll_small_s(op: str, tiers: CommTiers, size: tuple[float, ...], ranks: tuple[float, ...],
+                  stride: tuple[float, ...], gpus_per_node: int, nvls_chunk_overhead_us: float) -> tuple[float, ...]:
+    # nvls_chunk_overhead_us is only part of the key: collective_time reads the fit in force itself.
+    return tuple(_coll_vector_s(op, tiers, np.asarray(size), np.asarray(ranks), np.asarray(stride),
+                                gpus_per_node).tolist())
+
+
+def _coll_vector_s(op: str, tiers: CommTiers, size: np.ndarray, ranks: np.ndarray, stride: np.ndarray,
+                   gpus_per_node: int) -> np.ndarray:
+    per_node, nodes = group_span(ranks, stride, gpus_per_node)
+    return collective_time(op, tiers, size, ranks, nodes, labels=False).time_us * 1e-6
 
 
 def _layer_gemms_s(ctx: _Ctx) -> np.ndarray:
@@ -291,16 +318,29 @@ def _optimizer_s(ctx: _Ctx) -> np.ndarray:
     return memory_time_s(shard * c.optimizer_traffic_bytes, ctx.system.node.gpu, c)
 
 
+def dp_overlap_of(job: Job, zero: np.ndarray) -> np.ndarray:
+    """Per layout, whether gradient reduction overlaps backward: the job's choice, else its framework's
+    default for the layout's ZeRO stage."""
+    if job.dp_overlap is not None:
+        return np.full(np.shape(zero), job.dp_overlap)
+    by_stage = np.asarray([FRAMEWORK_DP_OVERLAP[framework_for(job.framework, stage)] for stage in range(4)])
+    return by_stage[np.asarray(zero, dtype=int)]
+
+
 def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray,
                   stage_fwd: np.ndarray, stage_bwd: np.ndarray) -> np.ndarray:
     grads, gather = _dp_comm_s(ctx)
-    if ctx.job.dp_overlap:
-        # Gradients of the last micro-batch are reduced bucket by bucket while its backward pass runs, but
-        # the last bucket (the first layers' gradients) is only ready when backward ends: it always shows.
-        # The parameter all-gather of the distributed optimizer overlaps the next step's first forward.
-        last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_trainable(ctx), 1.0))
-        grads = np.maximum(grads - stage_bwd, grads * last_bucket)
-        gather = np.maximum(gather - stage_fwd, gather * last_bucket)
+    # Gradients of a micro-batch are reduced bucket by bucket while its backward pass runs, but the last
+    # bucket (the first layers' gradients) is only ready when backward ends: it always shows. The parameter
+    # all-gather of a sharded optimizer overlaps the next step's first forward.
+    last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_trainable(ctx), 1.0))
+    overlap = dp_overlap_of(ctx.job, ctx.lay.zero)
+    grads = np.where(overlap, np.maximum(grads - stage_bwd, grads * last_bucket), grads)
+    gather = np.where(overlap, np.maximum(gather - stage_fwd, gather * last_bucket), gather)
+    # ZeRO-2 keeps only its shard of the gradients, so it cannot sum micro-batches locally: every backward
+    # reduce-scatters (DeepSpeed stage 2; FSDP SHARD_GRAD_OP outside no_sync). Stages 0 and 1 accumulate
+    # full-size gradients and reduce once per step.
+    grads = grads * np.where(ctx.lay.zero == 2, m_count, 1.0)
     classic = np.where(ctx.lay.zero >= 3, 0.0, grads + gather)
     return classic + _zero3_exposed_s(ctx, lt, layers, m_count)
 

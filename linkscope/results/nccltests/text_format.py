@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 
 from linkscope.results.busbw import ROOTED_OPS
+from linkscope.results.records import CollectiveRow
 from linkscope.results.nccltests.columns import Columns, RowError, columns_for_row, columns_from_header, parse_row
 from linkscope.results.nccltests.validate import invalid_reason
 from linkscope.results.nccltests.model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
@@ -196,9 +197,27 @@ def _config(m: re.Match[str]) -> dict[str, object]:
     return config
 
 
+REDUCTIONS = frozenset({"sum", "prod", "max", "min", "avg"})
+ALL_REDUCE_MIN_FACTOR = 1.05
+"""busbw / algbw above 1 is all-reduce's alone (2(n-1)/n); the margin keeps rounding of tiny sizes out."""
+
+
+def _op_from_rows(rows: list[CollectiveRow]) -> str:
+    """The op of a section whose header names none (an MPI launcher's prefixes hid the binary's name): all-reduce
+    when every row reduces to no root and the busbw of its sizable rows exceeds the algbw, else unknown.
+    Reduce-scatter, all-gather and the rooted ops cannot be told apart from the columns alone."""
+    sized = [r for r in rows if r.algbw >= 1.0]
+    if sized and all(r.redop in REDUCTIONS and r.root == -1 for r in rows) and \
+            all(r.busbw > ALL_REDUCE_MIN_FACTOR * r.algbw for r in sized):
+        return "all_reduce"
+    return "unknown"
+
+
 def _fill_rows(section: NcclTestsSection) -> None:
     """Give every row what is only known once the section is complete: op, world size, iterations, root."""
     root_printed = not section.columns or "root" in section.columns
+    if section.op == "unknown" and root_printed:
+        section.op = _op_from_rows(section.rows)
     iters = section.config.get("iters", 0)
     for row in section.rows:
         row.op = section.op

@@ -25,11 +25,15 @@ from linkscope.model.fidelity.fit import (
     INFER_FINE_SHARE,
     PricedSet,
 )
-from linkscope.model.fidelity.validate import Validation, range_quantiles, validate
+from linkscope.model.fidelity.validate import Validation, packaged_validation, range_file, range_quantiles
 
 # What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
 # Training rose from 7.0 when the 11 MLPerf LoRA entries (AMD's first training evidence) joined the joint fit.
 LOSO_MEDIAN_LIMIT_PCT = {"training": 7.5, "collectives": 6.3, "inference": 6.2}
+# Training rose from 5.2 with the LoRA entries: they are AMD's only training evidence, so every regime that
+# holds them (lora, long-context, memory-edge) is fitted without any CDNA3 training share and predicts the
+# MI300X/MI325X runs on the A100's, 36-55% too fast.
+LORO_MEDIAN_LIMIT_PCT = {"training": 7.2, "collectives": 18.1, "inference": 5.7}
 LORA_LOSO_MEDIAN_LIMIT_PCT = 15.0
 """The fine-tuning target: median step-time error at most 15% on 8-GPU MLPerf-class LoRA runs."""
 SHARE_STEP = float(FINE_SHARE[1] - FINE_SHARE[0])
@@ -45,8 +49,9 @@ def db() -> HardwareDB:
 
 
 @pytest.fixture(scope="module")
-def result(db: HardwareDB) -> Validation:
-    return validate(load_evidence(), db)
+def result() -> Validation:
+    # The same object `linkscope validate` prints in this process (tests/cli/test_validate.py).
+    return packaged_validation()
 
 
 def test_every_entry_names_a_known_source_and_resolves(db: HardwareDB) -> None:
@@ -96,7 +101,8 @@ def test_packaged_comm_constant_is_what_the_fitting_procedure_gives(db: Hardware
 def test_loso_errors_do_not_regress(result: Validation) -> None:
     for kind, limit in LOSO_MEDIAN_LIMIT_PCT.items():
         assert result.kinds[kind].loso_median_pct <= limit, kind
-    assert result.regimes["lora"].loso_median_pct <= LORA_LOSO_MEDIAN_LIMIT_PCT
+    lora = next(r for r in result.regimes if r["regime"] == "lora")
+    assert lora["loso_median_pct"] <= LORA_LOSO_MEDIAN_LIMIT_PCT
 
 
 def test_the_calibration_set_stays_within_three_percent(result: Validation) -> None:
@@ -127,6 +133,24 @@ def test_range_quantiles_bracket_zero_and_match_the_packaged_ranges(result: Vali
         assert packaged[kind].p90_log == pytest.approx(computed[kind]["p90_log"], abs=1e-3), kind
 
 
+def test_the_packaged_ranges_per_class_widest_and_family_are_what_validate_computes(result: Validation) -> None:
+    from linkscope.model.ranges.accuracy import accuracy_file
+
+    computed, packaged = range_file(result), accuracy_file()
+    for kind in KINDS:
+        assert packaged.families[kind] == computed["families"][kind], kind
+        assert set(packaged.classes[kind]) == set(computed["classes"][kind]), kind
+        pairs = [(packaged.widest[kind], computed["widest"][kind]),
+                 *((packaged.classes[kind][c], v) for c, v in computed["classes"][kind].items())]
+        for have, want in pairs:
+            assert have.n == want["n"]
+            assert (have.p10_log, have.p90_log) == pytest.approx((want["p10_log"], want["p90_log"]), abs=1e-3)
+        # The widest spread holds every class's.
+        widest = packaged.widest[kind]
+        assert all(widest.p10_log <= c.p10_log and c.p90_log <= widest.p90_log
+                   for c in packaged.classes[kind].values())
+
+
 def test_inference_entries_need_a_batch_except_at_maximum_load() -> None:
     from linkscope.model.fidelity.evidence import InferenceEntry
 
@@ -141,3 +165,25 @@ def test_each_vendor_fits_its_own_serving_stack(result: Validation) -> None:
     fitted = result.fitted
     assert set(fitted["decode_hbm_efficiency"]) == {"nvidia", "amd"}
     assert set(fitted["decode_layer_overhead_us"]) == {"nvidia", "amd"}
+
+
+def test_a_regime_left_out_is_predicted_from_the_others(result: Validation, db: HardwareDB) -> None:
+    from linkscope.model.fidelity.regimes import REGIMES
+    from linkscope.model.fidelity.validate import loro_err_pct
+
+    by_id = {r["regime"]: r for r in result.regimes}
+    assert set(by_id) == {regime.id for regime in REGIMES}
+    # Each regime holds entries of its own kind only, and each member carries its LORO prediction.
+    for regime in REGIMES:
+        members = [r for r in result.entries if regime.id in r.loro]
+        assert len(members) == by_id[regime.id]["n"] and {r.kind for r in members} == {regime.kind}
+    # ZeRO-3 across nodes left out: zero3_overlap is fitted on one-node ZeRO-3 runs alone, so they move.
+    fsdp = [r for r in result.entries if "fsdp-multi-node" in r.loro]
+    assert any(abs(r.loro["fsdp-multi-node"] - r.in_sample) > 1e-6 * r.in_sample for r in fsdp)
+    # The LoRA regime is the fine-tunes, and only them.
+    assert {r.label for r in result.entries if "lora" in r.loro} == {r.label for r in result.entries
+                                                                     if " LoRA r" in r.label}
+    for kind, limit in LORO_MEDIAN_LIMIT_PCT.items():
+        errs = [abs(loro_err_pct(r, k)) for r in result.entries if r.kind == kind for k in r.loro]
+        assert max(errs) >= result.loro_median_pct(kind) >= min(errs)
+        assert result.loro_median_pct(kind) <= limit, kind

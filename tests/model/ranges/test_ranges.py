@@ -59,3 +59,62 @@ def test_ranges_reach_the_json_and_the_tables() -> None:
     assert _brackets(data["step_time_s"], data["step_time_s_range"])
     table = run_cli("predict", "collective", "--system", "dgx-h100", "--bytes", "1M").stdout
     assert "range" in table and "%" in table
+
+
+def test_a_range_comes_from_its_own_fabric_class(db: HardwareDB) -> None:
+    from linkscope.model.ranges.accuracy import accuracy_file, spread
+
+    classes = accuracy_file().classes["collectives"]
+    one_node = spread("collectives", db.systems["dgx-h100"])
+    own = classes["NVSwitch, one node"]
+    assert one_node.evidence and "NVSwitch, one node" in one_node.basis
+    assert (one_node.p10_log, one_node.p90_log) == (min(own.p10_log, 0.0), max(own.p90_log, 0.0))
+    # Two nodes over InfiniBand: that class's misses, not the EFA or TCP clusters'.
+    ib = predict_sizes(db.systems["dgx-h100"], "all_reduce", [1 << 30], 16)[0]
+    assert ib.nodes == 2 and "NVSwitch x IB, several nodes" in ib.range_basis
+    assert ib.time_us_range == pytest.approx(time_range(ib.time_us, "collectives", db.systems["dgx-h100"], 2))
+    assert ib.time_us_range[1] / ib.time_us < np.exp(classes["NVSwitch x EFA, several nodes"].p90_log)
+
+
+def test_a_class_without_evidence_says_so_and_gets_the_widest_range(db: HardwareDB) -> None:
+    from linkscope.model.ranges.accuracy import accuracy_file, spread
+
+    widest = accuracy_file().widest["training"]
+    pcie = spread("training", db.systems["pcie-l40s"].with_nodes(2))
+    assert not pcie.evidence and pcie.basis.startswith("no training evidence for")
+    assert (pcie.p10_log, pcie.p90_log) == (widest.p10_log, widest.p90_log)
+    # The widest is at least as wide as any class that has evidence.
+    for own in accuracy_file().classes["training"].values():
+        assert widest.p10_log <= own.p10_log and own.p90_log <= widest.p90_log
+
+
+def test_a_gpu_family_without_training_evidence_is_flagged_in_predict_and_advise() -> None:
+    result = run_cli("predict", "train", "-s", "mi355x-8x", "-m", "llama2-13b", "--gpus", "8", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert "no training evidence for MI355X" in data["range_basis"]
+    assert any("no training evidence for MI355X" in f for f in data["flags"])
+    nvidia = json.loads(run_cli("predict", "train", "-s", "dgx-h100", "-m", "llama2-13b", "--gpus", "8",
+                                "--json").stdout)
+    assert not any("no training evidence" in f for f in nvidia["flags"])
+    assert (data["step_time_s_range"][1] / data["step_time_s"]
+            > nvidia["step_time_s_range"][1] / nvidia["step_time_s"])
+    text = run_cli("predict", "train", "-s", "mi355x-8x", "-m", "llama2-13b", "--gpus", "8").stdout
+    assert "no training evidence for MI355X" in text
+    scaling = run_cli("predict", "scaling", "-s", "mi355x-8x", "-m", "llama2-7b", "--nodes", "1").stdout
+    assert "ranges: no training evidence for MI355X" in scaling
+    advice = run_cli("advise", "train", "-m", "llama2-7b", "--tokens", "10B", "--gpu", "L40S", "--gpus", "8",
+                     "--json")
+    assert advice.exit_code == 0, advice.stderr
+    rows = [r for r in json.loads(advice.stdout)["rows"] if r["feasible"]]
+    assert rows and all("no training evidence for L40S: the widest range" in r["notes"] for r in rows)
+
+
+def test_mlperf_lora_runs_give_mi300x_and_mi325x_training_evidence() -> None:
+    # MI300X and MI325X have training evidence (the MLPerf Llama-2-70B LoRA runs): their ranges come from
+    # the Infinity Fabric mesh's own residuals, not the widest range.
+    for system in ("tensorwave/mi300x-8x", "mi325x-8x"):
+        data = json.loads(run_cli("predict", "train", "-s", system, "-m", "llama2-13b", "--gpus", "8",
+                                  "--json").stdout)
+        assert data["range_basis"].startswith("training evidence for mesh, one node"), system
+        assert not any("no training evidence" in f for f in data["flags"]), system

@@ -67,6 +67,35 @@ def test_predict_infer_cli() -> None:
     assert impossible.exit_code == 2 and "no batch meets" in impossible.stderr
 
 
+SEED_001_JOB = ("predict", "infer", "-s", "hgx-h200", "-m", "llama3.1-70b", "--tp", "2", "--input-tokens", "8192",
+                "--output-tokens", "256", "--latency-budget", "30", "--precision", "fp8")
+
+
+@pytest.mark.parametrize("mode", [[], ["--no-prefill-interference"], ["--batch", "16"],
+                                  ["--batch", "16", "--no-prefill-interference"]])
+def test_per_user_speed_is_one_over_the_printed_time_per_output_token(mode: list[str]) -> None:
+    args = list(SEED_001_JOB) if "--batch" not in mode else [a for a in SEED_001_JOB[:-4]] + ["--precision", "fp8"]
+    result = run_cli(*args, *mode, "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["tokens_per_s_per_user"] * data["tpot_s"] == pytest.approx(1.0, rel=1e-9)
+    assert data["time_per_output_token_s"] == data["tpot_s"] and data["ttft_s"] > 0
+    assert data["prefill_interference"] is ("--no-prefill-interference" not in mode)
+    # A GPU's throughput follows from the same time per token: batch tokens per TPOT over the replica's GPUs.
+    assert data["tokens_per_s_per_gpu"] == pytest.approx(data["batch"] / data["tpot_s"] / 2, rel=1e-9)
+
+
+def test_the_budget_counts_other_users_prefills_unless_asked_not_to() -> None:
+    # Seed 001's figures (115 tokens/s/GPU at 30 tokens/s/user on TP2) imply a batch of about 6-9 per replica.
+    shared = json.loads(run_cli(*SEED_001_JOB, "--json").stdout)
+    decode_only = json.loads(run_cli(*SEED_001_JOB, "--no-prefill-interference", "--json").stdout)
+    assert 4 <= shared["batch"] <= 12 and shared["tokens_per_s_per_user"] >= 30
+    assert decode_only["batch"] > 2 * shared["batch"]
+    assert decode_only["tpot_s"] == pytest.approx(decode_only["decode_step_s"])
+    text = run_cli(*SEED_001_JOB, "--no-prefill-interference").stdout
+    assert "decode only" in text and "with other users' prefills" in run_cli(*SEED_001_JOB).stdout
+
+
 def test_scaling_searches_each_count_as_predict_train_does(db) -> None:
     job = Job(model=model_presets()["llama2-7b"], global_batch=32, seq_len=4096)
     resolved = ResolvedSystem.plain(db.systems["dgx-a100"])

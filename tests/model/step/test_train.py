@@ -197,3 +197,51 @@ def test_the_output_layer_does_not_speed_up_under_fp8(db) -> None:
     layers_fp8 = estimate_steps(Job(model=small_vocab, global_batch=64, seq_len=4096, precision="fp8"), system, lay)
     layers_bf16 = estimate_steps(Job(model=small_vocab, global_batch=64, seq_len=4096), system, lay)
     assert layers_fp8.compute_s[0] < layers_bf16.compute_s[0]
+
+
+def test_memoized_collectives_price_a_layout_as_the_search_does(db) -> None:
+    # A few layouts take the memoized path, a search's many the vector path: one layout, same step time.
+    from linkscope.model.step.layout import Layouts
+    from linkscope.model.step.train import SMALL_LAYOUTS
+
+    job = _job("llama2-70b", 256, 4096)
+    system = db.systems["dgx-h100"].with_gpus(64)
+    one = single_layout(tp=4, pp=2, dp=8, mb=1, zero=3, sp=True)
+    many = Layouts(**{f: np.repeat(getattr(one, f), SMALL_LAYOUTS + 1) for f in one.__dataclass_fields__})
+    memo = estimate_steps(job, system, one)
+    vector = estimate_steps(job, system, many)
+    assert memo.step_time_s[0] == vector.step_time_s[0]
+    assert memo.dp_comm_exposed_s[0] == vector.dp_comm_exposed_s[0] > 0
+
+
+def test_zero2_reduces_gradients_every_micro_batch(db) -> None:
+    # ZeRO-2 keeps only its gradient shard, so each of the 8 micro-batches reduce-scatters; ZeRO-1 sums
+    # full-size gradients locally and reduces once per step.
+    job = _job("llama2-7b", 128, 4096, dp_overlap=False, framework="deepspeed")
+    system = db.systems["dgx-h100"].with_gpus(16)
+    zero1 = estimate_steps(job, system, single_layout(tp=1, pp=1, dp=16, mb=1, zero=1))
+    zero2 = estimate_steps(job, system, single_layout(tp=1, pp=1, dp=16, mb=1, zero=2))
+    assert zero2.microbatches[0] == 8
+    assert zero2.dp_comm_exposed_s[0] > 4 * zero1.dp_comm_exposed_s[0] > 0
+
+
+def test_the_framework_decides_whether_gradient_reduction_overlaps_backward(db) -> None:
+    system = db.systems["dgx-h100"].with_gpus(16)
+    layout = single_layout(tp=1, pp=1, dp=16, mb=1, zero=1)
+    megatron = estimate_steps(_job("llama2-7b", 16, 4096, framework="megatron"), system, layout)
+    deepspeed = estimate_steps(_job("llama2-7b", 16, 4096, framework="deepspeed"), system, layout)
+    told = estimate_steps(_job("llama2-7b", 16, 4096, framework="deepspeed", dp_overlap=True), system, layout)
+    assert deepspeed.dp_comm_exposed_s[0] > megatron.dp_comm_exposed_s[0] == told.dp_comm_exposed_s[0]
+
+
+def test_predict_train_states_the_framework_and_rejects_a_stage_it_lacks() -> None:
+    base = ["predict", "train", "-s", "dgx-h100", "--gpus", "16", "-m", "llama2-7b", "--global-batch", "64"]
+    data = json.loads(run_cli(*base, "--zero", "3", "--json").stdout)
+    assert data["framework"] == "fsdp" and data["framework_given"] is False
+    data = json.loads(run_cli(*base, "--zero", "2", "--framework", "fsdp", "--json").stdout)
+    assert data["framework"] == "fsdp" and data["framework_given"] is True and data["parallelism"]["zero"] == 2
+    searched = json.loads(run_cli(*base, "--framework", "megatron", "--json").stdout)
+    assert searched["parallelism"]["zero"] in (0, 1, 3)
+    result = run_cli(*base, "--zero", "2", "--framework", "megatron")
+    assert result.exit_code == 2 and "--framework: megatron does not run ZeRO stage 2" in result.output
+    assert "framework" in run_cli(*base, "--zero", "1").stdout

@@ -1,0 +1,77 @@
+"""Regimes of the evidence set: groups of entries that share a physical situation, whatever their source.
+
+Leave-one-regime-out (LORO) fits the constants on everything outside a regime and predicts the regime: a
+regime the other evidence cannot predict is a structural gap in the model, not a constant to refit. A regime
+holds entries of one kind; an entry may belong to several regimes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from linkscope.hardware.loader import HardwareDB
+from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
+from linkscope.model.fidelity.evidence_predict import evidence_system, memory_share
+from linkscope.model.step.transformer import model_presets
+
+SMALL_MODEL_PARAMS = 3e9
+LARGE_JOB_GPUS = 1000
+MEMORY_EDGE_SHARE = 0.9
+"""Predicted memory at or above this share of what a job can fill on its GPU."""
+LONG_CONTEXT_TOKENS = 8192
+SMALL_MESSAGE_BYTES = 16 * 2**20
+SMALL_BATCH = 32
+LONG_PROMPT_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One regime: an id, the kind of its entries, what it is, and who belongs."""
+
+    id: str
+    kind: str
+    description: str
+    member: Callable[[Entry, HardwareDB], bool]
+
+
+def _gpus_per_node(entry: TrainingEntry | CollectiveEntry, db: HardwareDB) -> int:
+    return evidence_system(entry.system, db).node.gpus
+
+
+def _training(test: Callable[[TrainingEntry, HardwareDB], bool]) -> Callable[[Entry, HardwareDB], bool]:
+    return lambda e, db: isinstance(e, TrainingEntry) and test(e, db)
+
+
+def _collective(test: Callable[[CollectiveEntry, HardwareDB], bool]) -> Callable[[Entry, HardwareDB], bool]:
+    return lambda e, db: isinstance(e, CollectiveEntry) and test(e, db)
+
+
+def _inference(test: Callable[[InferenceEntry], bool]) -> Callable[[Entry, HardwareDB], bool]:
+    return lambda e, db: isinstance(e, InferenceEntry) and test(e)
+
+
+REGIMES = (
+    Regime("fsdp-multi-node", "training", "fully sharded data parallel (ZeRO-3) across nodes",
+           _training(lambda e, db: e.zero >= 3 and e.dp > 1 and e.gpus > _gpus_per_node(e, db))),
+    Regime("over-1000-gpus", "training", f"jobs on {LARGE_JOB_GPUS:,} GPUs or more",
+           _training(lambda e, db: e.gpus >= LARGE_JOB_GPUS)),
+    Regime("memory-edge", "training", f"predicted memory >= {MEMORY_EDGE_SHARE:.0%} of what fits",
+           _training(lambda e, db: memory_share(e, db) >= MEMORY_EDGE_SHARE)),
+    Regime("small-models", "training", f"models under {SMALL_MODEL_PARAMS / 1e9:.0f}B parameters",
+           _training(lambda e, db: model_presets()[e.model].total_params() < SMALL_MODEL_PARAMS)),
+    Regime("long-context", "training", f"sequences of {LONG_CONTEXT_TOKENS:,} tokens or more",
+           _training(lambda e, db: e.seq_len >= LONG_CONTEXT_TOKENS)),
+    Regime("lora", "training", "LoRA fine-tunes of a frozen base (adapters train, the base only runs)",
+           _training(lambda e, db: e.lora_rank is not None)),
+    Regime("small-messages", "collectives", "messages under 16 MiB",
+           _collective(lambda e, db: e.size_bytes < SMALL_MESSAGE_BYTES)),
+    Regime("small-messages-one-node", "collectives", "messages under 16 MiB within one node",
+           _collective(lambda e, db: e.size_bytes < SMALL_MESSAGE_BYTES and e.gpus <= _gpus_per_node(e, db))),
+    Regime("small-batch-decode", "inference", f"decode-bound runs at batch <= {SMALL_BATCH}",
+           _inference(lambda e: e.batch is not None and e.batch <= SMALL_BATCH and e.metric != "prefill_s")),
+    Regime("max-load", "inference", "throughput at the largest batch that fits",
+           _inference(lambda e: e.batch is None)),
+    Regime("long-prompts", "inference", f"prompts of {LONG_PROMPT_TOKENS:,} tokens or more",
+           _inference(lambda e: e.input_tokens >= LONG_PROMPT_TOKENS)),
+)

@@ -1,0 +1,53 @@
+"""The root command lists every command from its table, and loads a command's module only when that command runs."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+from linkscope.cli.lazy import module_commands
+from linkscope.cli.main import COMMANDS
+from tests.cli.helpers import run_cli
+
+MODULES = tuple(dict.fromkeys(entry.module for entry in COMMANDS))
+
+
+def test_the_table_names_every_command_the_modules_register_once() -> None:
+    registered = [name for module in MODULES for name in module_commands(module)]
+    assert sorted(registered) == sorted(entry.name for entry in COMMANDS)
+    for entry in COMMANDS:
+        assert entry.name in module_commands(entry.module)
+
+
+def test_help_lists_every_command_with_the_first_paragraph_of_its_own_help() -> None:
+    result = run_cli("--help")
+    assert result.exit_code == 0
+    listed = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("│ ") and line.split()[1:]}
+    assert {entry.name for entry in COMMANDS} <= listed
+    for entry in COMMANDS:
+        command = module_commands(entry.module)[entry.name]
+        own = inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0].strip()
+        assert entry.help == own, entry.name
+
+
+def test_a_mistyped_command_is_answered_with_the_closest_name() -> None:
+    result = run_cli("predik", "train")
+    assert result.exit_code == 2
+    assert "Did you mean 'predict'?" in result.output
+
+
+def _loaded_command_modules(*args: str) -> list[str]:
+    """The command modules a fresh `linkscope ARGS...` imported."""
+    code = ("import json, sys\nfrom linkscope.cli.main import app\ntry:\n    app(sys.argv[1:])\nexcept SystemExit:\n"
+            "    pass\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('linkscope.cli.') and "
+            "m.endswith('_cmd'))))\n")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def test_help_imports_no_command_module_and_a_command_only_its_own() -> None:
+    assert _loaded_command_modules("--help") == []
+    assert _loaded_command_modules("predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json") == [
+        "linkscope.cli.predict_cmd"]
