@@ -5,7 +5,10 @@ uses) and a bare loop (the same Decoder under DDP, AdamW, the same tokens; forwa
 timed with perf_counter). Blocks of steps alternate between the two so that load on a shared host hits both
 alike. Prints both medians and the ratio (goal <= 1.02x).
 
-    python benchmarks/train_overhead.py [--layers 2] [--hidden 256] [--blocks 6] [--steps 10]
+    python benchmarks/train_overhead.py [--layers 2] [--hidden 256] [--blocks 6] [--steps 10] [--lora R]
+
+With --lora R both sides fine-tune: adapters of rank R on the attention projections, the base frozen, AdamW over
+the adapters only (the bare loop adds them with the same `add_lora` and hands DDP the same module).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def _rank(rank: int, init: str, args: argparse.Namespace, q: mp.Queue) -> None: 
     from linkscope.bench.layout import RankEnv
     from linkscope.bench.train.config import TrainConfig
     from linkscope.bench.train.loop import Trainer, synthetic_batches
+    from linkscope.bench.train.lora import add_lora
     from linkscope.bench.train.model import Decoder
     from linkscope.model.step.scaled import scaled_model
     from linkscope.model.step.transformer import load_model
@@ -45,11 +49,14 @@ def _rank(rank: int, init: str, args: argparse.Namespace, q: mp.Queue) -> None: 
     ctx = init_rank(RankEnv(rank, 2, rank, 2, 0), "gloo", init, 120.0, lambda v: None)
     m = scaled_model(load_model("llama2-7b"), layers=args.layers, hidden=args.hidden, heads=args.hidden // 32,
                      vocab=1024, seq_len=128)
-    cfg = TrainConfig(model=m, run=RunOptions(backend="gloo")).validated()
+    cfg = TrainConfig(model=m, lora_rank=args.lora, run=RunOptions(backend="gloo")).validated()
     ours = Trainer(cfg, ctx)
     torch.manual_seed(0)
-    bare = DistributedDataParallel(Decoder(m), bucket_cap_mb=cfg.bucket_mb)
-    opt = torch.optim.AdamW(bare.parameters(), lr=cfg.lr, foreach=True)
+    module = Decoder(m)
+    if cfg.peft is not None:
+        add_lora(module, cfg.peft)
+    bare = DistributedDataParallel(module, bucket_cap_mb=cfg.bucket_mb)
+    opt = torch.optim.AdamW([p for p in bare.parameters() if p.requires_grad], lr=cfg.lr, foreach=True)
     batches = synthetic_batches(cfg, rank, ctx.device)
     times: dict[str, list[float]] = {"bench": [], "bare": []}
     for block in range(args.blocks + 1):  # block 0 warms both up
@@ -73,6 +80,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--blocks", type=int, default=BLOCKS)
     parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--lora", type=int, default=0, help="LoRA rank on both sides (0: full training)")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -86,7 +94,8 @@ def main() -> None:
             p.join(30)
     bench = statistics.median(results[0]["bench"])
     bare = statistics.median(results[0]["bare"])
-    print(f"llama2-7b scaled to {args.layers} layers x {args.hidden}, 2 gloo ranks, DDP, "
+    tune = f", LoRA rank {args.lora} (base frozen)" if args.lora else ""
+    print(f"llama2-7b scaled to {args.layers} layers x {args.hidden}, 2 gloo ranks, DDP{tune}, "
           f"{args.blocks} x {args.steps} steps each, interleaved")
     print(f"bench train step (median) {bench * 1e3:.2f} ms; bare PyTorch loop {bare * 1e3:.2f} ms; "
           f"ratio {bench / bare:.3f}x (goal <= 1.02x)")

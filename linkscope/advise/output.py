@@ -54,7 +54,8 @@ def _request_dict(advice: TrainAdvice, view: str) -> dict[str, Any]:
             "gpus": req.gpus.gpus, "gpus_range": None if req.gpus.gpus else [req.gpus.low, req.gpus.high],
             "view": view, "objective": req.objective.value if view == LIST else None,
             "deadline_s": req.limits.deadline_s, "deadline_is_default": req.limits.deadline_is_default,
-            "budget_usd": req.limits.budget_usd, "framework": req.framework}
+            "budget_usd": req.limits.budget_usd, "framework": req.framework,
+            "peft": req.peft.as_dict() if req.peft else None}
 
 
 def train_json(advice: TrainAdvice, selection: TrainSelection,

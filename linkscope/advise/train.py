@@ -29,6 +29,7 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, summarize
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
+from linkscope.model.step.peft import Peft, check_peft_gpu
 from linkscope.model.step.transformer import ModelConfig
 
 
@@ -50,12 +51,14 @@ class TrainRequest:
     """Expert parallelism of an MoE model's expert layers; None: searched."""
     etp: int | None = 1
     moe_dispatcher: str = "alltoall"
+    peft: Peft | None = None
+    """A LoRA fine-tune of the frozen model (None: full training)."""
     framework: str = "auto"
 
     def job(self) -> Job:
         """The model's view of one step."""
         return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision,
-                   moe_dispatcher=self.moe_dispatcher, framework=self.framework)
+                   moe_dispatcher=self.moe_dispatcher, peft=self.peft, framework=self.framework)
 
     def layout_request(self) -> LayoutRequest:
         """What the layout search may not choose: the expert parallelism given."""
@@ -193,6 +196,9 @@ def _plan(offering: Offering, request: TrainRequest) -> _Plan:
     key: Hashable = node if resolved.profile is None else (node, "profile", resolved.profile.name)
     if request.precision == "fp8" and node.gpu.fp8_dense_tflops is None:
         return _Plan(offering, resolved, key, [], f"no FP8 tensor cores on {node.gpu.id}")
+    base_problem = check_peft_gpu(request.peft, node.gpu.id, node.gpu.fp8_dense_tflops is not None)
+    if base_problem:
+        return _Plan(offering, resolved, key, [], base_problem.removeprefix("--base-precision "))
     counts, reason = bookable_node_counts(offering, resolved.tiers, request.gpus)
     return _Plan(offering, resolved, key, counts, reason)
 

@@ -20,11 +20,12 @@ from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelect
                                      select_train, train_json)
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, CatalogOpt, EpOpt, EtpOpt, FabricOpt, FrameworkOpt, GlobalBatchOpt,
-                                   GpuOpt, IbOpt, InputTokensOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt,
-                                   MoeDispatcherOpt, MultiNodeOpt, NvlinkOpt, NvswitchOpt, OutputTokensOpt,
-                                   PrecisionOpt, ProviderOpt, RdmaOpt, SeqLenOpt, auto_int, check_framework,
-                                   check_option, choice)
+from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EpOpt, EtpOpt, FabricOpt,
+                                   FrameworkOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, LoraRankOpt,
+                                   LoraTargetsOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt, MoeDispatcherOpt,
+                                   MultiNodeOpt, NvlinkOpt, NvswitchOpt, OutputTokensOpt, PeftOpt, PrecisionOpt,
+                                   ProviderOpt, RdmaOpt, SeqLenOpt, auto_int, check_framework, check_option, choice,
+                                   peft_of)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.currency import priced_in_usd
@@ -32,6 +33,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import MAX_GPUS, check_number
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
+from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
 from linkscope.report.advise import (duration_text, evidence_lines, infer_table, money_text, no_plan_text,
@@ -67,7 +69,7 @@ def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
 
 def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | None, seq_len: int | None,
                    global_batch: int | None, deadline: str | None, budget: str | None, objective: str | None,
-                   precision: str, framework: str = "auto") -> TrainRequest:
+                   precision: str, peft: Peft | None = None, framework: str = "auto") -> TrainRequest:
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
     limits = replace(parse_deadline(deadline), budget_usd=parse_money_usd(budget) if budget else None)
@@ -75,7 +77,7 @@ def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | 
         model=config, tokens=parse_count(tokens, "--tokens"), global_batch=batch, seq_len=length,
         gpus=_gpu_request(gpus, gpus_range),
         objective=parse_objective(objective) if objective is not None else Objective.COST,
-        limits=limits, precision=precision, global_batch_is_default=global_batch is None,
+        limits=limits, precision=precision, global_batch_is_default=global_batch is None, peft=peft,
         framework=check_framework(framework))
 
 
@@ -161,6 +163,10 @@ def train(
     ep: Optional[str] = EpOpt,
     etp: str = EtpOpt,
     moe_dispatcher: str = MoeDispatcherOpt,
+    peft: Optional[str] = PeftOpt,
+    lora_rank: int = LoraRankOpt,
+    lora_targets: str = LoraTargetsOpt,
+    base_precision: str = BasePrecisionOpt,
     framework: str = FrameworkOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
@@ -182,7 +188,9 @@ def train(
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
     request = replace(_train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget,
-                                     objective, precision, framework),
+                                     objective, precision,
+                                     peft_of(peft, lora_rank, lora_targets, base_precision, load_model(model)),
+                                     framework),
                       ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
                       moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
     check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)

@@ -11,6 +11,8 @@ from linkscope.cli.common import check_range
 from linkscope.hardware.errors import UserError
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.job import FRAMEWORKS
+from linkscope.model.step.peft import DEFAULT_RANK, DEFAULT_TARGETS, Peft, check_peft
+from linkscope.model.step.transformer import ModelConfig
 
 _COUNT = 10_000_000  # GPUs, nodes, parallel sizes: far beyond any machine
 _LENGTH = 100_000_000  # sequences, tokens: far beyond any real job, keeps the layout search bounded
@@ -145,3 +147,21 @@ ProviderOpt = typer.Option(None, "--provider", help="Provider(s), comma-separate
 MaxPriceOpt = typer.Option(None, "--max-price-per-gpu-hour", help="On-demand USD per GPU-hour, at most.")
 MultiNodeOpt = typer.Option(False, "--multi-node", help="Only offerings bookable as multi-node clusters.")
 CatalogOpt = typer.Option(None, "--catalog", help="Extra data file(s) with offerings, presets or GPUs.")
+PeftOpt = typer.Option(None, "--peft", help="Fine-tune with adapters on a frozen base: lora (default: full "
+                                            "training).")
+LoraRankOpt = typer.Option(DEFAULT_RANK, "--lora-rank", help="LoRA adapter rank (with --peft lora).")
+LoraTargetsOpt = typer.Option(DEFAULT_TARGETS, "--lora-targets", help="Weights with adapters: attn (Q, K, V, output "
+                                                             "projection), attn-mlp, or all (also the output layer).")
+BasePrecisionOpt = typer.Option("bf16", "--base-precision", help="Frozen base format: bf16, fp8, or nf4 "
+                                                                 "(QLoRA-style 4-bit, data parallelism only).")
+
+
+def peft_of(method: str | None, rank: int, targets: str, base_precision: str, model: ModelConfig) -> Peft | None:
+    """`--peft` and its options as one Peft (None without --peft), or one line naming the bad option."""
+    if method is None:
+        return None
+    peft = Peft(rank=rank, targets=targets, base_precision=base_precision, method=method)
+    problem = check_peft(peft, model)
+    if problem:
+        raise UserError(problem)
+    return peft

@@ -12,9 +12,10 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt, MicroBatchOpt,
-                                   MoeDispatcherOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework,
-                                   check_option, check_zero, choice, pp_opt, tp_opt)
+from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt,
+                                   LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, MoeDispatcherOpt, PeftOpt, SeqLenOpt,
+                                   SystemOpt, ZeroOpt, auto_int, check_framework, check_option, check_zero, choice,
+                                   peft_of, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
@@ -28,12 +29,15 @@ MAP_NODES = 4
 
 
 def _job(model: str | None, seq_len: int | None, global_batch: int | None, moe_dispatcher: str,
-         framework: str) -> Job | None:
+         peft: Optional[str], lora_rank: int, lora_targets: str, base_precision: str, framework: str) -> Job | None:
     if model is None:
+        if peft is not None:
+            raise UserError("--peft needs --model: the adapters are sized from the model")
         return None
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
-    return Job(model=config, global_batch=batch, seq_len=length, moe_dispatcher=moe_dispatcher, framework=framework)
+    return Job(model=config, global_batch=batch, seq_len=length, moe_dispatcher=moe_dispatcher,
+               peft=peft_of(peft, lora_rank, lora_targets, base_precision, config), framework=framework)
 
 
 def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: LayoutRequest) -> Parallelism:
@@ -79,6 +83,10 @@ def plan(
     ep: Optional[str] = EpOpt,
     etp: str = EtpOpt,
     moe_dispatcher: str = MoeDispatcherOpt,
+    peft: Optional[str] = PeftOpt,
+    lora_rank: int = LoraRankOpt,
+    lora_targets: str = LoraTargetsOpt,
+    base_precision: str = BasePrecisionOpt,
     framework: str = FrameworkOpt,
     order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
     baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
@@ -101,7 +109,8 @@ def plan(
                           ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"))
     db = load_db(extra or [])
     resolved = resolve(system, db)
-    job = _job(model, seq_len, global_batch, choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS), framework)
+    job = _job(model, seq_len, global_batch, choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS), peft,
+               lora_rank, lora_targets, base_precision, framework)
     request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,

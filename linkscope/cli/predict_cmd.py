@@ -11,11 +11,11 @@ import typer
 from linkscope.advise.inputs import batch_and_length
 from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, CatalogOpt, EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt,
-                                   InputTokensOpt, LatencyBudgetOpt, MicroBatchOpt, ModelOpt, MoeDispatcherOpt,
-                                   OutputTokensOpt, PrecisionOpt, PrefillInterferenceOpt, SeqLenOpt, SystemOpt,
-                                   ZeroOpt, auto_int, check_framework, check_option, check_zero,
-                                   choice, pp_opt, tp_opt)
+from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EpOpt, EtpOpt, FrameworkOpt,
+                                   GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt,
+                                   MicroBatchOpt, ModelOpt, MoeDispatcherOpt, OutputTokensOpt, PeftOpt, PrecisionOpt,
+                                   PrefillInterferenceOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework,
+                                   check_option, check_zero, choice, peft_of, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
@@ -125,6 +125,10 @@ def train(
     tp_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                                     help="Overlap tensor-parallel collectives with their GEMMs (Megatron/NeMo "
                                          "--tp-comm-overlap)."),
+    peft: Optional[str] = PeftOpt,
+    lora_rank: int = LoraRankOpt,
+    lora_targets: str = LoraTargetsOpt,
+    base_precision: str = BasePrecisionOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -134,8 +138,11 @@ def train(
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
     spec = load_model(model)
+    adapters = peft_of(peft, lora_rank, lora_targets, base_precision, spec)
     resolved = _resolved(system, gpus, nodes, extra or [])
     if resolved.train_fit is not None and resolved.profile is not None:
+        if adapters is not None:
+            raise UserError("--peft: a profile's fitted step model covers full training only; use a System")
         fit_job = _job(spec, global_batch, seq_len, "bf16", dp_overlap=True if dp_overlap is None else dp_overlap)
         prediction = _on_fit(resolved.train_fit, resolved.profile, fit_job, gpus, auto_int(tp, "--tp"),
                              auto_int(dp, "--dp"), zero, recompute)
@@ -144,7 +151,7 @@ def train(
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
                    tp_overlap=tp_overlap, moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
                    moe_a2a_overlap=moe_a2a_overlap, moe_imbalance=check_imbalance(moe_imbalance, "--moe-imbalance"),
-                   framework=framework)
+                   peft=adapters, framework=framework)
         req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
                             cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
                             micro_batch=auto_int(micro_batch, "--micro-batch"),
@@ -238,6 +245,10 @@ def scaling(
     pp: Optional[str] = pp_opt(),
     strong: bool = typer.Option(False, "--strong", help="Keep the global batch fixed at every node count."),
     precision: str = PrecisionOpt,
+    peft: Optional[str] = PeftOpt,
+    lora_rank: int = LoraRankOpt,
+    lora_targets: str = LoraTargetsOpt,
+    base_precision: str = BasePrecisionOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -247,7 +258,8 @@ def scaling(
     check_option(seq_len, "--seq-len")
     resolved = _resolved(system, None, 1, extra or [])
     spec = load_model(model)
-    job = _job(spec, global_batch, seq_len, precision)
+    job = _job(spec, global_batch, seq_len, precision,
+               peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec))
     points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
                                                                        pp=auto_int(pp, "--pp")), strong)
     note = "; ".join([note, *resolved.training_notes])

@@ -47,6 +47,8 @@ def train(
     grad_compression: str = typer.Option("none", "--grad-compression", help="none, fp16, bf16 or powersgd."),
     recompute: str = typer.Option("none", "--recompute", help="none or full (activation checkpointing)."),
     precision: str = typer.Option("auto", "--precision", help="auto (fp32 on CPU, bf16 on GPUs), bf16 or fp16."),
+    lora: int = typer.Option(0, "--lora", help="LoRA adapters of this rank on a frozen base (0 = full training)."),
+    lora_targets: str = typer.Option("attn", "--lora-targets", help="attn, attn-mlp or all (with --lora)."),
     profile_steps: int = typer.Option(3, "--profile-steps", help="Steps traced after the timed ones (0 = none)."),
     system: Optional[str] = typer.Option(None, "--system", "-s", help="Predict on this System or profile:NAME "
                                                                       "(default: the probed one on GPUs)."),
@@ -82,7 +84,7 @@ def train(
     cfg = TrainConfig(model=spec, micro_batch=micro_batch, iters=iters, warmup=warmup, repeat=repeat, fsdp=fsdp,
                       zero=zero, tp=tp, bucket_mb=bucket_mb, overlap=not no_overlap,
                       grad_compression=grad_compression, recompute=recompute, precision=precision,
-                      profile_steps=profile_steps, run=run)
+                      profile_steps=profile_steps, lora_rank=lora, lora_targets=lora_targets, run=run)
     outcome = run_request(TrainRequest(cfg, system, sweep, scaling))
     _print(outcome, as_json)
 

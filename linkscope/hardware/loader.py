@@ -336,7 +336,8 @@ class NodeBuilder:
                             entry=label, field="scale_up.in_network_reduction")
         return ScaleUp(kind=su.kind, generation=generation, bw_gb_per_s=bw, domain_size=domain,
                        in_network_reduction=su.in_network_reduction,
-                       links_per_gpu=gpu.nvlink_links if link.family == "nvlink" else None)
+                       # NVLink counts are the GPU's (SKUs differ); an Infinity Fabric generation fixes its own.
+                       links_per_gpu=gpu.nvlink_links if link.family == "nvlink" else link.links_per_gpu)
 
     def _scale_out(self, so: ScaleOutEntry, file: str, label: str) -> ScaleOut:
         rate = so.nic_gbit_per_s

@@ -190,7 +190,10 @@ def train_header(advice: TrainAdvice, frontier: bool = False) -> str:
     if req.limits.budget_usd is not None:
         limits.append(f"budget {money_text(req.limits.budget_usd)}")
     ranking = "the time-cost frontier" if frontier else f"ranked by total {req.objective.value}"
-    return (f"[bold]{req.model.id}[/], {count_text(req.tokens)} tokens, {req.precision}, {req.gpus.describe()}: "
+    tune = (f", LoRA fine-tune (rank {req.peft.rank} on {req.peft.targets}, {req.peft.base_precision} frozen base)"
+            if req.peft else "")
+    return (f"[bold]{req.model.id}[/]{tune}, {count_text(req.tokens)} tokens, {req.precision}, "
+            f"{req.gpus.describe()}: "
             f"{ranking}\n{', '.join(limits)}\n"
             f"global batch {req.global_batch} x {req.seq_len} = {batch_tokens / 1e6:.1f}M tokens per step{default}\n"
             f"{framework_text(req.framework)}")

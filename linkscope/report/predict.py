@@ -114,6 +114,11 @@ def train_table(p: TrainPrediction) -> Table:
             ("layout", layout), ("bottleneck", p.bottleneck)]
     if p.expert_layout:
         rows.insert(-1, ("expert layout", p.expert_layout))
+    if p.peft is not None:
+        share = p.trainable_params / p.frozen_params
+        rows.insert(1, ("fine-tune", f"LoRA rank {p.peft['rank']} on {p.peft['targets']}, {p.peft['base_precision']} "
+                                     f"frozen base: {p.trainable_params / 1e6:,.1f}M trainable ({share:.2%}) of "
+                                     f"{p.frozen_params / 1e9:,.1f}B"))
     if p.framework != "auto":
         rows.insert(-1, ("framework", p.framework + ("" if p.framework_given else " (the usual one for this ZeRO "
                                                                                "stage; --framework to choose)")))

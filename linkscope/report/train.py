@@ -26,7 +26,8 @@ def point_lines(doc: dict[str, Any]) -> list[str]:
         (f" zero={par['zero']}" if par["zero"] else "")
     lines = [
         f"# {doc['model']}: {doc['ranks']} ranks ({doc['backend']}), {layout}, {par['precision']}, "
-        f"{doc['tokens_per_step']} tokens per step, recompute {par['recompute']}",
+        f"{doc['tokens_per_step']} tokens per step, recompute {par['recompute']}"
+        + (f", LoRA rank {par['lora_rank']} (base frozen)" if par.get("lora_rank") else ""),
         f"# {'':<22}{'measured':>12}{'predicted':>12}{'error':>9}",
         f"# {'step time (s)':<22}{_num(doc['step_time_s']):>12}{_num(pred.get('step_time_s')):>12}"
         f"{_pct(doc.get('error_pct')):>9}",

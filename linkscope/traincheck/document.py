@@ -10,6 +10,7 @@ from linkscope.bench.train.stats import rates, stats_dict, step_stats
 from linkscope.bench.train.trace_comm import TraceReport
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.compute import peak_tflops
+from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig
 from linkscope.traincheck.predict import Prediction
 
@@ -35,7 +36,8 @@ def _parallelism(settings: dict[str, Any]) -> dict[str, Any]:
     return {"layout": settings["layout"], "dp": max(ranks // tp, 1), "tp": tp, "zero": settings["zero"],
             "bucket_mb": settings["bucket_mb"], "overlap": settings["overlap"],
             "grad_compression": settings["grad_compression"], "recompute": settings["recompute"],
-            "precision": settings["precision"], "micro_batch": settings["micro_batch"]}
+            "precision": settings["precision"], "micro_batch": settings["micro_batch"],
+            "lora_rank": settings.get("lora_rank", 0)}
 
 
 def _losses(point: TrainPoint) -> dict[str, float | None]:
@@ -50,7 +52,9 @@ def point_document(result: TrainRunResult, point: TrainPoint, prediction: Predic
     model = ModelConfig(**point.settings["model"])
     step_s = stats.step_time_s if stats else None
     tokens = point.meta.get("tokens_per_step", 0)
-    measured = rates(model, tokens, point.ranks, step_s, _peak_tflops(result)) if step_s else {}
+    rank = int(point.settings.get("lora_rank", 0))
+    peft = Peft(rank=rank, targets=str(point.settings.get("lora_targets", "attn"))) if rank else None
+    measured = rates(model, tokens, point.ranks, step_s, _peak_tflops(result), peft) if step_s else {}
     peaks = [r["peak_memory_gib"] for r in point.per_rank]
     return {
         "run_id": result.run_id, "status": point.status, "label": point.label, "model": model.id,

@@ -54,7 +54,7 @@ def shape_of(cfg: TrainConfig, ranks: int, precision: str) -> TrainShape:
 
 
 def _job(cfg: TrainConfig, ranks: int, precision: str) -> Job:
-    return measured_job(cfg.model, cfg.micro_batch, ranks, cfg.tp, precision, cfg.overlap)
+    return measured_job(cfg.model, cfg.micro_batch, ranks, cfg.tp, precision, cfg.overlap, cfg.peft)
 
 
 def predicted_layout(cfg: TrainConfig, ranks: int) -> dict[str, Any]:

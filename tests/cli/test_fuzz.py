@@ -170,6 +170,13 @@ INFER = ["predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
 COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
     "collective": (["predict", "collective", "-s", "dgx-h100", "--json"], ["--bytes", "--gpus"], assert_sane_json),
     "train": (TRAIN, ["--global-batch", "--seq-len", "--gpus", "--nodes", "--tp", "--pp", "--zero"], assert_sane_json),
+    "train-lora": ([*TRAIN, "--peft", "lora"], ["--lora-rank", "--global-batch", "--zero", "--tp", "--pp"],
+                   assert_sane_json),
+    "scaling-lora": (["predict", "scaling", "-s", "dgx-h100", "-m", "llama2-7b", "--peft", "lora", "--json"],
+                     ["--lora-rank", "--nodes", "--global-batch"], assert_sane_json),
+    "advise-train-lora": ([*ADVISE_TRAIN, "--peft", "lora"], ["--lora-rank", "--global-batch"], assert_sane_json),
+    "plan-lora": (["plan", "-s", "dgx-h100", "-m", "llama2-7b", "--peft", "lora", "--json"],
+                  ["--nodes", "--lora-rank", "--zero", "--tp"], assert_clean),
     "infer": (INFER, ["--input-tokens", "--output-tokens", "--batch", "--latency-budget", "--tp", "--pp"],
               assert_sane_json),
     "infer-decode-only": ([*INFER, "--no-prefill-interference"], ["--input-tokens", "--output-tokens", "--batch",
@@ -272,3 +279,30 @@ def test_fuzz_db_urls(url: str, command: list[str]) -> None:
     result = invoke(*command, "--db", url)
     assert_clean(result)
     assert result.exit_code == 2 and "secret" not in result.output
+
+
+PEFT_WORDS = st.one_of(st.sampled_from(["lora", "LoRA", "qlora", "", "attn", "attn-mlp", "all", "none", "bf16", "fp8",
+                                        "nf4", "int4", "fp4"]), st.text(max_size=8))
+
+
+@FUZZ
+@given(flag=st.sampled_from(["--peft", "--lora-targets", "--base-precision"]), value=PEFT_WORDS)
+def test_fuzz_peft_words(flag: str, value: str) -> None:
+    # A word the option does not know is one line and exit 2; a known one answers with sane JSON.
+    args = {"--peft": "lora", "--lora-targets": "attn", "--base-precision": "bf16", flag: value}
+    result = invoke(*TRAIN, "--global-batch", "64", *[x for f, v in args.items() for x in (f, v)])
+    assert_sane_json(result)
+    if result.exit_code != 0:
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+
+
+@pytest.mark.parametrize("value", ["0x", "-1", "nan", "1e9", "99999999999999999999999", "auto", "''", "1.5"])
+def test_bench_train_lora_refuses_bad_ranks_before_any_rank_starts(value: str) -> None:
+    # Each value is out of range or not an integer: exit 2 before any rank is launched; an integer out of
+    # range is one line naming the flag (the rest are the option parser's usage error).
+    result = invoke("bench", "train", "-m", "llama2-7b", "--layers", "1", "--hidden", "64", "--heads", "2",
+                    "--nproc", "1", "--backend", "gloo", f"--lora={value}")
+    assert_clean(result)
+    assert result.exit_code == 2, result.output
+    if value.lstrip("-").isdigit():
+        assert len(result.output.strip().splitlines()) == 1 and "--lora" in result.output, result.output

@@ -74,3 +74,31 @@ def test_with_gpus_counts_whole_nodes(systems) -> None:
     assert dgx.with_gpus(64).gpus == 64
     with pytest.raises(ValueError):
         dgx.with_gpus(12)
+
+
+AMD_PRESETS = {"mi300x-8x": ("MI300X", "cdna3"), "mi325x-8x": ("MI325X", "cdna3"), "mi350x-8x": ("MI350X", "cdna4"),
+               "mi355x-8x": ("MI355X", "cdna4")}
+
+
+@pytest.mark.parametrize("preset", sorted(AMD_PRESETS))
+def test_amd_presets_are_eight_gpus_on_an_infinity_fabric_mesh(systems, preset: str) -> None:
+    system = systems[preset]
+    gpu, arch = AMD_PRESETS[preset]
+    node = system.node
+    assert (node.gpu.id, node.gpu.family_name, node.gpu.vendor, node.gpu.arch, node.gpus) == (gpu, gpu, "amd", arch, 8)
+    # A full mesh without a switch: each GPU's bandwidth is its 7 links, one per peer.
+    assert node.scale_up.kind == "xgmi-mesh" and node.scale_up.is_mesh and node.scale_up.links_per_gpu == 7
+    assert node.scale_out.nics == 8 and node.scale_out.nic_gbit_per_s == 400 and node.scale_out.gpudirect_rdma
+    assert system.source and system.as_of
+
+
+def test_cdna4_doubles_cdna3s_peak_and_link_rate(systems) -> None:
+    mi300, mi355 = systems["mi300x-8x"].node, systems["mi355x-8x"].node
+    assert mi355.gpu.dense_tflops("bf16") / mi300.gpu.dense_tflops("bf16") == pytest.approx(1.92, abs=0.01)
+    assert mi355.scale_up.bw_gb_per_s > mi300.scale_up.bw_gb_per_s
+
+
+@pytest.mark.parametrize("preset, gpu", [("hgx-b300", "B300-SXM-288GB"), ("gb300-nvl72", "GB300")])
+def test_blackwell_ultra_presets(systems, preset: str, gpu: str) -> None:
+    node = systems[preset].node
+    assert node.gpu.id == gpu and node.scale_out.nic_gbit_per_s == 800 and node.scale_up.in_network_reduction == "nvls"

@@ -8,6 +8,7 @@ from linkscope.bench.config import RunOptions
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import (MAX_BUCKET_MB, MAX_ITERS, MAX_PROFILE_STEPS, MAX_REPEAT, MAX_WARMUP,
                                        check_number)
+from linkscope.model.step.peft import TARGETS, Peft
 from linkscope.model.step.transformer import ModelConfig
 
 COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
@@ -44,8 +45,16 @@ class TrainConfig:
     """Threads per CPU rank (0 = the launcher's share of the cores); one value for every point of a run, so
     points with different rank counts do the same per-rank work the same way."""
     lr: float = 1e-3
+    lora_rank: int = 0
+    """LoRA adapters of this rank on the frozen decoder (0: every weight trains)."""
+    lora_targets: str = "attn"
     seed: int = 0
     run: RunOptions = field(default_factory=RunOptions)
+
+    @property
+    def peft(self) -> Peft | None:
+        """The adapters of a LoRA run, or None for full training."""
+        return Peft(rank=self.lora_rank, targets=self.lora_targets) if self.lora_rank else None
 
     @property
     def layout(self) -> str:
@@ -66,6 +75,7 @@ class TrainConfig:
         _check_counts(self)
         _check_choice(self.grad_compression, "--grad-compression", COMPRESSIONS)
         _check_choice(self.recompute, "--recompute", RECOMPUTES)
+        _check_choice(self.lora_targets, "--lora-targets", TARGETS)
         if self.precision != "auto":
             _check_choice(self.precision, "--precision", PRECISIONS)
         zero = 3 if self.fsdp and self.zero == 0 else self.zero
@@ -89,6 +99,8 @@ def _check_counts(cfg: TrainConfig) -> None:
         (cfg.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3, got {cfg.zero}"),
         (cfg.tp >= 1, f"--tp must be at least 1, got {cfg.tp}"),
         (cfg.profile_steps >= 0, f"--profile-steps must be 0 or more, got {cfg.profile_steps}"),
+        (0 <= cfg.lora_rank <= cfg.model.hidden,
+         f"--lora must be between 1 and the hidden size {cfg.model.hidden} (got {cfg.lora_rank})"),
     ]
     for ok, message in rules:
         if not ok:

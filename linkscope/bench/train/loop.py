@@ -22,6 +22,7 @@ from linkscope.bench import faults
 from linkscope.bench.comm import RankContext
 from linkscope.bench.events import TrainSink
 from linkscope.bench.train.config import TrainConfig, resolved_precision
+from linkscope.bench.train.lora import add_lora
 from linkscope.bench.train.model import Decoder, loss_of, parameter_count
 from linkscope.bench.train.parallel import Wrapped, wrap_model
 from linkscope.bench.train.profiler_noise import without_marker_lines
@@ -58,11 +59,17 @@ class Trainer:
         self.base_rss_gib = current_rss_gib()
         self.precision = resolved_precision(cfg, ctx.backend)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-        model = Decoder(cfg.model, cfg.recompute).to(ctx.device)
+        model = Decoder(cfg.model, cfg.recompute)
+        if cfg.peft is not None:
+            add_lora(model, cfg.peft)
+        model = model.to(ctx.device)
         self.params = parameter_count(model)
+        self.trainable_params = parameter_count(model, trainable_only=True)
         self.wrapped: Wrapped = wrap_model(model, cfg, ctx.device, ctx.rank, ctx.world, ctx.group)
         # The fused multi-tensor path cannot mix tensor-parallel DTensors with the replicated plain tensors.
-        self.optimizer = torch.optim.AdamW(self.wrapped.module.parameters(), lr=cfg.lr, foreach=cfg.tp == 1)
+        # A frozen base has no optimizer state: only what trains is handed to the optimizer.
+        trained = [p for p in self.wrapped.module.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trained, lr=cfg.lr, foreach=cfg.tp == 1)
         self.batches = synthetic_batches(cfg, self.wrapped.data_rank, ctx.device)
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.count = 0

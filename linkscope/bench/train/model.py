@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from linkscope.bench.train.lora import adapted
 from linkscope.model.step.transformer import ModelConfig
 
 ROPE_BASE = 10000.0
@@ -59,15 +60,15 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x: (batch, seq, hidden)."""
         b, s, _ = x.shape
-        q = self.q(x).view(b, s, -1, self.head_dim).transpose(1, 2)
-        k = self.k(x).view(b, s, -1, self.head_dim).transpose(1, 2)
-        v = self.v(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        q = adapted(self, "q", x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        k = adapted(self, "k", x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        v = adapted(self, "v", x).view(b, s, -1, self.head_dim).transpose(1, 2)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         groups = q.shape[1] // k.shape[1]
         if groups > 1:
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o(out.transpose(1, 2).reshape(b, s, -1))
+        return adapted(self, "o", out.transpose(1, 2).reshape(b, s, -1))
 
 
 class MLP(nn.Module):
@@ -83,8 +84,8 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (batch, seq, hidden)."""
         if self.gate is not None:
-            return self.down(F.silu(self.gate(x)) * self.up(x))
-        return self.down(F.gelu(self.up(x)))
+            return adapted(self, "down", F.silu(adapted(self, "gate", x)) * adapted(self, "up", x))
+        return adapted(self, "down", F.gelu(adapted(self, "up", x)))
 
 
 class Block(nn.Module):
@@ -133,6 +134,6 @@ def loss_of(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
 
-def parameter_count(model: nn.Module) -> int:
-    """Parameters of a module, before any sharding."""
-    return sum(p.numel() for p in model.parameters())
+def parameter_count(model: nn.Module, trainable_only: bool = False) -> int:
+    """Parameters of a module (only those that train, if asked), before any sharding."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

@@ -18,6 +18,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from linkscope.bench.train.config import TrainConfig
+from linkscope.bench.train.lora import lora_plan
 from linkscope.bench.train.model import Decoder
 
 if TYPE_CHECKING:
@@ -154,6 +155,10 @@ def _tensor_parallel(model: Decoder, cfg: TrainConfig, device: torch.device, wor
                             "attn.o": RowwiseParallel(), "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
     if model.config.gated_mlp:
         plan["mlp.gate"] = ColwiseParallel()
+    if cfg.peft is not None:
+        styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+        plan.update({name: styles[style]() for name, style in lora_plan(cfg.peft.targets).items()
+                     if model.config.gated_mlp or "gate" not in name})
     for layer in model.layers:
         parallelize_module(layer, mesh["tp"], plan)
     # Every tensor-parallel rank of a dp group sees the same tokens; the replicated embedding and head get equal

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from linkscope.model.step.peft import Peft, training_flops_per_token
 from linkscope.model.step.transformer import ModelConfig
 
 
@@ -43,9 +44,10 @@ def step_stats(steps: list[dict[str, Any]]) -> StepStats | None:
 
 
 def rates(model: ModelConfig, tokens_per_step: int, ranks: int, step_time_s: float,
-          peak_tflops: float | None) -> dict[str, float | None]:
-    """tokens/s, TFLOPS per rank and MFU (None without a peak to divide by, as on CPU ranks)."""
-    flops = model.model_flops_per_token(model.seq_len) * tokens_per_step
+          peak_tflops: float | None, peft: Peft | None = None) -> dict[str, float | None]:
+    """tokens/s, TFLOPS per rank and MFU (None without a peak to divide by, as on CPU ranks); a LoRA run counts
+    the fine-tune's FLOPs (no weight gradients for the frozen base)."""
+    flops = training_flops_per_token(model, peft, model.seq_len) * tokens_per_step
     tflops = flops / step_time_s / ranks / 1e12
     return {"tokens_per_s": tokens_per_step / step_time_s, "tflops_per_rank": tflops,
             "mfu": tflops / peak_tflops if peak_tflops else None}

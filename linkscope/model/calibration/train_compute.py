@@ -29,6 +29,7 @@ from linkscope.hardware.system import System
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.compute import ComputeConstants, compute_constants, constants_override
 from linkscope.model.step.job import Job
+from linkscope.model.step.peft import Peft
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig
 
@@ -39,12 +40,13 @@ COMM_KEYS = ("tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s", "dp_
 """The parts of `predict train`'s breakdown that are exposed communication; the rest is compute."""
 
 
-def measured_job(model: ModelConfig, micro_batch: int, ranks: int, tp: int, precision: str, overlap: bool) -> Job:
+def measured_job(model: ModelConfig, micro_batch: int, ranks: int, tp: int, precision: str, overlap: bool,
+                 peft: Peft | None = None) -> Job:
     """The job of a measured point: its per-rank batch on every data-parallel replica. CPU ranks' fp32 is
     predicted in bf16 (the model has no fp32 GEMM peak)."""
     dp = max(ranks // tp, 1)
     return Job(model=model, global_batch=micro_batch * dp, seq_len=model.seq_len,
-               precision="bf16" if precision == "fp32" else precision, dp_overlap=overlap)
+               precision="bf16" if precision == "fp32" else precision, dp_overlap=overlap, peft=peft)
 
 
 def measured_request(micro_batch: int, ranks: int, tp: int, zero: int, recompute: str) -> LayoutRequest:
@@ -56,7 +58,9 @@ def measured_request(micro_batch: int, ranks: int, tp: int, zero: int, recompute
 def _settings_job(settings: dict[str, Any]) -> tuple[Job, LayoutRequest, int]:
     model = ModelConfig(**settings["model"])
     ranks, tp, mb = int(settings["ranks"]), int(settings["tp"]), int(settings["micro_batch"])
-    job = measured_job(model, mb, ranks, tp, str(settings["precision"]), bool(settings.get("overlap", True)))
+    rank = int(settings.get("lora_rank", 0))
+    peft = Peft(rank=rank, targets=str(settings.get("lora_targets", "attn"))) if rank else None
+    job = measured_job(model, mb, ranks, tp, str(settings["precision"]), bool(settings.get("overlap", True)), peft)
     return job, measured_request(mb, ranks, tp, int(settings["zero"]), str(settings["recompute"])), ranks
 
 

@@ -220,11 +220,13 @@ def fastest_by_label(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def measured_points(points: list[dict[str, Any]]) -> tuple[list[TrainShape], list[float]]:
-    """(shapes, median step times) of the stored points that have timed steps."""
+    """(shapes, median step times) of the stored full-training points that have timed steps."""
     shapes, times = [], []
     for point in points:
         timed = _timed(point)
-        if timed:
+        # The fitted CPU step model's features are full training's (weight gradients for every weight);
+        # a LoRA point (`bench train --lora`) would bend them.
+        if timed and not point["settings"].get("lora_rank"):
             shapes.append(shape_from_settings(point["settings"]))
             # The median: one step slowed by a busy host should not bend the fit.
             times.append(float(np.median(timed)))

@@ -18,6 +18,7 @@ from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
 from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
 from linkscope.model.step.layout import Recompute
+from linkscope.model.step.peft import Peft
 
 EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
 KINDS = ("training", "collectives", "inference", "moe")
@@ -70,6 +71,17 @@ class TrainingEntry(_Entry):
     tp_overlap: bool = False
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     metric: Literal["tokens_per_s_per_gpu", "tokens_per_s", "step_time_s"]
+    lora_rank: int | None = Field(default=None, ge=1)
+    """A LoRA fine-tune of the frozen model at this rank (None: full training)."""
+    lora_targets: Literal["attn", "attn-mlp", "all"] = "attn"
+    base_precision: Literal["bf16", "fp8", "nf4"] = "bf16"
+
+    @property
+    def peft(self) -> Peft | None:
+        """The fine-tune's adapters, or None for full training."""
+        if self.lora_rank is None:
+            return None
+        return Peft(rank=self.lora_rank, targets=self.lora_targets, base_precision=self.base_precision)
 
     @property
     def dp(self) -> int:

@@ -62,6 +62,8 @@ REGIMES = (
            _training(lambda e, db: model_presets()[e.model].total_params() < SMALL_MODEL_PARAMS)),
     Regime("long-context", "training", f"sequences of {LONG_CONTEXT_TOKENS:,} tokens or more",
            _training(lambda e, db: e.seq_len >= LONG_CONTEXT_TOKENS)),
+    Regime("lora", "training", "LoRA fine-tunes of a frozen base (adapters train, the base only runs)",
+           _training(lambda e, db: e.lora_rank is not None)),
     Regime("small-messages", "collectives", "messages under 16 MiB",
            _collective(lambda e, db: e.size_bytes < SMALL_MESSAGE_BYTES)),
     Regime("small-messages-one-node", "collectives", "messages under 16 MiB within one node",

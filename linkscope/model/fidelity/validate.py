@@ -130,7 +130,8 @@ def kind_of(entry: Entry) -> str:
 def label_of(entry: Entry) -> str:
     """A short name for one entry."""
     if isinstance(entry, TrainingEntry):
-        return f"{entry.model} on {entry.gpus} x {entry.system}"
+        tune = f" LoRA r{entry.lora_rank}" if entry.lora_rank else ""
+        return f"{entry.model}{tune} on {entry.gpus} x {entry.system}"
     if isinstance(entry, CollectiveEntry):
         return f"{entry.op} {entry.size_bytes} B on {entry.gpus} x {entry.system}"
     if isinstance(entry, MoeEntry):
@@ -222,6 +223,7 @@ def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: Com
             regimes.append({"regime": regime.id, "kind": regime.kind, "description": regime.description,
                             "n": len(rs), "sources": len({r.source for r in rs}),
                             "in_sample_median_pct": float(np.median([abs(r.in_sample_err_pct) for r in rs])),
+                            "loso_median_pct": float(np.median([abs(r.loso_err_pct) for r in rs])),
                             "loro_median_pct": float(np.median(loro)), "loro_max_pct": float(np.max(loro))})
     return Validation(kinds=kinds, sources=sources, regimes=regimes, entries=results,
                       fitted=fitted_summary(constants, comm))

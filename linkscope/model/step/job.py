@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig
 
 
@@ -34,6 +35,8 @@ class Job:
     moe_imbalance: float = 1.0
     """Tokens the busiest expert-parallel rank receives over the mean: 1 under forced balance (how benchmarks run),
     above 1 for dropless routing, where every layer waits for its busiest rank's all-to-all and experts."""
+    peft: Peft | None = None
+    """A LoRA fine-tune of a frozen base (None: every weight trains)."""
     framework: str = "auto"
     """One of FRAMEWORKS: how data-parallel communication is scheduled; `auto` follows the ZeRO stage."""
 

@@ -14,6 +14,7 @@ from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.job import Job
 from linkscope.model.step.layout import Layouts
+from linkscope.model.step import peft as lora
 
 GIB = float(1 << 30)
 
@@ -30,6 +31,18 @@ def stage_params(job: Job, lay: Layouts) -> tuple[np.ndarray, np.ndarray, np.nda
     return dense, expert / (lay.ep * lay.etp), edp
 
 
+def trainable_groups(job: Job, lay: Layouts) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """What one GPU of the busiest stage trains, as (parameters, data-parallel ranks, their stride) per group:
+    under LoRA its stage's adapters across dp; else non-expert weights across dp and routed experts across their
+    expert data-parallel ranks, ep x etp apart."""
+    stride = lay.tp * lay.cp
+    if job.peft is not None:
+        m = job.model
+        return [(lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp, lay.dp, stride)]
+    dense, expert, edp = stage_params(job, lay)
+    return [(dense, lay.dp, stride), (expert, edp, lay.ep * lay.etp)]
+
+
 def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     """Stored activations of one layer for one token on one GPU."""
     m = job.model
@@ -38,6 +51,8 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     replicated = 10 * m.hidden
     per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
     scores = 5.0 * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
+    if job.peft is not None:
+        per_token = per_token + lora.adapter_activation_bytes_per_token(m, job.peft)
     selective_or_full = lay.recompute >= 1
     return per_token + np.where(selective_or_full, 0.0, scores)
 
@@ -65,6 +80,8 @@ def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
 
 def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     c = compute_constants()
+    if job.peft is not None:
+        return _peft_state_bytes(job, lay)
     dense, expert, edp = stage_params(job, lay)
 
     def sharded(per_param: float, stage: int) -> np.ndarray:
@@ -75,6 +92,20 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     grads = sharded(c.grad_bytes, 2)
     optimizer = sharded(c.optimizer_bytes, 1)
     return weights + grads + optimizer + _zero3_working_bytes(job, lay)
+
+
+def _peft_state_bytes(job: Job, lay: Layouts) -> np.ndarray:
+    """The frozen base holds weights only, in its stored format; the adapters carry the full training state.
+    (LoRA is refused on MoE models, so the base is dense.)"""
+    assert job.peft is not None
+    m, c = job.model, compute_constants()
+    params = (np.ceil(m.layers / lay.pp) * m.layer_params() + m.embedding_params()) / lay.tp
+    base = params * lora.base_bytes_per_param(job.peft) / np.where(lay.zero >= 3, lay.dp, 1)
+    adapters = lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp
+    weights = adapters * c.weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
+    grads = adapters * c.grad_bytes / np.where(lay.zero >= 2, lay.dp, 1)
+    optimizer = adapters * c.optimizer_bytes / np.where(lay.zero >= 1, lay.dp, 1)
+    return base + weights + grads + optimizer + _zero3_working_bytes(job, lay)
 
 
 ZERO3_LAYERS_GATHERED = 2
@@ -88,6 +119,9 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     c = compute_constants()
     layer = job.model.layer_params() / lay.tp
     working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes)
+    if job.peft is not None:
+        adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
+        working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * c.grad_bytes
     return np.where((lay.zero >= 3) & (lay.dp > 1), working, 0.0)
 
 

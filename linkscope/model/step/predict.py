@@ -21,6 +21,7 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import FRAMEWORK_ZERO_STAGES, Job, framework_for
+from linkscope.model.step import peft as lora
 from linkscope.model.step.train import StepEstimate
 
 
@@ -87,6 +88,10 @@ class TrainPrediction:
     """What evidence the ranges come from (`model.ranges.accuracy.spread`), or that there is none."""
     rank_kind: str = "GPU"
     """What one rank is: `GPU`, or `CPU rank` for a prediction from a profile fitted on CPU ranks."""
+    peft: dict[str, Any] | None = None
+    """The LoRA settings of a fine-tune (None: full training)."""
+    trainable_params: int = 0
+    frozen_params: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -96,6 +101,12 @@ class TrainPrediction:
 def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
     """Reject layouts that cannot run at all, naming the flag."""
     m, gpus = job.model, system.gpus
+    if job.peft is not None:
+        gpu = system.node.gpu
+        problem = (lora.check_peft(job.peft, m) or lora.check_peft_layout(job.peft, req.tp, req.pp)
+                   or lora.check_peft_gpu(job.peft, gpu.id, gpu.fp8_dense_tflops is not None))
+        if problem:
+            raise UserError(problem)
     if req.tp is not None:
         if req.tp < 1 or m.heads % req.tp:
             raise UserError(f"{req.tp} does not divide the {m.heads} attention heads of {m.id}", field="tp")
@@ -207,9 +218,19 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         framework_given=job.framework != "auto",
         step_time_s_range=list(time_range(step, "training", system)),
         tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system)),
-        range_basis=evidence.basis,
-        total_params=job.model.total_params(), active_params=job.model.active_params(),
+        range_basis=evidence.basis, **_param_counts(job),
+        active_params=job.model.active_params(),
         expert_layout=_ep_reason(job, system, row) if job.model.is_moe else "")
+
+
+def _param_counts(job: Job) -> dict[str, Any]:
+    """`peft`, `total_params`, `trainable_params` and `frozen_params` of the prediction."""
+    m, peft = job.model, job.peft
+    if peft is None:
+        return {"peft": None, "total_params": m.total_params(), "trainable_params": m.total_params(),
+                "frozen_params": 0}
+    return {"peft": peft.as_dict(), "total_params": m.total_params(),
+            "trainable_params": lora.trainable_params(m, peft), "frozen_params": lora.frozen_params(m)}
 
 
 def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:

@@ -16,6 +16,7 @@ from linkscope.hardware.system import System
 from linkscope.model.step.layout import RECOMPUTE, Layouts
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.model.step.job import FRAMEWORK_ZERO_STAGES, Job
+from linkscope.model.step.peft import data_parallel_only
 from linkscope.model.step.train import StepEstimate, estimate_steps
 
 MAX_MICRO_BATCH = 16
@@ -57,6 +58,8 @@ def divisors(n: int) -> list[int]:
 def _tp_options(job: Job, gpus: int, per_node: int, req: LayoutRequest) -> list[int]:
     if req.tp is not None:
         return [req.tp]
+    if data_parallel_only(job.peft):
+        return [1]
     m = job.model
     # Searching TP across nodes is never worth it; a user may still ask for it explicitly.
     return [t for t in divisors(gpus) if t <= per_node and m.heads % t == 0 and m.kv_heads % t == 0]
@@ -65,6 +68,8 @@ def _tp_options(job: Job, gpus: int, per_node: int, req: LayoutRequest) -> list[
 def _pp_options(job: Job, rest: int, req: LayoutRequest) -> list[int]:
     if req.pp is not None:
         return [req.pp] if rest % req.pp == 0 else []
+    if data_parallel_only(job.peft):
+        return [1]
     return [p for p in divisors(rest) if p <= job.model.layers and job.model.layers % p == 0]
 
 

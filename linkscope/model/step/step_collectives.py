@@ -17,6 +17,7 @@ import math
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.job import Job
+from linkscope.model.step import peft as lora
 from linkscope.model.step.train import BF16_BYTES
 
 REFERENCE_BYTES = 64 * 2**20
@@ -42,12 +43,20 @@ def step_items(job: Job, layout: Layout) -> CommItems:
     act = tokens * m.hidden * BF16_BYTES
     # Full recomputation replays the forward pass, its TP collectives included.
     replay = 1 if layout.recompute == "full" else 0
-    tp_items = [("all_gather", act, (6 + 2 * replay) * per_layer),
+    # A frozen base has no weight gradients: backward skips the two all-gathers redone for them.
+    weight_grad_gathers = 0 if job.peft is not None else 2
+    tp_items = [("all_gather", act, (4 + weight_grad_gathers + 2 * replay) * per_layer),
                 ("reduce_scatter", act, (4 + 2 * replay) * per_layer)]
     if not layout.sequence_parallel:
         tp_items = [("all_reduce", act, (4 + 2 * replay) * per_layer)]
     kv = 2.0 * tokens * cp * m.kv_dim / tp * BF16_BYTES
     params = (layers * m.layer_params() + m.embedding_params()) / tp
+    shard = m.layer_params() / tp
+    weight_bytes, grad_shard = c.weight_bytes, shard
+    if job.peft is not None:
+        # Only the adapters train and reduce; a sharded frozen base is still gathered, in its stored format.
+        params = lora.stage_trainable_params(m, job.peft, layers) / tp
+        weight_bytes, grad_shard = lora.base_bytes_per_param(job.peft), lora.adapter_params_per_layer(m, job.peft) / tp
     dp_items: list[tuple[str, float, float]] = [("all_reduce", params * c.grad_bytes, 1)]
     if layout.zero >= 1:
         # ZeRO-2 reduce-scatters every micro-batch (its gradients are sharded, so they cannot accumulate).
@@ -56,9 +65,8 @@ def step_items(job: Job, layout: Layout) -> CommItems:
     if layout.zero >= 3:
         # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
         # gradients reduce-scattered, every micro-batch.
-        shard = m.layer_params() / tp
-        dp_items = [("all_gather", shard * c.weight_bytes, 2 * per_layer),
-                    ("reduce_scatter", shard * c.grad_bytes, per_layer)]
+        dp_items = [("all_gather", shard * weight_bytes, 2 * per_layer),
+                    ("reduce_scatter", grad_shard * c.grad_bytes, per_layer)]
     moe_layers = layers * m.moe_layers / m.layers
     ep_bytes = tokens / tp * m.topk * m.hidden * BF16_BYTES
     ep_items = [("all_to_all", ep_bytes, 4 * moe_layers * microbatches)] if m.is_moe and layout.ep > 1 else []

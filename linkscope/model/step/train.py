@@ -22,7 +22,8 @@ from linkscope.model.step.compute import (ComputeConstants, compute_constants, g
                                           memory_time_s, peak_tflops, usable_memory_gib)
 from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for
 from linkscope.model.step.layout import Layouts, group_span
-from linkscope.model.step.memory import memory_gib_per_gpu, stage_params
+from linkscope.model.step import peft as lora
+from linkscope.model.step.memory import memory_gib_per_gpu, trainable_groups
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
@@ -228,7 +229,8 @@ def _tp_comm_s(ctx: _Ctx, forward: bool) -> np.ndarray:
     ar = _coll(ctx, "all_reduce", size, lay.tp, stride)
     ag = _coll(ctx, "all_gather", size, lay.tp, stride)
     rs = _coll(ctx, "reduce_scatter", size, lay.tp, stride)
-    sp_time = 2 * (ag + rs) if forward else 4 * ag + 2 * rs
+    # A frozen base has no weight gradients, so its backward skips the all-gathers redone for them.
+    sp_time = 2 * (ag + rs) if forward or ctx.job.peft is not None else 4 * ag + 2 * rs
     return np.where(lay.tp > 1, np.where(lay.sp, sp_time, 2 * ar), 0.0)
 
 
@@ -254,19 +256,40 @@ class _LayerTimes:
     """Dispatch and combine of one layer in forward (and as many again in backward)."""
 
 
+def _adapter_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) time of one layer's LoRA adapters and of expanding a stored base (NF4, FP8) to the
+    GEMMs' format; zero without PEFT. Adapter GEMMs are skinny (r wide), so they reach little of peak."""
+    peft = ctx.job.peft
+    zero = np.zeros(np.shape(ctx.tokens))
+    if peft is None:
+        return zero, zero
+    fwd = zero
+    for d_in, d_out in lora.adapted_shapes(ctx.model, peft.targets):
+        fwd = fwd + ctx.gemm_s(2.0 * ctx.tokens * d_in * peft.rank / ctx.lay.tp, ctx.job.precision) \
+            + ctx.gemm_s(2.0 * ctx.tokens * peft.rank * d_out / ctx.lay.tp, ctx.job.precision)
+    dequant = zero
+    if lora.dequantizes(peft, ctx.job.precision):
+        layer_bytes = ctx.model.layer_params() / ctx.lay.tp * lora.dequant_bytes_per_param(peft)
+        dequant = dequant + memory_time_s(layer_bytes, ctx.system.node.gpu, ctx.c)
+    return fwd + dequant, 2 * fwd + dequant
+
+
 def _layer_times(ctx: _Ctx) -> _LayerTimes:
     overhead = ctx.c.layer_overhead_us * 1e-6
     gemm, attn = _layer_gemms_s(ctx), _attention_s(ctx)
     fwd_mem = memory_time_s(_elementwise_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     bwd_mem = memory_time_s(_elementwise_bytes(ctx, True), ctx.system.node.gpu, ctx.c)
-    fwd_compute = gemm + attn + fwd_mem + overhead
+    adapter_fwd, adapter_bwd = _adapter_s(ctx)
+    fwd_compute = gemm + attn + fwd_mem + overhead + adapter_fwd
     attn_bwd = (FLASH_BACKWARD_RATIO if ctx.job.attention == "flash" else 2.0) * attn
-    bwd_compute = 2 * gemm + attn_bwd + bwd_mem + overhead
+    # A frozen base's backward computes activation gradients only: one GEMM per weight, not two.
+    base_bwd_gemms = 1 if ctx.job.peft is not None else 2
+    bwd_compute = base_bwd_gemms * gemm + attn_bwd + bwd_mem + overhead + adapter_bwd
     fwd_tp, bwd_tp = _tp_comm_s(ctx, True), _tp_comm_s(ctx, False)
     if ctx.job.tp_overlap:
         # Userbuffers split each TP collective into chunks pipelined with the GEMM next to it.
         fwd_tp = _overlapped(fwd_tp, gemm, ctx.c.tp_comm_overlap)
-        bwd_tp = _overlapped(bwd_tp, 2 * gemm, ctx.c.tp_comm_overlap)
+        bwd_tp = _overlapped(bwd_tp, base_bwd_gemms * gemm, ctx.c.tp_comm_overlap)
     cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, attn_bwd, False)
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
@@ -285,7 +308,12 @@ def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     m = ctx.model
     fwd = ctx.gemm_s(2.0 * ctx.tokens * m.hidden * m.vocab / ctx.lay.tp, "bf16")
     loss = memory_time_s(ctx.tokens * m.vocab / ctx.lay.tp * 4 * 3, ctx.system.node.gpu, ctx.c)
-    return fwd + loss, 2 * fwd + loss
+    peft = ctx.job.peft
+    if peft is None:
+        return fwd + loss, 2 * fwd + loss
+    adapter = ctx.gemm_s(2.0 * ctx.tokens * lora.output_adapter_params(m, peft) / ctx.lay.tp, "bf16") \
+        if lora.output_adapter_params(m, peft) else 0.0
+    return fwd + loss + adapter, fwd + loss + 2 * adapter
 
 
 def _pp_comm_s(ctx: _Ctx) -> np.ndarray:
@@ -306,21 +334,17 @@ def _pp_exposed_s(ctx: _Ctx, stage_busy_s: np.ndarray) -> np.ndarray:
     return np.where(lay.v > 1, np.maximum(transfers - 2 * lay.v * chunk_s, 0.0), transfers)
 
 
-def _stage_params(ctx: _Ctx) -> np.ndarray:
-    """Parameters one GPU holds: its stage's layers (the last stage also the output layer), split by tp, the
-    routed experts by ep x etp."""
-    dense, expert, _ = stage_params(ctx.job, ctx.lay)
-    return dense + expert
+def _stage_trainable(ctx: _Ctx) -> np.ndarray:
+    """Parameters one GPU trains: all it holds (routed experts split by ep x etp), or under PEFT its adapters."""
+    return sum((params for params, _, _ in trainable_groups(ctx.job, ctx.lay)), np.zeros(len(ctx.lay)))
 
 
 def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
-    """(gradient reduction, parameter all-gather) of one step: non-expert weights across the dp ranks, routed
-    experts across their expert data-parallel ranks (tp x cp x dp / (ep x etp), ep x etp apart)."""
+    """(gradient reduction, parameter all-gather) of one step: what trains, each group across its data-parallel
+    ranks (non-expert weights or adapters across dp, routed experts across their expert data-parallel ranks)."""
     lay, c = ctx.lay, ctx.c
-    dense, expert, edp = stage_params(ctx.job, ctx.lay)
-    groups = [(dense, lay.dp, lay.tp * lay.cp), (expert, edp, lay.ep * lay.etp)]
     grads, gather = np.zeros(len(lay)), np.zeros(len(lay))
-    for params, ranks, stride in groups:
+    for params, ranks, stride in trainable_groups(ctx.job, lay):
         if not np.any(params > 0):
             continue
         ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * c.grad_bytes, ranks, stride)
@@ -338,8 +362,12 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     lay, c, m = ctx.lay, ctx.c, ctx.model
     layer_params = m.layer_params() / lay.tp
     stride = lay.tp * lay.cp
-    ag = _coll(ctx, "all_gather", layer_params * c.weight_bytes, lay.dp, stride)
-    rs = _coll(ctx, "reduce_scatter", layer_params * c.grad_bytes, lay.dp, stride)
+    peft = ctx.job.peft
+    # Under PEFT the frozen base is still gathered (in its stored format), but only adapter gradients reduce.
+    weight_bytes = c.weight_bytes if peft is None else lora.base_bytes_per_param(peft)
+    grad_params = layer_params if peft is None else lora.adapter_params_per_layer(m, peft) / lay.tp
+    ag = _coll(ctx, "all_gather", layer_params * weight_bytes, lay.dp, stride)
+    rs = _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes, lay.dp, stride)
     per_layer = _overlapped(ag, lt.fwd_compute, c.zero3_overlap) + _overlapped(ag + rs, lt.bwd_compute,
                                                                                c.zero3_overlap)
     return np.where((lay.zero >= 3) & (lay.dp > 1), per_layer * layers * m_count, 0.0)
@@ -352,8 +380,8 @@ def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np
 
 def _optimizer_s(ctx: _Ctx) -> np.ndarray:
     lay, c = ctx.lay, ctx.c
-    dense, expert, edp = stage_params(ctx.job, lay)
-    shard = dense / np.where(lay.zero >= 1, lay.dp, 1) + expert / np.where(lay.zero >= 1, edp, 1)
+    shard = sum((params / np.where(lay.zero >= 1, ranks, 1) for params, ranks, _ in trainable_groups(ctx.job, lay)),
+                np.zeros(len(lay)))
     return memory_time_s(shard * c.optimizer_traffic_bytes, ctx.system.node.gpu, c)
 
 
@@ -372,7 +400,7 @@ def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.nd
     # Gradients of a micro-batch are reduced bucket by bucket while its backward pass runs, but the last
     # bucket (the first layers' gradients) is only ready when backward ends: it always shows. The parameter
     # all-gather of a sharded optimizer overlaps the next step's first forward.
-    last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_params(ctx), 1.0))
+    last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_trainable(ctx), 1.0))
     overlap = dp_overlap_of(ctx.job, ctx.lay.zero)
     grads = np.where(overlap, np.maximum(grads - stage_bwd, grads * last_bucket), grads)
     gather = np.where(overlap, np.maximum(gather - stage_fwd, gather * last_bucket), gather)
@@ -423,7 +451,7 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
 def _add_rates(est: StepEstimate, job: Job, system: System, lay: Layouts) -> None:
     gpus = lay.tp * lay.pp * lay.dp * lay.cp
     tokens = job.global_batch * job.seq_len
-    flops = job.model.model_flops_per_token(job.seq_len) * tokens
+    flops = lora.training_flops_per_token(job.model, job.peft, job.seq_len) * tokens
     est.tokens_per_s = tokens / est.step_time_s
     est.tflops_per_gpu = flops / est.step_time_s / gpus / 1e12
     # MFU against the dense BF16 peak whatever the number format, as Megatron-LM and most papers report it.

@@ -28,8 +28,14 @@ from linkscope.model.fidelity.fit import (
 from linkscope.model.fidelity.validate import Validation, packaged_validation, range_file, range_quantiles
 
 # What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
-LOSO_MEDIAN_LIMIT_PCT = {"training": 7.0, "collectives": 6.3, "inference": 6.2}
-LORO_MEDIAN_LIMIT_PCT = {"training": 5.2, "collectives": 18.1, "inference": 5.7}
+# Training rose from 7.0 when the 11 MLPerf LoRA entries (AMD's first training evidence) joined the joint fit.
+LOSO_MEDIAN_LIMIT_PCT = {"training": 7.5, "collectives": 6.3, "inference": 6.2}
+# Training rose from 5.2 with the LoRA entries: they are AMD's only training evidence, so every regime that
+# holds them (lora, long-context, memory-edge) is fitted without any CDNA3 training share and predicts the
+# MI300X/MI325X runs on the A100's, 36-55% too fast.
+LORO_MEDIAN_LIMIT_PCT = {"training": 7.2, "collectives": 18.1, "inference": 5.7}
+LORA_LOSO_MEDIAN_LIMIT_PCT = 15.0
+"""The fine-tuning target: median step-time error at most 15% on 8-GPU MLPerf-class LoRA runs."""
 SHARE_STEP = float(FINE_SHARE[1] - FINE_SHARE[0])
 MIX_STEP = float(FINE_MIX[1] - FINE_MIX[0])
 INFER_STEP = {"infer_gemm_efficiency_by_arch": float(INFER_FINE_SHARE[1] - INFER_FINE_SHARE[0]),
@@ -95,6 +101,8 @@ def test_packaged_comm_constant_is_what_the_fitting_procedure_gives(db: Hardware
 def test_loso_errors_do_not_regress(result: Validation) -> None:
     for kind, limit in LOSO_MEDIAN_LIMIT_PCT.items():
         assert result.kinds[kind].loso_median_pct <= limit, kind
+    lora = next(r for r in result.regimes if r["regime"] == "lora")
+    assert lora["loso_median_pct"] <= LORA_LOSO_MEDIAN_LIMIT_PCT
 
 
 def test_the_calibration_set_stays_within_three_percent(result: Validation) -> None:
@@ -180,6 +188,9 @@ def test_a_regime_left_out_is_predicted_from_the_others(result: Validation, db: 
     # ZeRO-3 across nodes left out: zero3_overlap is fitted on one-node ZeRO-3 runs alone, so they move.
     fsdp = [r for r in result.entries if "fsdp-multi-node" in r.loro]
     assert any(abs(r.loro["fsdp-multi-node"] - r.in_sample) > 1e-6 * r.in_sample for r in fsdp)
+    # The LoRA regime is the fine-tunes, and only them.
+    assert {r.label for r in result.entries if "lora" in r.loro} == {r.label for r in result.entries
+                                                                     if " LoRA r" in r.label}
     for kind, limit in LORO_MEDIAN_LIMIT_PCT.items():
         errs = [abs(loro_err_pct(r, k)) for r in result.entries if r.kind == kind for k in r.loro]
         assert max(errs) >= result.loro_median_pct(kind) >= min(errs)

@@ -89,22 +89,32 @@ def test_a_class_without_evidence_says_so_and_gets_the_widest_range(db: Hardware
 
 
 def test_a_gpu_family_without_training_evidence_is_flagged_in_predict_and_advise() -> None:
-    result = run_cli("predict", "train", "-s", "tensorwave/mi300x-8x", "-m", "llama2-13b", "--gpus", "8", "--json")
+    result = run_cli("predict", "train", "-s", "mi355x-8x", "-m", "llama2-13b", "--gpus", "8", "--json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert "no training evidence for MI300X" in data["range_basis"]
-    assert any("no training evidence for MI300X" in f for f in data["flags"])
+    assert "no training evidence for MI355X" in data["range_basis"]
+    assert any("no training evidence for MI355X" in f for f in data["flags"])
     nvidia = json.loads(run_cli("predict", "train", "-s", "dgx-h100", "-m", "llama2-13b", "--gpus", "8",
                                 "--json").stdout)
     assert not any("no training evidence" in f for f in nvidia["flags"])
     assert (data["step_time_s_range"][1] / data["step_time_s"]
             > nvidia["step_time_s_range"][1] / nvidia["step_time_s"])
-    text = run_cli("predict", "train", "-s", "tensorwave/mi300x-8x", "-m", "llama2-13b", "--gpus", "8").stdout
-    assert "no training evidence for MI300X" in text
-    scaling = run_cli("predict", "scaling", "-s", "tensorwave/mi300x-8x", "-m", "llama2-7b", "--nodes", "1").stdout
-    assert "ranges: no training evidence for MI300X" in scaling
-    advice = run_cli("advise", "train", "-m", "llama2-7b", "--tokens", "10B", "--gpu", "MI300X", "--gpus", "8",
+    text = run_cli("predict", "train", "-s", "mi355x-8x", "-m", "llama2-13b", "--gpus", "8").stdout
+    assert "no training evidence for MI355X" in text
+    scaling = run_cli("predict", "scaling", "-s", "mi355x-8x", "-m", "llama2-7b", "--nodes", "1").stdout
+    assert "ranges: no training evidence for MI355X" in scaling
+    advice = run_cli("advise", "train", "-m", "llama2-7b", "--tokens", "10B", "--gpu", "L40S", "--gpus", "8",
                      "--json")
     assert advice.exit_code == 0, advice.stderr
     rows = [r for r in json.loads(advice.stdout)["rows"] if r["feasible"]]
-    assert rows and all("no training evidence for MI300X: the widest range" in r["notes"] for r in rows)
+    assert rows and all("no training evidence for L40S: the widest range" in r["notes"] for r in rows)
+
+
+def test_mlperf_lora_runs_give_mi300x_and_mi325x_training_evidence() -> None:
+    # MI300X and MI325X have training evidence (the MLPerf Llama-2-70B LoRA runs): their ranges come from
+    # the Infinity Fabric mesh's own residuals, not the widest range.
+    for system in ("tensorwave/mi300x-8x", "mi325x-8x"):
+        data = json.loads(run_cli("predict", "train", "-s", system, "-m", "llama2-13b", "--gpus", "8",
+                                  "--json").stdout)
+        assert data["range_basis"].startswith("training evidence for mesh, one node"), system
+        assert not any("no training evidence" in f for f in data["flags"]), system

@@ -62,3 +62,17 @@ def test_zero_stages_change_the_data_parallel_collectives(job: Job) -> None:
 def test_reference_items_move_the_same_bytes_in_every_group() -> None:
     items = reference_items()
     assert {size for group in items.values() for _, size, _ in group} == {REFERENCE_BYTES}
+
+
+def test_lora_reduces_adapter_gradients_and_still_gathers_the_frozen_base(job: Job) -> None:
+    from linkscope.model.step.peft import Peft, adapter_params_per_layer, base_bytes_per_param
+    peft = Peft(rank=16, base_precision="nf4")
+    tuned = replace(job, peft=peft)
+    per_layer = (80 / 2) * 64 / (4 * 2)
+    assert _counts(step_items(tuned, LAYOUT)["tp"]) == {"all_gather": 4 * per_layer, "reduce_scatter": 4 * per_layer}
+    (_, full_bytes, _), = step_items(job, replace(LAYOUT, zero=0))["dp"]
+    (_, lora_bytes, _), = step_items(tuned, replace(LAYOUT, zero=0))["dp"]
+    assert lora_bytes < full_bytes / 100
+    gather, scatter = step_items(tuned, replace(LAYOUT, zero=3))["dp"]
+    assert gather[1] == pytest.approx(job.model.layer_params() / 8 * base_bytes_per_param(peft))
+    assert scatter[1] == pytest.approx(adapter_params_per_layer(job.model, peft) / 8 * compute_constants().grad_bytes)
