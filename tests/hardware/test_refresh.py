@@ -81,6 +81,9 @@ def test_verda_rows_join_its_native_cloud_and_report_the_region_switch() -> None
     assert {c.offering for c in report.changes if c.offering.startswith("verda/")} == {
         f"verda/{i}" for i in ("B200", "B200x2", "B200x4", "B200x8", "H200", "H200x2", "H200x8", "H100-sxm5",
                                "A100-sxm4-80Gx4", "A100-sxm4-80Gx8", "V100", "V100x8", "L40S")}
+    # Verda's own 8x V100 row ($0.14 per GPU-hour) is outside the V100 band: shown, never applied.
+    assert by_id["verda/V100x8"].new_price == 1.1 and "outside 5x of the V100 median" in (
+        by_id["verda/V100x8"].held_back or "")
     lines = refresh_lines(report)
     assert "region switch verda/H200x8: helsinki-finland-2 -> FIN-03" in lines
     assert "verda: 2 source GPU type(s) match no offering: 8B300.240V, 8RTXPRO6000.240V" in "\n".join(lines)
