@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -36,6 +36,7 @@ from linkscope.hardware.offering import Offering
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
+from linkscope.report.money import current_currency, shown_currency, showing, to_usd
 from linkscope.report.advise import (duration_text, evidence_lines, infer_table, money_text, no_plan_text,
                                      profile_lines, reasons_table, spread_note, train_header, train_table,
                                      winner_text)
@@ -47,8 +48,29 @@ TopOpt = typer.Option(10, "--top", help="Show the best K offerings.")
 AllOpt = typer.Option(False, "--all", help="Also list every offering that cannot run the job, with the reason.")
 JsonOpt = typer.Option(False, "--json", help="JSON instead of tables.")
 PricePerGpuHourOpt = typer.Option(None, "--price-per-gpu-hour",
-                                  help="With --compare-interconnect: cost every variant at this USD per GPU-hour "
-                                       "(default: the price of the closest real offering to each).")
+                                  help="With --compare-interconnect: cost every variant at this price per GPU-hour, "
+                                       "in the --currency (default: the price of the closest real offering to each).")
+CurrencyOpt = typer.Option("USD", "--currency",
+                           help="Show costs in USD, CNY or EUR (converted at the dated ECB reference rate in "
+                                "linkscope's data); --budget and the price options are read in it too.")
+
+
+def _in_usd(amount: float | None) -> float | None:
+    """A price option written in the shown currency, in USD (plans are costed in USD)."""
+    return None if amount is None else to_usd(amount)
+
+
+def _with_currency(doc: dict[str, Any]) -> dict[str, Any]:
+    """The --json document with the chosen currency: its amounts stay USD (fields named `_usd`), with the factor
+    and the rate's date to convert them."""
+    doc["currency"] = current_currency().as_dict()
+    return doc
+
+
+def _print_currency_note() -> None:
+    note = current_currency().note()
+    if note:
+        console.print(f"[dim]{note}[/]", highlight=False)
 
 
 def _offerings(db: HardwareDB, f: OfferingFilter) -> list[Offering]:
@@ -72,7 +94,8 @@ def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | 
                    precision: str, peft: Peft | None = None, framework: str = "auto") -> TrainRequest:
     config = load_model(model)
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
-    limits = replace(parse_deadline(deadline), budget_usd=parse_money_usd(budget) if budget else None)
+    # The budget is written in the shown currency; plans are costed in USD.
+    limits = replace(parse_deadline(deadline), budget_usd=to_usd(parse_money_usd(budget)) if budget else None)
     return TrainRequest(
         model=config, tokens=parse_count(tokens, "--tokens"), global_batch=batch, seq_len=length,
         gpus=_gpu_request(gpus, gpus_range),
@@ -155,7 +178,8 @@ def train(
     deadline: Optional[str] = typer.Option(
         None, "--deadline", help=f"Finish within this time: 30d, 36h, 2w, 1y (default {DEFAULT_DEADLINE_S / 86400:g}d; "
                                  "none: no deadline)."),
-    budget: Optional[str] = typer.Option(None, "--budget", help="Spend at most this many USD: 50000, 50k, 1.2M."),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Spend at most this much (in the --currency): "
+                                                                "50000, 50k, 1.2M."),
     objective: Optional[str] = typer.Option(
         None, "--objective", help="cost or time: rank a flat list of offerings by total cost or total time instead "
                                   "of showing the time-cost frontier."),
@@ -177,6 +201,7 @@ def train(
     min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
     max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
     top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
+    currency: str = CurrencyOpt,
 ) -> None:
     """The time-cost frontier of a training job over the catalog (each plan an offering, node count and layout),
     or offerings ranked by total cost or time."""
@@ -186,31 +211,34 @@ def train(
     check_option(seq_len, "--seq-len")
     check_option(global_batch, "--global-batch")
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
-    db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
-    request = replace(_train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget,
-                                     objective, precision,
-                                     peft_of(peft, lora_rank, lora_targets, base_precision, load_model(model)),
-                                     framework),
-                      ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
-                      moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
-    check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
-    wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
-                            fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
-                            max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
-    offerings = _offerings(db, wanted)
-    advice = advise_train(request, offerings)
-    selection = select_train(advice, top, show_all, LIST if objective is not None else FRONTIER)
-    winner = selection.top[0] if selection.top else None
-    comparison = None
-    if compare and winner is not None:
-        comparison = compare_train(request, winner, db.offerings[winner.offering], db, price_per_gpu_hour)
-    warn_stale([db.offerings[r.offering] for r in selection.top])
-    if as_json:
-        print_json(train_json(advice, selection, comparison))
-        return
-    _print_train(advice, selection)
-    if compare:
-        _print_comparison(comparison)
+    with showing(shown_currency(currency)):
+        db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
+        request = replace(_train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget,
+                                         objective, precision,
+                                         peft_of(peft, lora_rank, lora_targets, base_precision, load_model(model)),
+                                         framework),
+                          ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
+                          moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
+        check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
+        wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
+                                fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
+                                max_price_per_gpu_hour=_in_usd(max_price_per_gpu_hour), multi_node=multi_node)
+        offerings = _offerings(db, wanted)
+        advice = advise_train(request, offerings)
+        selection = select_train(advice, top, show_all, LIST if objective is not None else FRONTIER)
+        winner = selection.top[0] if selection.top else None
+        comparison = None
+        if compare and winner is not None:
+            comparison = compare_train(request, winner, db.offerings[winner.offering], db,
+                                           _in_usd(price_per_gpu_hour))
+        warn_stale([db.offerings[r.offering] for r in selection.top])
+        if as_json:
+            print_json(_with_currency(train_json(advice, selection, comparison)))
+            return
+        _print_train(advice, selection)
+        if compare:
+            _print_comparison(comparison)
+        _print_currency_note()
 
 
 def _print_comparison(comparison: InterconnectComparison | None, budget: float = 0.0) -> None:
@@ -249,6 +277,7 @@ def infer(
     min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
     max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
     top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
+    currency: str = CurrencyOpt,
 ) -> None:
     """The time-cost frontier of serving a model at a per-user speed (each plan an offering, layout and batch),
     or offerings ranked by dollars per million output tokens or by per-user speed."""
@@ -260,26 +289,28 @@ def infer(
     check_option(qps, "--qps")
     check_option(tp, "--tp")
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
-    db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
-    request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
-                           parse_objective(objective) if objective is not None else Objective.COST, tp)
-    check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
-    wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
-                            fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
-                            max_price_per_gpu_hour=max_price_per_gpu_hour, multi_node=multi_node)
-    advice = plan_infer(request, _offerings(db, wanted))
-    selection = select_infer(advice, top, show_all, LIST if objective is not None else FRONTIER)
-    warn_stale([db.offerings[r.offering] for r in selection.top + selection.others])
-    first = selection.top[0] if selection.top else None
-    comparison = None
-    if compare and first is not None:
-        comparison = compare_infer(request, db.offerings[first.offering], db, price_per_gpu_hour)
-    if as_json:
-        print_json(infer_json(advice, selection, comparison))
-        return
-    _print_infer(advice, selection)
-    if compare:
-        _print_comparison(comparison, request.tokens_per_s_per_user)
+    with showing(shown_currency(currency)):
+        db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
+        request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
+                               parse_objective(objective) if objective is not None else Objective.COST, tp)
+        check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
+        wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
+                                fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
+                                max_price_per_gpu_hour=_in_usd(max_price_per_gpu_hour), multi_node=multi_node)
+        advice = plan_infer(request, _offerings(db, wanted))
+        selection = select_infer(advice, top, show_all, LIST if objective is not None else FRONTIER)
+        warn_stale([db.offerings[r.offering] for r in selection.top + selection.others])
+        first = selection.top[0] if selection.top else None
+        comparison = None
+        if compare and first is not None:
+            comparison = compare_infer(request, db.offerings[first.offering], db, _in_usd(price_per_gpu_hour))
+        if as_json:
+            print_json(_with_currency(infer_json(advice, selection, comparison)))
+            return
+        _print_infer(advice, selection)
+        if compare:
+            _print_comparison(comparison, request.tokens_per_s_per_user)
+        _print_currency_note()
 
 
 def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
@@ -289,11 +320,12 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
     console.print(f"[bold]{request.model.id}[/] at {request.tokens_per_s_per_user:g} tokens/s per user or more, "
                   f"{request.input_tokens} in / {request.output_tokens} out, {request.precision}"
                   + (f", {request.qps:g} requests/s" if request.qps else "")
-                  + (": the time-cost frontier" if frontier else f": ranked by {_INFER_RANKING[request.objective]}"),
+                  + (": the time-cost frontier" if frontier else f": ranked by {_infer_ranking(request.objective)}"),
                   highlight=False)
     with_qps = request.qps is not None
     if selection.top and frontier:
-        title = _frontier_title(len(advice.frontier), len(selection.top), "times the speed per user, extra $/Mtok")
+        versus = f"times the speed per user, extra {current_currency().unit('/Mtok')}"
+        title = _frontier_title(len(advice.frontier), len(selection.top), versus)
         console.print(infer_table(selection.top, title, with_qps, versus=selection.top[0]))
         if selection.others:
             console.print(infer_table(selection.others, "the other offerings, each at its cheapest plan at the "
@@ -301,7 +333,7 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
                                       start=len(selection.top) + 1))
     elif selection.top:
         title = (f"{len(feasible)} of {len(rows)} offerings meet the budget; best {len(selection.top)} by "
-                 f"{_INFER_RANKING[request.objective]}")
+                 f"{_infer_ranking(request.objective)}")
         console.print(infer_table(selection.top, title, with_qps))
     else:
         console.print("[bold]No offering meets this budget.[/] The closest, and why not:" if rows
@@ -320,7 +352,8 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
         console.print(f"[dim]{selection.hidden_infeasible} more cannot; --all lists them with the reason.[/]")
 
 
-_INFER_RANKING = {Objective.COST: "$/Mtok", Objective.TIME: "tokens/s per user"}
+def _infer_ranking(objective: Objective) -> str:
+    return current_currency().unit("/Mtok") if objective == Objective.COST else "tokens/s per user"
 
 
 def register(app: typer.Typer) -> None:

@@ -52,7 +52,7 @@ def check_currency(name: str) -> str:
     """`--currency`: one of CURRENCIES, case-insensitive."""
     upper = name.strip().upper()
     if upper not in CURRENCIES:
-        raise UserError(f"unknown currency '{name[:20]}' (choose from {', '.join(CURRENCIES)})", field="currency")
+        raise UserError(f"unknown currency {name[:20]!r} (choose from {', '.join(CURRENCIES)})", field="currency")
     return upper
 
 

@@ -16,10 +16,8 @@ from linkscope.advise.placement import DIMS, Placement
 from linkscope.advise.plan import PlanResult
 from linkscope.advise.train import TrainAdvice, TrainOption
 from linkscope.model.step.layout import Layout
+from linkscope.report.money import UNKNOWN, amount_text, current_currency, money_text
 from linkscope.report.predict import link_text, range_text
-
-UNKNOWN = "[dim]unknown[/]"
-
 
 def duration_text(seconds: float | None) -> str:
     """`42 s`, `18 min`, `5.3 h`, `12.4 d`, `2.1 y`."""
@@ -31,17 +29,6 @@ def duration_text(seconds: float | None) -> str:
             whole = value >= 100 or unit in ("s", "min") or value == int(value)
             return f"{value:.0f} {unit}" if whole else f"{value:.1f} {unit}"
     return f"{seconds / (365 * 86400):.1f} y"
-
-
-def money_text(usd: float | None) -> str:
-    """`$12.50`, `$1,234`, `$335k`, `$2.10M`, or unknown."""
-    if usd is None:
-        return UNKNOWN
-    if usd >= 1e6:
-        return f"${usd / 1e6:,.2f}M"
-    if usd >= 1e5:
-        return f"${usd / 1e3:,.0f}k"
-    return f"${usd:,.0f}" if usd >= 100 else f"${usd:,.2f}"
 
 
 def rate_text(per_s: float | None) -> str:
@@ -263,7 +250,7 @@ def winner_text(r: TrainOption, heading: str = "Best") -> str:
              f"  {r.step_time_s:.2f} s per step, {rate_text(r.tokens_per_s)} tokens/s, MFU {(r.mfu or 0):.0%}, "
              f"{r.memory_gib_per_gpu:.0f} of {r.memory_gib_available:.0f} GiB per GPU",
              f"  time to train {duration_text(r.time_to_train_s)}, cost {money_text(r.cost_usd)}"
-             + (f" at ${r.price_per_hour:,.2f} per node-hour" if r.price_per_hour is not None else ""),
+             + (f" at {money_text(r.price_per_hour)} per node-hour" if r.price_per_hour is not None else ""),
              f"  bottleneck: {r.bottleneck_detail}"]
     lines += [f"  note: {n}" for n in r.notes]
     return "\n".join(lines)
@@ -274,16 +261,16 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: Inf
     """Feasible serving options in ranking order, numbered from `start`; `versus` (the frontier's cheapest plan):
     a column says how much faster each row serves a user than it, and how much dearer a token is."""
     columns: list[Column] = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
-               ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), ("$/Mtok", "right"),
+               ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), (current_currency().unit("/Mtok"), "right"),
                ("p10..p90", "right")]
     if with_qps:
-        columns += [("repl", "right"), ("nodes", "right"), ("$/h", "right")]
+        columns += [("repl", "right"), ("nodes", "right"), (current_currency().unit("/h"), "right")]
     if versus is not None:
         columns.append(("vs #1", "right"))
     table = _table(title, columns)
     table.collapse_padding = versus is not None
     for i, r in enumerate(rows, start):
-        price = UNKNOWN if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:.2f}"
+        price = UNKNOWN if r.usd_per_million_tokens is None else amount_text(r.usd_per_million_tokens)
         layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "") + (f" ep{r.ep}" if (r.ep or 1) > 1 else "")
         cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
                  f"{r.tokens_per_s_per_gpu:.0f}", price,

@@ -10,7 +10,8 @@ from linkscope.report.columns import Column
 
 from linkscope.advise.interconnect import InterconnectComparison, VariantResult
 from linkscope.advise.price_basis import PriceBasis
-from linkscope.report.advise import duration_text, layout_text, money_text
+from linkscope.report.advise import duration_text, layout_text
+from linkscope.report.money import amount_text, current_currency, money_text
 
 
 def _table(title: str, columns: list[Column]) -> Table:
@@ -33,7 +34,7 @@ def _bases(c: InterconnectComparison) -> dict[PriceBasis, int]:
 def _price_cell(v: VariantResult, keys: dict[PriceBasis, int]) -> str:
     if v.price.usd_per_gpu_hour is None:
         return f"unknown [{keys[v.price]}]"
-    return f"{v.price.usd_per_gpu_hour:.2f} [{keys[v.price]}]"
+    return f"{amount_text(v.price.usd_per_gpu_hour)} [{keys[v.price]}]"
 
 
 def _spans(c: InterconnectComparison) -> bool:
@@ -51,15 +52,16 @@ def _between(c: InterconnectComparison) -> list[Column]:
 
 def train_comparison_table(c: InterconnectComparison) -> Table:
     """The plan's job on every interconnect: time, tokens/s per GPU, cost at each variant's price."""
+    gpu_h = current_currency().unit("/GPU-h")
     columns: list[Column] = [("in the node, GB/s", "left"), *_between(c),
-        ("layout", "left"), ("time", "right"), ("tok/s/GPU", "right"), ("cost", "right"), ("$/GPU-h", "right")]
+        ("layout", "left"), ("time", "right"), ("tok/s/GPU", "right"), ("cost", "right"), (gpu_h, "right")]
     table = _table(f"{c.gpus} x {c.gpu} on every interconnect (first row: {c.offering} as offered)", columns)
     keys = _bases(c)
     for v in c.variants:
         cells = {"in the node, GB/s": v.scale_up, "between nodes": v.scale_out, "layout": layout_text(v.parallelism),
                  "time": duration_text(v.time_to_train_s) if v.reason is None else v.reason,
                  "tok/s/GPU": "-" if v.tokens_per_s_per_gpu is None else f"{v.tokens_per_s_per_gpu:,.0f}",
-                 "cost": money_text(v.cost_usd) if v.reason is None else "-", "$/GPU-h": _price_cell(v, keys)}
+                 "cost": money_text(v.cost_usd) if v.reason is None else "-", gpu_h: _price_cell(v, keys)}
         table.add_row(*[cells[name] for name, _ in columns], style="bold" if v.as_offered else None)
     return table
 
@@ -73,9 +75,10 @@ def _forced_heading(table: Table, c: InterconnectComparison, v: VariantResult, w
 
 def infer_comparison_table(c: InterconnectComparison, budget: float) -> Table:
     """The serving job on one node of every interconnect: layout and batch at the budget, speeds, $/Mtok."""
+    mtok, gpu_h = current_currency().unit("/Mtok"), current_currency().unit("/GPU-h")
     columns: list[Column] = [("in the node, GB/s", "left"), *_between(c),
-        ("layout", "left"), ("batch", "right"), ("tok/s/user", "right"), ("tok/s/GPU", "right"), ("$/Mtok", "right"),
-        ("$/GPU-h", "right"), ("vs offered", "right")]
+        ("layout", "left"), ("batch", "right"), ("tok/s/user", "right"), ("tok/s/GPU", "right"), (mtok, "right"),
+        (gpu_h, "right"), ("vs offered", "right")]
     table = _table(f"{c.gpu} serving at {budget:g} tokens/s per user on every interconnect (first row: {c.offering} "
                    "as offered; vs offered: tokens/s per GPU against it)", columns)
     keys = _bases(c)
@@ -91,7 +94,7 @@ def infer_comparison_table(c: InterconnectComparison, budget: float) -> Table:
                  else v.reason, "batch": "-" if v.batch is None else str(v.batch),
                  "tok/s/user": "-" if v.tokens_per_s_per_user is None else f"{v.tokens_per_s_per_user:.0f}",
                  "tok/s/GPU": "-" if v.tokens_per_s_per_gpu is None else f"{v.tokens_per_s_per_gpu:.0f}",
-                 "$/Mtok": "-" if v.usd_per_million_tokens is None else f"{v.usd_per_million_tokens:.2f}",
-                 "$/GPU-h": _price_cell(v, keys), "vs offered": ratio}
+                 mtok: "-" if v.usd_per_million_tokens is None else amount_text(v.usd_per_million_tokens),
+                 gpu_h: _price_cell(v, keys), "vs offered": ratio}
         table.add_row(*[cells[name] for name, _ in columns], style="bold" if v.as_offered else None)
     return table

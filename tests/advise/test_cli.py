@@ -224,3 +224,44 @@ def test_advise_takes_a_gpu_family_as_every_variant_of_it() -> None:
                          "--json", "--all").stdout)
     assert doc["offerings_evaluated"] == len(family)
     assert {r["offering"] for r in doc["rows"]} <= family
+
+
+ONE_NODE = ["advise", "train", "--model", "llama2-7b", "--tokens", "1B", "--provider", "lambda", "--gpus", "8",
+            "--top", "1"]
+
+
+def test_advise_shows_costs_in_the_chosen_currency_at_the_dated_rate() -> None:
+    from linkscope.hardware.currency import rates
+    from linkscope.report.money import money_text, shown_currency, showing
+
+    usd = json.loads(run(*ONE_NODE, "--json").stdout)
+    eur = json.loads(run(*ONE_NODE, "--json", "--currency", "eur").stdout)
+    factor = rates().factor("USD", "EUR")
+    assert usd["currency"]["code"] == "USD" and usd["currency"]["per_usd"] == 1.0
+    assert eur["currency"]["code"] == "EUR" and eur["currency"]["per_usd"] == pytest.approx(factor, rel=1e-6)
+    assert eur["currency"]["rate_as_of"] == rates().as_of.isoformat()
+    # Plans are costed and ranked in USD either way; only what is shown changes currency.
+    assert [r["cost_usd"] for r in eur["rows"]] == [r["cost_usd"] for r in usd["rows"]]
+    text = run(*ONE_NODE, "--currency", "EUR").stdout
+    with showing(shown_currency("EUR")):
+        cost = money_text(usd["rows"][0]["cost_usd"])
+    assert cost.startswith("EUR ") and f"cost {cost}" in text
+    assert f"ECB reference rate of {rates().as_of}" in text and "$" not in text
+
+
+def test_the_budget_is_read_in_the_chosen_currency() -> None:
+    cost_usd = json.loads(run(*ONE_NODE, "--json").stdout)["rows"][0]["cost_usd"]
+    cny_per_usd = json.loads(run(*ONE_NODE, "--json", "--currency", "CNY").stdout)["currency"]["per_usd"]
+    budget = f"{cost_usd * 2:.0f}"  # twice the cost in USD, a quarter of it in CNY
+    assert cost_usd * 2 < cost_usd * cny_per_usd
+    assert "no plan fits the budget" not in run(*ONE_NODE, "--budget", budget).stdout.lower()
+    text = " ".join(run(*ONE_NODE, "--budget", budget, "--currency", "CNY").stdout.split())
+    assert f"budget CNY {budget}" in text and "No plan fits the budget (CNY" in text
+
+
+def test_infer_prices_tokens_in_the_chosen_currency_and_rejects_others() -> None:
+    args = ["advise", "infer", "--model", "llama2-7b", "--latency-budget", "20", "--provider", "lambda", "--top", "2"]
+    text = run(*args, "--currency", "CNY").stdout
+    assert "CNY/Mtok" in text and "$/Mtok" not in text
+    bad = run(*args, "--currency", "GBP")
+    assert bad.exit_code == 2 and "unknown currency 'GBP'" in bad.output and len(bad.output.strip().splitlines()) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -176,8 +177,10 @@ def test_nvl72_racks_run_on_64_gpus_when_no_layout_divides_72(db: HardwareDB) ->
     # 72 = 8 x 9: no power-of-two batch, head or layer count divides it, so a rack runs 64 GPUs and pays for 72.
     request = TrainRequest(model=load_model("llama2-70b"), tokens=1e9, global_batch=1024, seq_len=4096,
                            gpus=GpuRequest(low=72, high=72))
-    advice = advise_train(request, [db.offerings["coreweave/gb200-4x"]])
-    row = _row(advice, "coreweave/gb200-4x")
+    # A priced NVL72 rack sold as one 72-GPU node (the shipped racks of that kind carry no price).
+    rack = replace(db.offerings["gcp/a4x-highgpu-4g"], price_per_hour=756.0, price_as_of=date(2026, 9, 20))
+    advice = advise_train(request, [rack])
+    row = _row(advice, "gcp/a4x-highgpu-4g")
     assert row.feasible and row.nodes == 1 and row.gpus == 64
     assert row.parallelism is not None
     p = row.parallelism

@@ -269,6 +269,22 @@ def test_fuzz_gpu_filter(gpu: str) -> None:
     assert result.exit_code in (0, 2)
 
 
+@FEW
+@given(currency=st.one_of(st.sampled_from(["USD", "eur", " CNY ", "GBP", "", "$", "usd\n", "E\u0301UR"]),
+                          st.text(max_size=8)),
+       command=st.sampled_from(["train", "infer"]))
+def test_fuzz_advise_currency(currency: str, command: str) -> None:
+    # A known currency answers with its rate in the JSON; anything else is one line, exit 2.
+    base = ADVISE_TRAIN if command == "train" else [*COMMANDS["advise-infer"][0], "--latency-budget", "20",
+                                                    "--provider", "lambda"]
+    result = invoke(*base, f"--currency={currency}")
+    assert_clean(result)
+    if result.exit_code == 0:
+        assert json.loads(result.stdout)["currency"]["code"] == currency.strip().upper()
+    else:
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+
+
 @pytest.mark.parametrize("url", ["postgresql://", "postgres://", "postgresql://:@:/", "postgresql://u:p@127.0.0.1:1/db",
                                  "postgresql://u:secret@127.0.0.1:99999/db", "postgresql://u@[::1/db",
                                  "postgresql://u@127.0.0.1:1/db?sslmode=nonsense", "postgresql://%zz@127.0.0.1/db",

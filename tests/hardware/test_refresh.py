@@ -69,6 +69,26 @@ def test_marketplace_rows_move_to_a_host_that_became_a_cloud() -> None:
     assert any(u.startswith("hyperstack/8x-h100-sxm (no row") for u in report.unmatched)
 
 
+def test_verda_rows_join_its_native_cloud_and_report_the_region_switch() -> None:
+    report = _report(AFTER_ALL)
+    by_id = {c.offering: c for c in report.changes}
+    h200 = by_id["verda/H200x8"]  # v7 Shadeform key datacrunch_H200x8; Verda's own v8 file names it 8H200.141S.176V
+    assert h200.rows == "verda/8H200.141S.176V"
+    assert (h200.old_price, h200.new_price, h200.new_spot) == (26.95, 20.72, 10.36)
+    assert h200.kind == "dataset" and h200.applied  # the provider's own catalog outranks the marketplace listing
+    assert h200.region_switch == "helsinki-finland-2 -> FIN-03"
+    assert by_id["verda/B200x8"].new_price == 30.32 and by_id["verda/B200x8"].new_spot is None
+    assert {c.offering for c in report.changes if c.offering.startswith("verda/")} == {
+        f"verda/{i}" for i in ("B200", "B200x2", "B200x4", "B200x8", "H200", "H200x2", "H200x8", "H100-sxm5",
+                               "A100-sxm4-80Gx4", "A100-sxm4-80Gx8", "V100", "V100x8", "L40S")}
+    # Verda's own 8x V100 row ($0.14 per GPU-hour) is outside the V100 band: shown, never applied.
+    assert by_id["verda/V100x8"].new_price == 1.1 and "outside 5x of the V100 median" in (
+        by_id["verda/V100x8"].held_back or "")
+    lines = refresh_lines(report)
+    assert "region switch verda/H200x8: helsinki-finland-2 -> FIN-03" in lines
+    assert "verda: 2 source GPU type(s) match no offering: 8B300.240V, 8RTXPRO6000.240V" in "\n".join(lines)
+
+
 def test_a_region_switch_is_reported(tmp_path: Path) -> None:
     tree = tmp_path / "catalogs" / "v8" / "hyperstack"
     tree.mkdir(parents=True)
