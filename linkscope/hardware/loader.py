@@ -401,12 +401,25 @@ def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -
     for file, provider, o in pending.offerings:
         offering = _offering(provider, o, builder.build(o, file, f"{provider}/{o.instance}"))
         db.offerings[offering.id] = offering
-    # Overrides apply in file order, so a later file (or `--catalog FILE`) wins. One naming an offering that no
-    # longer exists is skipped: a refreshed price file must not break every command when the catalog changes.
-    for _file, p in pending.price_overrides:
+    _apply_overrides(db, pending.price_overrides, {str(p) for p in user})
+    return db
+
+
+def _apply_overrides(db: HardwareDB, overrides: list[tuple[str, PriceOverride]], user_files: set[str]) -> None:
+    """Overrides apply in file order, so a later file (or `--catalog FILE`) wins. One naming no offering is a
+    mistake to report, never a price silently dropped: in a `--catalog` file it fails like any bad entry; in the
+    config directory (a refresh from before an offering was renamed) it is skipped with a warning, so one stale
+    price cannot break every command."""
+    for file, p in overrides:
         if p.offering in db.offerings:
             db.offerings[p.offering] = _apply_override(db.offerings[p.offering], p)
-    return db
+            continue
+        close = difflib.get_close_matches(p.offering, list(db.offerings), n=3, cutoff=0.6)
+        problem = f"no offering '{p.offering}'" + (f"; did you mean {', '.join(close)}?" if close else "")
+        if file not in user_files:
+            raise DataError(file, problem, entry=p.offering, field="offering")
+        warnings.warn(ConfigFileWarning(f"{file}: price_overrides: {problem}; this price is ignored (fix it, or "
+                                        f"delete the file: rm '{file}')"), stacklevel=3)
 
 
 def _packaged(file: str) -> bool:

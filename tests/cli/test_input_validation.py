@@ -63,6 +63,24 @@ def test_binary_file_in_config_dir_is_one_line(tmp_path: Path, monkeypatch: pyte
         assert run_cli("catalog").exit_code == 0
 
 
+OVERRIDE = ("price_overrides:\n  - offering: {offering}\n    price_per_hour: 30.0\n"
+            "    price_as_of: 2026-11-01\n    price_source: a test page\n")
+
+
+def test_a_price_override_for_no_offering_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "prices.yaml"
+    path.write_text(OVERRIDE.format(offering="lambda/gpu_8x_h100_sxm"))
+    _user_error(run_cli("catalog", "--catalog", str(path)), "no offering 'lambda/gpu_8x_h100_sxm'; did you mean")
+
+
+def test_a_stale_price_override_in_the_config_dir_is_named_and_skipped(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "prices.yaml").write_text(OVERRIDE.format(offering="nowhere/renamed-node"))
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    with pytest.warns(ConfigFileWarning, match=r"prices.yaml: price_overrides: no offering 'nowhere/renamed-node'"):
+        assert run_cli("catalog").exit_code == 0
+
+
 def test_invalid_date_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(SYSTEM.format(gpus=8, kind="nvswitch", gen="nvlink4", nic=400).replace("2026-11-01", "2026-13-45"))
