@@ -214,7 +214,7 @@ def no_plan_text(advice: TrainAdvice) -> str | None:
     if limits.deadline_s is not None and (fastest.time_to_train_s or 0.0) > limits.deadline_s:
         return (f"no plan meets the deadline ({duration_text(limits.deadline_s)}): the fastest takes "
                 f"{duration_text(fastest.time_to_train_s)} on {fastest.offering} ({fastest.gpus} GPUs, "
-                f"{money_text(fastest.cost_usd)})")
+                f"{'no known price' if fastest.cost_usd is None else money_text(fastest.cost_usd)})")
     cheapest = advice.cheapest_plan()
     budget = money_text(limits.budget_usd)
     if cheapest is None:

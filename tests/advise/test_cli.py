@@ -133,6 +133,7 @@ def test_nothing_meets_the_deadline_names_the_fastest_plan_and_exits_0() -> None
     result = run(*TRAIN, "--deadline", "1h")
     assert result.exit_code == 0
     assert "No plan meets the deadline (60 min): the fastest takes" in " ".join(result.stdout.split())
+    assert "[dim]" not in result.stdout  # an unpriced fastest plan says so in words, not in leaked markup
     doc = json.loads(run(*TRAIN, "--deadline", "1h", "--json").stdout)
     assert doc["rows"] == [] and doc["closest"] and doc["frontier_plans"] == 0
 
