@@ -34,7 +34,7 @@ from linkscope.hardware.limits import MAX_GPUS, check_number
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.peft import Peft
-from linkscope.model.step.transformer import load_model
+from linkscope.model.step.transformer import ModelConfig, load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
 from linkscope.report.money import current_currency, shown_currency, showing, to_usd
 from linkscope.report.advise import (duration_text, evidence_lines, infer_table, money_text, no_plan_text,
@@ -89,10 +89,11 @@ def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
     return GpuRequest(None, low, high)
 
 
-def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | None, seq_len: int | None,
-                   global_batch: int | None, deadline: str | None, budget: str | None, objective: str | None,
-                   precision: str, peft: Peft | None = None, framework: str = "auto") -> TrainRequest:
-    config = load_model(model)
+def _train_request(config: ModelConfig, tokens: str, gpus: int | None, gpus_range: str | None,
+                   seq_len: int | None, global_batch: int | None, deadline: str | None, budget: str | None,
+                   objective: str | None, precision: str, peft: Peft | None = None, framework: str = "auto",
+                   ep: int | None = None, etp: int | None = 1, moe_dispatcher: str = "alltoall") -> TrainRequest:
+    """The job, its layout constraints and its limits as one request."""
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
     # The budget is written in the shown currency; plans are costed in USD.
     limits = replace(parse_deadline(deadline), budget_usd=to_usd(parse_money_usd(budget)) if budget else None)
@@ -101,7 +102,7 @@ def _train_request(model: str, tokens: str, gpus: int | None, gpus_range: str | 
         gpus=_gpu_request(gpus, gpus_range),
         objective=parse_objective(objective) if objective is not None else Objective.COST,
         limits=limits, precision=precision, global_batch_is_default=global_batch is None, peft=peft,
-        framework=check_framework(framework))
+        framework=check_framework(framework), ep=ep, etp=etp, moe_dispatcher=moe_dispatcher)
 
 
 def _print_train(advice: TrainAdvice, selection: TrainSelection) -> None:
@@ -213,12 +214,11 @@ def train(
     check_option(price_per_gpu_hour, "--price-per-gpu-hour")
     with showing(shown_currency(currency)):
         db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
-        request = replace(_train_request(model, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget,
-                                         objective, precision,
-                                         peft_of(peft, lora_rank, lora_targets, base_precision, load_model(model)),
-                                         framework),
-                          ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
-                          moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
+        config = load_model(model)
+        request = _train_request(config, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget,
+                                 objective, precision, peft_of(peft, lora_rank, lora_targets, base_precision, config),
+                                 framework, ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
+                                 moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
         check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
         wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                                 fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,

@@ -81,7 +81,7 @@ def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
 def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     c = compute_constants()
     if job.peft is not None:
-        return _peft_state_bytes(job, lay)
+        return _peft_state_bytes(job, job.peft, lay)
     dense, expert, edp = stage_params(job, lay)
 
     def sharded(per_param: float, stage: int) -> np.ndarray:
@@ -94,14 +94,13 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     return weights + grads + optimizer + _zero3_working_bytes(job, lay)
 
 
-def _peft_state_bytes(job: Job, lay: Layouts) -> np.ndarray:
+def _peft_state_bytes(job: Job, peft: lora.Peft, lay: Layouts) -> np.ndarray:
     """The frozen base holds weights only, in its stored format; the adapters carry the full training state.
     (LoRA is refused on MoE models, so the base is dense.)"""
-    assert job.peft is not None
     m, c = job.model, compute_constants()
     params = (np.ceil(m.layers / lay.pp) * m.layer_params() + m.embedding_params()) / lay.tp
-    base = params * lora.base_bytes_per_param(job.peft) / np.where(lay.zero >= 3, lay.dp, 1)
-    adapters = lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp
+    base = params * lora.base_bytes_per_param(peft) / np.where(lay.zero >= 3, lay.dp, 1)
+    adapters = lora.stage_trainable_params(m, peft, np.ceil(m.layers / lay.pp)) / lay.tp
     weights = adapters * c.weight_bytes / np.where(lay.zero >= 3, lay.dp, 1)
     grads = adapters * c.grad_bytes / np.where(lay.zero >= 2, lay.dp, 1)
     optimizer = adapters * c.optimizer_bytes / np.where(lay.zero >= 1, lay.dp, 1)
