@@ -1,4 +1,4 @@
-"""The evidence set (data/evidence.yaml plus the calibration set), validated on load.
+"""The evidence set (data/evidence.yaml, data/evidence/*.yaml and the calibration set), validated on load.
 
 Each entry is one published measurement with its configuration. `linkscope validate` predicts every entry
 with the model and reports the errors per source and per kind; the fitting procedure (model/fidelity/fit.py) fits
@@ -21,6 +21,8 @@ from linkscope.model.step.layout import Recompute
 from linkscope.model.step.peft import Peft
 
 EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
+EVIDENCE_DIR = Path(__file__).parents[1] / "data" / "evidence"
+"""More evidence files of the same schema, one per topic, so that one topic's entries can grow on their own."""
 KINDS = ("training", "collectives", "inference", "moe")
 CALIBRATION_SOURCE = "korthikanti-2022"
 
@@ -205,18 +207,45 @@ def calibration_entries() -> list[TrainingEntry]:
             for c in CASES]
 
 
-@functools.cache
-def load_evidence(path: Path = EVIDENCE_FILE) -> EvidenceSet:
-    """The evidence set, validated; a malformed file is a DataError naming the entry and field."""
+def _read_evidence_file(path: Path) -> EvidenceFile:
     raw = parse_yaml_text(read_data_text(path), str(path))
     try:
-        data = EvidenceFile.model_validate(raw)
+        return EvidenceFile.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise DataError(str(path), err["msg"], field=".".join(map(str, err["loc"]))) from None
-    known = {s.id for s in data.sources}
-    entries: list[Entry] = [*data.training, *data.collectives, *data.inference, *data.moe]
-    for entry in entries:
-        if entry.source not in known:
-            raise DataError(str(path), f"unknown source '{entry.source}'", field="source")
-    return EvidenceSet(data)
+
+
+def _merged(files: dict[Path, EvidenceFile]) -> EvidenceFile:
+    """One evidence file out of several; a source id given twice or an entry naming a source its own file does
+    not list is a DataError naming the file."""
+    seen: dict[str, Path] = {}
+    for path, data in files.items():
+        known = {s.id for s in data.sources}
+        for source in data.sources:
+            if source.id in seen:
+                raise DataError(str(path), f"source '{source.id}' is also listed in {seen[source.id].name}",
+                                field="sources.id")
+            seen[source.id] = path
+        for entry in [*data.training, *data.collectives, *data.inference, *data.moe]:
+            if entry.source not in known:
+                raise DataError(str(path), f"unknown source '{entry.source}'", field="source")
+    parts = list(files.values())
+    return EvidenceFile(version=parts[0].version, as_of=max(p.as_of for p in parts),
+                        sources=[s for p in parts for s in p.sources],
+                        training=[e for p in parts for e in p.training],
+                        collectives=[e for p in parts for e in p.collectives],
+                        inference=[e for p in parts for e in p.inference],
+                        moe=[e for p in parts for e in p.moe])
+
+
+@functools.cache
+def load_evidence(path: Path = EVIDENCE_FILE) -> EvidenceSet:
+    """The evidence set, validated; a malformed file is a DataError naming the entry and field. The packaged
+    set is data/evidence.yaml plus every data/evidence/*.yaml; another `path` is read alone."""
+    return read_evidence([path, *sorted(EVIDENCE_DIR.glob("*.yaml"))] if path == EVIDENCE_FILE else [path])
+
+
+def read_evidence(paths: list[Path]) -> EvidenceSet:
+    """The evidence set of several files of the evidence schema, each validated; a source id is listed once."""
+    return EvidenceSet(_merged({p: _read_evidence_file(p) for p in paths}))

@@ -14,6 +14,7 @@ from linkscope.model.fidelity.evidence import (
     EVIDENCE_FILE,
     KINDS,
     load_evidence,
+    read_evidence,
 )
 from linkscope.model.comm.params import packaged_comm_fit
 from linkscope.model.fidelity.comm_fit import OVERHEAD_GRID_US, PricedCollectives
@@ -74,6 +75,23 @@ def test_a_bad_evidence_file_names_the_field(tmp_path: Path) -> None:
         "- {source: nemo-perf-24.07,", "- {source: nowhere,", 1), encoding="utf-8")
     with pytest.raises(DataError, match="unknown source 'nowhere'"):
         load_evidence(unknown)
+
+
+def test_evidence_files_merge_and_a_source_is_listed_once(tmp_path: Path) -> None:
+    more = tmp_path / "more.yaml"
+    more.write_text("version: 1\nas_of: 2026-12-04\nsources:\n"
+                    "  - {id: extra, kind: training, citation: c, url: u, as_of: 2026-01-01}\n"
+                    "training:\n  - {source: extra, system: dgx-a100, model: gpt3-20b, gpus: 8, global_batch: 8,"
+                    " micro_batch: 1, seq_len: 2048, tp: 8, pp: 1, metric: step_time_s, value: 1.5, where: w}\n",
+                    encoding="utf-8")
+    merged = read_evidence([EVIDENCE_FILE, more])
+    assert len(merged.training) == len(read_evidence([EVIDENCE_FILE]).training) + 1
+    assert "extra" in merged.sources
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(more.read_text(encoding="utf-8").replace("id: extra", "id: nemo-perf-24.07")
+                     .replace("source: extra", "source: nemo-perf-24.07"), encoding="utf-8")
+    with pytest.raises(DataError, match="'nemo-perf-24.07' is also listed in evidence.yaml"):
+        read_evidence([EVIDENCE_FILE, twice])
 
 
 def test_packaged_constants_are_what_the_fitting_procedure_gives(db: HardwareDB) -> None:
