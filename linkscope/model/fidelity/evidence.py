@@ -227,7 +227,8 @@ def _merged(files: dict[Path, EvidenceFile]) -> EvidenceFile:
                 raise DataError(str(path), f"source '{source.id}' is also listed in {seen[source.id].name}",
                                 field="sources.id")
             seen[source.id] = path
-        for entry in [*data.training, *data.collectives, *data.inference, *data.moe]:
+        entries: list[Entry] = [*data.training, *data.collectives, *data.inference, *data.moe]
+        for entry in entries:
             if entry.source not in known:
                 raise DataError(str(path), f"unknown source '{entry.source}'", field="source")
     parts = list(files.values())
