@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from linkscope.hardware.loader import HardwareDB, load_db
@@ -180,3 +183,18 @@ def test_expectations_follow_the_probed_system(db: HardwareDB) -> None:
     system = to_system(probe, db).system
     assert system is not None
     assert Expectations.from_system(system) == Expectations(nvlink=True, ib=True, nvls=True)
+
+
+def test_a_recorded_h200_vm_probe_maps_to_the_h200_and_round_trips(db: HardwareDB) -> None:
+    # `linkscope topo --json` on a one-GPU H200 virtual machine (NVML, driver 580.159.04), recorded 2026-12-04.
+    recorded = json.loads((Path(__file__).parents[1] / "fixtures" / "probe" / "topo_h200_vm.json").read_text())
+    fields = ("index", "name", "uuid", "pci_bus_id", "memory_gib", "pcie_gen_current", "pcie_gen_max",
+              "pcie_width_current", "pcie_width_max", "numa_node", "compute_capability")
+    gpus = [GpuInfo(**{k: g[k] for k in fields}) for g in recorded["probe"]["gpus"]]
+    probe = MachineProbe(host=HostInfo(hostname="vm", cpu_vendor="intel", cpu_sockets=1), gpu_source="nvml",
+                         gpus=gpus)
+    system = to_system(probe, db).system
+    assert system is not None
+    assert system.node.gpu.id == recorded["system"]["gpu"] == "H200-SXM-141GB"
+    assert system.node.gpus == 1 and system.node.scale_up.kind == "pcie"
+    assert system_from_dict(recorded["system"], db.gpu).node == system.node
