@@ -62,6 +62,10 @@ def node_counts(max_nodes: int) -> list[int]:
     return [*counts, max_nodes]
 
 
+SUPERLINEAR_EFFICIENCY = 1.005
+"""Efficiency above this is explained in the note (rounding alone stays under it)."""
+
+
 def global_batch_at(global_batch: int, nodes: int, max_nodes: int, strong: bool) -> int:
     """The global batch at `nodes` of a study whose largest count runs `global_batch` sequences per step."""
     return global_batch if strong else max(1, round(global_batch * nodes / max_nodes))
@@ -103,4 +107,21 @@ def predict_scaling(job: Job, resolved: SystemInForce, max_nodes: int, req: Layo
             p.speedup = p.tokens_per_s / per_node_rate
             p.gpu_speedup = p.speedup * gpus_per_node
             p.efficiency = p.speedup / p.nodes
-    return points, note
+    return points, note + _superlinear_note(points, base)
+
+
+def _model_parallel(point: ScalingPoint) -> tuple[int, ...] | None:
+    par = point.parallelism
+    return None if par is None else (par.tp, par.pp, par.cp)
+
+
+def _superlinear_note(points: list[ScalingPoint], base: ScalingPoint) -> str:
+    """Why efficiency can pass 100%: the baseline runs the layout its memory allows, and more GPUs allow faster
+    ones (said so the figure is not read as a modelling slip)."""
+    above = [p for p in points if p.efficiency is not None and p.efficiency > SUPERLINEAR_EFFICIENCY
+             and _model_parallel(p) != _model_parallel(base)]
+    if not above or base.mfu is None:
+        return ""
+    counts = ", ".join(str(p.nodes) for p in above)
+    return (f"; efficiency above 100% at {counts} nodes: the baseline runs the layout its memory allows "
+            f"(MFU {base.mfu:.0%}), and more GPUs free memory for faster layouts")

@@ -121,6 +121,15 @@ def test_a_count_where_nothing_fits_has_no_figures_and_speedup_starts_after_it(d
     assert note.startswith("baseline: 2 nodes")
 
 
+def test_efficiency_above_100_percent_is_explained_by_the_baseline_layout(db) -> None:
+    job = Job(model=model_presets()["llama2-70b"], global_batch=1024, seq_len=4096)
+    points, note = predict_scaling(job, ResolvedSystem.plain(db.systems["dgx-h100"]), 8, LayoutRequest())
+    above = [p.nodes for p in points if (p.efficiency or 0.0) > 1.005]
+    assert above, [p.efficiency for p in points]
+    assert f"efficiency above 100% at {', '.join(map(str, above))} nodes" in note
+    assert f"(MFU {points[1].mfu:.0%})" in note
+
+
 def test_scaling_over_tcp_is_worse_than_over_infiniband(db) -> None:
     # 64 sequences leave room for data parallelism up to 8 nodes whatever replica layout the baseline picks.
     job = Job(model=model_presets()["llama2-13b"], global_batch=64, seq_len=4096)
