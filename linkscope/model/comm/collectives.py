@@ -260,8 +260,10 @@ def nvls(op: str, t: CommTiers, s: _Shape) -> Candidate:
     algbw = _nvls_algbw(op, t, s)
     # NCCL's 25 us is the latency its tuner plans with; a single-node NVLS all-reduce also waits for every GPU
     # to enter the kernel and for two multicast rounds (reduce, then broadcast) to be acknowledged through the
-    # switch before the pipeline runs at its bandwidth (data/comm_fit.yaml, nvls_sync_us).
-    lat = nccl_tuning().hw_latency_us["nvlink"]["nvls"][2] + comm_fit().nvls_sync_us
+    # switch before the pipeline runs at its bandwidth (data/comm_fit.yaml, nvls_sync_us). All-gather and
+    # reduce-scatter make one such round and no evidence measures them: they keep NCCL's latency.
+    sync = comm_fit().nvls_sync_us if op == "all_reduce" else 0.0
+    lat = nccl_tuning().hw_latency_us["nvlink"]["nvls"][2] + sync
     transfer = s.size / (1000.0 * algbw) + _nvls_chunk_extra_us(t, s)
     valid = t.nvls & (s.nn <= 1) & (s.n >= 2) & (s.n <= t.domain_size)
     limit = _label(s, lat > transfer, "latency", "nvlink (nvls)")
