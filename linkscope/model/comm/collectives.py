@@ -258,7 +258,12 @@ def _nvls_chunk_extra_us(t: CommTiers, s: _Shape) -> np.ndarray:
 def nvls(op: str, t: CommTiers, s: _Shape) -> Candidate:
     """NVLink SHARP inside one NVSwitch domain: the switch reduces, so two synchronisations instead of 2(n-1)."""
     algbw = _nvls_algbw(op, t, s)
-    lat = nccl_tuning().hw_latency_us["nvlink"]["nvls"][2]
+    # NCCL's 25 us is the latency its tuner plans with; a single-node NVLS all-reduce also waits for every GPU
+    # to enter the kernel and for two multicast rounds (reduce, then broadcast) to be acknowledged through the
+    # switch before the pipeline runs at its bandwidth (data/comm_fit.yaml, nvls_sync_us). All-gather and
+    # reduce-scatter make one such round and no evidence measures them: they keep NCCL's latency.
+    sync = comm_fit().nvls_sync_us if op == "all_reduce" else 0.0
+    lat = nccl_tuning().hw_latency_us["nvlink"]["nvls"][2] + sync
     transfer = s.size / (1000.0 * algbw) + _nvls_chunk_extra_us(t, s)
     valid = t.nvls & (s.nn <= 1) & (s.n >= 2) & (s.n <= t.domain_size)
     limit = _label(s, lat > transfer, "latency", "nvlink (nvls)")

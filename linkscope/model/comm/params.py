@@ -59,12 +59,15 @@ class NcclTuning(_Strict):
 
 
 class CommFit(_Strict):
-    """The collective model's fitted constant (data/comm_fit.yaml)."""
+    """The collective model's fitted constants (data/comm_fit.yaml)."""
 
     source: str
     as_of: date
     nvls_chunk_overhead_us: float = Field(ge=0)
     prior_nvls_chunk_overhead_us: float = Field(ge=0)
+    nvls_sync_us: float = Field(ge=0)
+    """What one single-node NVLS all-reduce costs beyond NCCL's 25 us before its first byte moves."""
+    prior_nvls_sync_us: float = Field(ge=0)
 
 
 class FabricTraits(_Strict):
@@ -123,9 +126,10 @@ def comm_fit_override(fit: CommFit) -> Iterator[None]:
         _COMM_FIT_OVERRIDE.pop()
 
 
-def with_nvls_chunk_overhead(overhead_us: float) -> CommFit:
-    """The packaged fit with another NVLS per-chunk overhead."""
-    return packaged_comm_fit().model_copy(update={"nvls_chunk_overhead_us": float(overhead_us)})
+def with_nvls_fit(overhead_us: float, sync_us: float) -> CommFit:
+    """The packaged fit with another NVLS per-chunk overhead and single-node synchronisation cost."""
+    return packaged_comm_fit().model_copy(update={"nvls_chunk_overhead_us": float(overhead_us),
+                                                  "nvls_sync_us": float(sync_us)})
 
 
 @functools.cache

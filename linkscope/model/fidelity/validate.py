@@ -152,7 +152,8 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
             "decode_hbm_efficiency": dict(c.decode_hbm_efficiency_by_vendor),
             "infer_gemm_share": dict(c.infer_gemm_efficiency_by_arch),
             "decode_layer_overhead_us": dict(c.decode_layer_overhead_us_by_vendor),
-            "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us}
+            "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us,
+            "nvls_sync_us": (comm or comm_fit()).nvls_sync_us}
 
 
 def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants | None = None,

@@ -34,7 +34,7 @@ from linkscope.hardware.system import System
 from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.moe import MoeRequest, predict_moe
-from linkscope.model.comm.params import comm_fit
+from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
 from linkscope.model.step.layout import group_span
 from linkscope.model.step.search import divisors
@@ -96,21 +96,21 @@ class InferEstimate:
 SMALL_SIZES = 8
 """Size vectors up to this length are memoized: the fitting procedure prices each evidence entry under
 hundreds of compute constants, and the collectives do not depend on them (only on the tiers, the layout and
-the collective model's own fitted constant, which the key carries)."""
+the collective model's own fitted constants, which the key carries)."""
 
 
 def _allreduce_s(tiers: CommTiers, size: np.ndarray, job: InferJob, gpus_per_node: int) -> np.ndarray:
     size = np.asarray(size, dtype=float)
     if size.size <= SMALL_SIZES:
         return np.asarray(_allreduce_small_s(tiers, tuple(size.ravel().tolist()), job.tp, gpus_per_node,
-                                             comm_fit().nvls_chunk_overhead_us)).reshape(size.shape)
+                                             comm_fit())).reshape(size.shape)
     return _allreduce_vector_s(tiers, size, job.tp, gpus_per_node)
 
 
 @functools.lru_cache(maxsize=4096)
 def _allreduce_small_s(tiers: CommTiers, sizes: tuple[float, ...], tp: int, gpus_per_node: int,
-                       nvls_chunk_overhead_us: float) -> tuple[float, ...]:
-    # nvls_chunk_overhead_us is only part of the key: collective_time reads the fit in force itself.
+                       fit: CommFit) -> tuple[float, ...]:
+    # fit is only part of the key: collective_time reads the fit in force itself.
     return tuple(_allreduce_vector_s(tiers, np.asarray(sizes), tp, gpus_per_node).tolist())
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.moe import MoeRequest, predict_moe
-from linkscope.model.comm.params import comm_fit
+from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, usable_memory_gib)
 from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for
@@ -80,7 +80,7 @@ class _Ctx:
 SMALL_LAYOUTS = 8
 """Calls over up to this many layouts are memoized: the fitting procedure prices each evidence entry (one
 layout) under hundreds of compute constants, and a step's collectives do not depend on them, only on the
-tiers, the group sizes and message sizes, and the collective model's own fitted constant (part of the key)."""
+tiers, the group sizes and message sizes, and the collective model's own fitted constants (part of the key)."""
 
 
 def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
@@ -88,15 +88,15 @@ def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride:
                                               np.asarray(stride, dtype=float))
     if size.size <= SMALL_LAYOUTS:
         times = _coll_small_s(op, ctx.tiers, tuple(size.ravel().tolist()), tuple(ranks.ravel().tolist()),
-                              tuple(stride.ravel().tolist()), ctx.system.node.gpus, comm_fit().nvls_chunk_overhead_us)
+                              tuple(stride.ravel().tolist()), ctx.system.node.gpus, comm_fit())
         return np.asarray(times).reshape(size.shape)
     return _coll_vector_s(op, ctx.tiers, size, ranks, stride, ctx.system.node.gpus)
 
 
 @functools.lru_cache(maxsize=8192)
 def _coll_small_s(op: str, tiers: CommTiers, size: tuple[float, ...], ranks: tuple[float, ...],
-                  stride: tuple[float, ...], gpus_per_node: int, nvls_chunk_overhead_us: float) -> tuple[float, ...]:
-    # nvls_chunk_overhead_us is only part of the key: collective_time reads the fit in force itself.
+                  stride: tuple[float, ...], gpus_per_node: int, fit: CommFit) -> tuple[float, ...]:
+    # fit is only part of the key: collective_time reads the fit in force itself.
     return tuple(_coll_vector_s(op, tiers, np.asarray(size), np.asarray(ranks), np.asarray(stride),
                                 gpus_per_node).tolist())
 

@@ -240,6 +240,18 @@ def test_a_recorded_h100_sweep_is_predicted_in_every_regime(db) -> None:
     assert float(np.median(errors)) < 0.06
 
 
+def test_recorded_h100_mid_sizes_run_ring_ll128_not_nvls(db) -> None:
+    # p5.48xlarge, 4 to 16 MiB: 55, 84 and 124 us, what NCCL's ring LL128 estimate gives, not NVLS at NCCL's
+    # 25 us (docs/model.md, NVLS synchronisation on one node). The 8 MiB row is not an evidence entry.
+    ratios = _recorded_vs_predicted(db, "v2.13_all_reduce_h100_8gpu_p5_mpi_prefixed.txt", "aws/p5.48xlarge")
+    for size in (2**22, 2**23, 2**24):
+        assert ratios[size] == pytest.approx(1.0, abs=0.13), size
+    system = db.systems["dgx-h100"]
+    picked = predict_sizes(system, "all_reduce", [2**23, 2**30], 8)
+    assert (picked[0].algorithm, picked[0].protocol) == ("ring", "LL128")
+    assert picked[1].algorithm == "nvls"
+
+
 def test_a_recorded_a100_sweep_driven_by_one_thread(db) -> None:
     # OCI BM.GPU4.8 (8 x A100 40GB), one thread driving all 8 GPUs (-t 1 -g 8): the plateau is predicted
     # within 15%; below 16 MiB the run takes longer than the model, which leaves out the serial launch of

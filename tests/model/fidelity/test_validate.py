@@ -17,7 +17,7 @@ from linkscope.model.fidelity.evidence import (
     read_evidence,
 )
 from linkscope.model.comm.params import packaged_comm_fit
-from linkscope.model.fidelity.comm_fit import OVERHEAD_GRID_US, PricedCollectives
+from linkscope.model.fidelity.comm_fit import OVERHEAD_GRID_US, SYNC_GRID_US, PricedCollectives
 from linkscope.model.fidelity.fit import (
     FINE_MIX,
     FINE_SHARE,
@@ -114,6 +114,8 @@ def test_packaged_comm_constant_is_what_the_fitting_procedure_gives(db: Hardware
     fitted = PricedCollectives(load_evidence().collectives, db).fit()
     step = float(OVERHEAD_GRID_US[1] - OVERHEAD_GRID_US[0])
     assert fitted.nvls_chunk_overhead_us == pytest.approx(packaged_comm_fit().nvls_chunk_overhead_us, abs=step)
+    sync_step = float(SYNC_GRID_US[1] - SYNC_GRID_US[0])
+    assert fitted.nvls_sync_us == pytest.approx(packaged_comm_fit().nvls_sync_us, abs=sync_step)
 
 
 def test_loso_errors_do_not_regress(result: Validation) -> None:
