@@ -66,6 +66,8 @@ class TrainingEntry(_Entry):
     interleave: int = Field(default=1, ge=1)
     zero: int = Field(default=1, ge=0, le=3)
     recompute: Recompute = "none"
+    recompute_layers: int | None = Field(default=None, ge=1)
+    """Full recomputation of this many layers per stage only (block method); None: all of them."""
     sequence_parallel: bool | None = None
     """Default: on whenever tp > 1 (Megatron-LM and NeMo recipes)."""
     attention: Literal["flash", "unfused"] = "flash"

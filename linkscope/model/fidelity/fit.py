@@ -118,6 +118,9 @@ class _PricedInfer:
     key: str
     vendor: str
     log_err: np.ndarray
+    clock_share: float = 1.0
+    """The GPU's dense-GEMM clock share (serving shares are of the datasheet peak, training shares of the peak
+    at this clock)."""
 
 
 def _infer_constants(base: ComputeConstants, key: str, vendor: str, share: float, hbm: float, overhead_us: float
@@ -160,8 +163,10 @@ class PricedSet:
         self.infer_items = [self._price_infer(e) for e in evidence.inference]
 
     def _price_infer(self, entry: InferenceEntry) -> _PricedInfer:
-        key, vendor = gemm_key(entry, self.db), evidence_system(entry.system, self.db).node.gpu.vendor
-        return _PricedInfer(entry, key, vendor, _infer_log_errors(entry, self.db, self.base, key, vendor))
+        gpu = evidence_system(entry.system, self.db).node.gpu
+        key, vendor = gemm_key(entry, self.db), gpu.vendor
+        return _PricedInfer(entry, key, vendor, _infer_log_errors(entry, self.db, self.base, key, vendor),
+                            self.base.dense_clock_share(gpu.family, entry.precision))
 
     def _price(self, entry: TrainingEntry) -> _Priced:
         key, other = gemm_key(entry, self.db), second_constant(entry)
@@ -200,9 +205,12 @@ def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants
     best_share: dict[tuple[str, str], np.ndarray] = {}
     for vendor, key in sorted({(p.vendor, p.key) for p in items}):
         arch, fmt = key.split(":")
-        prior = np.log(INFER_FINE_SHARE / trained.gemm_max(arch, fmt)) ** 2 * INFER_SHARE_PRIOR_WEIGHT
+        group = [p for p in items if p.key == key and p.vendor == vendor]
+        # The training share is of the peak at the dense-GEMM clock; the serving share of the datasheet peak.
+        training = trained.gemm_max(arch, fmt) * float(np.mean([p.clock_share for p in group]))
+        prior = np.log(INFER_FINE_SHARE / training) ** 2 * INFER_SHARE_PRIOR_WEIGHT
         loss = np.broadcast_to(prior[:, None, None], (len(INFER_FINE_SHARE), n_hbm, n_over)).copy()
-        for p in (p for p in items if p.key == key and p.vendor == vendor):
+        for p in group:
             loss += p.log_err ** 2 / weight[p.entry.source]
         best_share[vendor, key] = np.argmin(loss, axis=0)
         vendor_loss[vendor] = vendor_loss.get(vendor, np.zeros((n_hbm, n_over))) + np.min(loss, axis=0)

@@ -33,6 +33,9 @@ class ComputeConstants(BaseModel):
     gemm_efficiency_max: float = Field(gt=0, le=1)
     gemm_efficiency_by_arch: dict[str, float] = {}
     """`arch:precision` (hopper:fp8) -> the share of that GPU generation's dense peak large GEMMs reach."""
+    dense_clock_share_by_gpu: dict[str, float] = {}
+    """`family:precision` (MI300X:fp8) -> the engine clock a power-limited GPU holds under dense GEMMs, as a
+    share of the clock its datasheet peak assumes; a GPU not listed holds its datasheet clock (1.0)."""
     zero3_overlap: float = Field(default=1.0, ge=0, le=1)
     """Share of ZeRO-3 per-layer gathers that hides behind the layer's compute (the rest shows)."""
     tp_comm_overlap: float = Field(default=1.0, ge=0, le=1)
@@ -72,6 +75,11 @@ class ComputeConstants(BaseModel):
                 return self.gemm_efficiency_by_arch[key]
         return self.gemm_efficiency_max
 
+    def dense_clock_share(self, family: str, precision: str) -> float:
+        """Share of its datasheet clock `family` holds under dense GEMMs in `precision` (fp16 counts as bf16)."""
+        fmt = "bf16" if precision == "fp16" else precision
+        return self.dense_clock_share_by_gpu.get(f"{family}:{fmt}", 1.0)
+
     def decode_hbm(self, vendor: str) -> float:
         """Share of HBM bandwidth decode reaches on `vendor`'s GPUs and serving stack: the inference fit's
         value, else `decode_hbm_efficiency` (the prior)."""
@@ -93,15 +101,19 @@ class ComputeConstants(BaseModel):
 
 
 GENERATIONS = ("ampere", "hopper", "blackwell")
-"""Datacenter GPU generations in order; the share fallback walks back along it."""
+"""NVIDIA datacenter GPU generations in order; the share fallback walks back along it."""
+AMD_GENERATIONS = ("cdna3", "cdna4")
+"""AMD Instinct generations in order: a CDNA 4 part without evidence takes CDNA 3's share (same ROCm stack,
+hipBLASLt and CK kernels), not the calibration set's A100 share."""
 
 
 def _fallback_keys(arch: str, fmt: str) -> list[str]:
     other = "fp8" if fmt == "bf16" else "bf16"
     keys = [f"{arch}:{fmt}", f"{arch}:{other}"]
-    if arch in GENERATIONS:
-        for prev in reversed(GENERATIONS[:GENERATIONS.index(arch)]):
-            keys += [f"{prev}:{fmt}", f"{prev}:{other}"]
+    for lineage in (GENERATIONS, AMD_GENERATIONS):
+        if arch in lineage:
+            for prev in reversed(lineage[:lineage.index(arch)]):
+                keys += [f"{prev}:{fmt}", f"{prev}:{other}"]
     return keys
 
 
@@ -176,3 +188,9 @@ def usable_memory_gib(gpu: GpuSpec, c: ComputeConstants | None = None) -> float:
 def peak_tflops(gpu: GpuSpec, precision: str) -> float:
     """Dense tensor peak for the GEMMs of a job in `precision` (bf16, fp16 or fp8)."""
     return gpu.dense_tflops(precision)
+
+
+def sustained_tflops(gpu: GpuSpec, precision: str, c: ComputeConstants) -> float:
+    """The dense peak at the clock the GPU holds under dense GEMMs: what the GEMM and attention shares are
+    shares of. MFU stays against the datasheet peak (`peak_tflops`)."""
+    return gpu.dense_tflops(precision) * c.dense_clock_share(gpu.family, precision)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig
 
@@ -39,6 +41,15 @@ class Job:
     """A LoRA fine-tune of a frozen base (None: every weight trains)."""
     framework: str = "auto"
     """One of FRAMEWORKS: how data-parallel communication is scheduled; `auto` follows the ZeRO stage."""
+    recompute_layers: int | None = None
+    """Under full recomputation, how many layers of each pipeline stage recompute (Megatron/NeMo
+    `--recompute-method block --recompute-num-layers N`: the first N); the rest keep their activations.
+    None: every layer recomputes."""
+
+
+def recomputed_layers(job: Job, layers: np.ndarray) -> np.ndarray:
+    """Layers of a stage of `layers` layers that full recomputation redoes: all, or the job's block of them."""
+    return layers if job.recompute_layers is None else np.minimum(layers, float(job.recompute_layers))
 
 
 FRAMEWORKS = ("auto", "megatron", "fsdp", "deepspeed")

@@ -12,7 +12,7 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
-from linkscope.model.step.job import Job
+from linkscope.model.step.job import Job, recomputed_layers
 from linkscope.model.step.layout import Layouts
 from linkscope.model.step import peft as lora
 
@@ -67,7 +67,9 @@ def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np
     in_flight = np.minimum(lay.pp, microbatches) * interleave
     full = lay.recompute == 2
     checkpoint = 2.0 * m.hidden / np.where(lay.sp, lay.tp, 1)
-    stored = np.where(full, checkpoint, per_token) * tokens * layers * in_flight
+    # Under block recomputation only the recomputed layers keep just their input checkpoint.
+    redone = np.where(full, recomputed_layers(job, layers), 0.0)
+    stored = (checkpoint * redone + per_token * (layers - redone)) * tokens * in_flight
     # Full recomputation still materialises one layer's activations while it runs backward.
     working = np.where(full, per_token * tokens, 0.0)
     return stored + working

@@ -19,8 +19,8 @@ from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.moe import MoeRequest, predict_moe
 from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
-                                          memory_time_s, peak_tflops, usable_memory_gib)
-from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for
+                                          memory_time_s, peak_tflops, sustained_tflops, usable_memory_gib)
+from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for, recomputed_layers
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step import peft as lora
 from linkscope.model.step.memory import memory_gib_per_gpu, trainable_groups
@@ -73,7 +73,7 @@ class _Ctx:
 
     def gemm_s(self, flops: np.ndarray, precision: str) -> np.ndarray:
         """Time of one GEMM of `flops` FLOPs in `precision` on this GPU."""
-        peak, top = peak_tflops(self.system.node.gpu, precision), self.gemm_top(precision)
+        peak, top = sustained_tflops(self.system.node.gpu, precision, self.c), self.gemm_top(precision)
         return gemm_time_s(flops, peak, self.c, top, gemm_half_gflop(self.c, peak, top))
 
 
@@ -180,7 +180,7 @@ def _attention_s(ctx: _Ctx) -> np.ndarray:
     """Forward attention core (QK^T and scores x V) of one layer."""
     m, lay = ctx.model, ctx.lay
     full_flops = 2.0 * ctx.tokens * ctx.job.seq_len * m.hidden * 2 / lay.tp
-    peak = peak_tflops(ctx.system.node.gpu, "bf16")
+    peak = sustained_tflops(ctx.system.node.gpu, "bf16", ctx.c)
     if ctx.job.attention == "flash":
         # The fused kernel skips the masked half of a causal score matrix.
         return 0.5 * full_flops / (peak * 1e12 * ctx.c.flash_attention_efficiency)
@@ -428,6 +428,9 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     ep_mb = layers * 2 * lt.ep
     if job.moe_a2a_overlap:
         ep_mb = layers * np.maximum(2 * lt.ep - (lt.fwd_compute + lt.bwd_compute), 0.0)
+    # Full recomputation of a block of the stage's layers: only those redo their forward.
+    lt.recompute = np.where(lay.recompute == 2, lt.recompute * recomputed_layers(job, layers) / layers,
+                            lt.recompute)
     recompute_mb = layers * lt.recompute
     pp_mb = _pp_exposed_s(ctx, compute_mb + tp_mb + ep_mb + recompute_mb)
     stage_mb = compute_mb + tp_mb + ep_mb + recompute_mb + pp_mb

@@ -186,7 +186,10 @@ def test_serving_constants_fall_back_to_training_and_prior_values() -> None:
     c = compute_constants()
     # Blackwell has no serving evidence: the previous generation's serving share, as training shares fall back.
     assert c.infer_gemm_max("blackwell", "fp8") == c.infer_gemm_efficiency_by_arch["hopper:fp8"]
-    assert c.infer_gemm_max("cdna4", "bf16") == c.gemm_max("cdna4", "bf16")  # no serving chain: training's
+    # CDNA 4 walks back to CDNA 3 (AMD's own lineage), not to the A100 share.
+    assert c.infer_gemm_max("cdna4", "bf16") == c.infer_gemm_efficiency_by_arch["cdna3:fp8"]
+    assert c.gemm_max("cdna4", "fp8") == c.gemm_efficiency_by_arch["cdna3:fp8"]
+    assert c.infer_gemm_max("volta", "bf16") == c.gemm_max("volta", "bf16")  # no serving chain: training's
     assert c.infer_gemm_max("hopper", "fp8") == c.infer_gemm_efficiency_by_arch["hopper:fp8"]
     assert c.decode_hbm("cpu") == c.decode_hbm_efficiency
     assert c.serving_layer_overhead_us("cpu") == c.decode_layer_overhead_us
