@@ -3,7 +3,8 @@ of the HBM share and per-layer overhead on the calibration set alone.
 
 The evidence fit prints the value comm_fit.yaml carries (the NVLS per-chunk overhead, fitted on the
 collectives first, since training and inference predictions use the collective model), the values compute.yaml
-carries (gemm shares per generation and format, ZeRO-3 and TP comm overlap, decode HBM share) and the content
+carries (gemm shares per generation and format, ZeRO-3 and TP comm overlap, serving GEMM shares, decode
+kernel and host times) and the content
 of accuracy.yaml (leave-one-source-out residual quantiles); the three files are edited by hand from this
 output, and tests/model/fidelity/test_validate.py checks that they agree with a fresh fit. Nothing outside the
 evidence set (model/data/evidence.yaml plus the calibration set) enters any fit.

@@ -5,15 +5,16 @@ Fitted, each only from the evidence it affects:
   training entries); `ampere:bf16` is `gemm_efficiency_max`;
 - `zero3_overlap` (ZeRO-3 entries) and `tp_comm_overlap` (entries run with TP comm overlap);
 - from the inference entries alone: the serving GEMM share per generation and format
-  (`infer_gemm_efficiency_by_arch`) and, per GPU vendor (each has its own serving stack), decode's share of
-  HBM bandwidth (`decode_hbm_efficiency_by_vendor`) and the fixed time per layer
-  (`decode_layer_overhead_us_by_vendor`). A serving share no entry pins (a memory-bound row) stays near the
-  training share: the loss adds INFER_SHARE_PRIOR_WEIGHT x log(share / training share)^2 per generation and
-  format.
+  (`infer_gemm_efficiency_by_arch`) and two costs of a serving forward pass, the same for every vendor: the
+  time of a small kernel under CUDA-graph replay (`decode_kernel_us`) and the engine's host time per step
+  (`decode_step_host_us`), each searched only inside its plausible range (INFER_COARSE_KERNEL_US,
+  INFER_COARSE_HOST_US). Decode's HBM share is measured, not fitted (compute.yaml). A serving share no entry
+  pins (a memory-bound row) stays near the training share: the loss adds INFER_SHARE_PRIOR_WEIGHT x
+  log(share / training share)^2 per generation and format.
 Everything else is physics, framework convention or the calibration set's earlier fit (compute.yaml).
 
 The loss is the sum of squared log errors. Each entry is priced exactly on a coarse grid of its own
-constants (GEMM share as 1/share, where step time is close to linear, times the overlap or HBM share), and
+constants (GEMM share as 1/share, where step time is close to linear, times the overlap or the fixed costs), and
 the search runs on a fine grid interpolated from it, so a fit costs milliseconds once the coarse grid is
 priced; every number reported is then an exact prediction with the fitted constants. A generation or format
 no remaining entry covers keeps the calibration set's A100 share (the fallback predictions use).
@@ -45,12 +46,17 @@ FINE_MIX = np.round(np.arange(0.0, 1.001, 0.02), 2)
 DEFAULT_ARCH_KEY = "ampere:bf16"
 CALIBRATION_WEIGHT = 10.0
 OTHER_CONSTANTS = ("zero3_overlap", "tp_comm_overlap")
-INFER_COARSE_HBM = np.array([0.4, 0.55, 0.7, 0.85, 1.0])
-INFER_COARSE_OVERHEAD_US = np.array([0.0, 10.0, 20.0, 40.0, 80.0])
+INFER_COARSE_KERNEL_US = np.array([1.0, 2.5, 5.0, 10.0])
+"""Measured on one H200: a trivial kernel replayed in a CUDA graph takes 1.12 us (the floor, six per layer ~7 us);
+a plain-PyTorch Llama-70B layer's 20 small kernels at batch 1 take 59 us (benchmarks/gpu_decode_kernels.py), as
+much as six kernels at 10 us: the range runs from a fused engine at the floor to an unfused one."""
+INFER_COARSE_HOST_US = np.array([0.0, 1000.0, 2000.0, 3000.0])
+"""From 0 (an engine that overlaps its host work with the GPU's step) to 3 ms (vLLM before v0.6, whose GPU sat
+idle for most of an 8B model's step while the host scheduled and detokenized)."""
 INFER_COARSE_SHARE = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.95])
 INFER_FINE_SHARE = np.round(np.arange(0.1, 0.951, 0.01), 3)
-INFER_FINE_HBM = np.round(np.arange(0.4, 1.0001, 0.01), 3)
-INFER_FINE_OVERHEAD_US = np.arange(0.0, 80.01, 2.0)
+INFER_FINE_KERNEL_US = np.round(np.arange(1.0, 10.001, 0.25), 2)
+INFER_FINE_HOST_US = np.arange(0.0, 3000.01, 100.0)
 INFER_SHARE_PRIOR_WEIGHT = 0.02
 
 
@@ -112,36 +118,33 @@ def _interpolate(grid: np.ndarray, mixes: np.ndarray | None) -> np.ndarray:
 
 @dataclass
 class _PricedInfer:
-    """One inference entry's log error on the fine (share, hbm share, layer overhead) grid."""
+    """One inference entry's log error on the fine (share, kernel time, host time) grid."""
 
     entry: InferenceEntry
     key: str
-    vendor: str
     log_err: np.ndarray
     clock_share: float = 1.0
     """The GPU's dense-GEMM clock share (serving shares are of the datasheet peak, training shares of the peak
     at this clock)."""
 
 
-def _infer_constants(base: ComputeConstants, key: str, vendor: str, share: float, hbm: float, overhead_us: float
+def _infer_constants(base: ComputeConstants, key: str, share: float, kernel_us: float, host_us: float
                      ) -> ComputeConstants:
-    return base.model_copy(update={"infer_gemm_efficiency_by_arch": {key: share},
-                                   "decode_hbm_efficiency_by_vendor": {vendor: hbm},
-                                   "decode_layer_overhead_us_by_vendor": {vendor: overhead_us}})
+    return base.model_copy(update={"infer_gemm_efficiency_by_arch": {key: share}, "decode_kernel_us": kernel_us,
+                                   "decode_step_host_us": host_us})
 
 
-def _infer_log_errors(entry: InferenceEntry, db: HardwareDB, base: ComputeConstants, key: str, vendor: str
-                      ) -> np.ndarray:
-    grid = np.empty((len(INFER_COARSE_SHARE), len(INFER_COARSE_HBM), len(INFER_COARSE_OVERHEAD_US)))
+def _infer_log_errors(entry: InferenceEntry, db: HardwareDB, base: ComputeConstants, key: str) -> np.ndarray:
+    grid = np.empty((len(INFER_COARSE_SHARE), len(INFER_COARSE_KERNEL_US), len(INFER_COARSE_HOST_US)))
     for i, share in enumerate(INFER_COARSE_SHARE):
-        for j, hbm in enumerate(INFER_COARSE_HBM):
-            for k, overhead in enumerate(INFER_COARSE_OVERHEAD_US):
-                with constants_override(_infer_constants(base, key, vendor, float(share), float(hbm), float(overhead))):
-                    grid[i, j, k] = np.log(predicted(entry, db) / measured(entry))
-    # Times are close to linear in 1/share and 1/hbm share, and linear in the overhead.
+        for k, kernel in enumerate(INFER_COARSE_KERNEL_US):
+            for h, host in enumerate(INFER_COARSE_HOST_US):
+                with constants_override(_infer_constants(base, key, float(share), float(kernel), float(host))):
+                    grid[i, k, h] = np.log(predicted(entry, db) / measured(entry))
+    # Times are close to linear in 1/share, and linear in the kernel and host times.
     grid = _interp_axis(grid, 0, 1.0 / INFER_COARSE_SHARE, 1.0 / INFER_FINE_SHARE)
-    grid = _interp_axis(grid, 1, 1.0 / INFER_COARSE_HBM, 1.0 / INFER_FINE_HBM)
-    return _interp_axis(grid, 2, INFER_COARSE_OVERHEAD_US, INFER_FINE_OVERHEAD_US)
+    grid = _interp_axis(grid, 1, INFER_COARSE_KERNEL_US, INFER_FINE_KERNEL_US)
+    return _interp_axis(grid, 2, INFER_COARSE_HOST_US, INFER_FINE_HOST_US)
 
 
 def _interp_axis(grid: np.ndarray, axis: int, coarse: np.ndarray, fine: np.ndarray) -> np.ndarray:
@@ -164,8 +167,8 @@ class PricedSet:
 
     def _price_infer(self, entry: InferenceEntry) -> _PricedInfer:
         gpu = evidence_system(entry.system, self.db).node.gpu
-        key, vendor = gemm_key(entry, self.db), gpu.vendor
-        return _PricedInfer(entry, key, vendor, _infer_log_errors(entry, self.db, self.base, key, vendor),
+        key = gemm_key(entry, self.db)
+        return _PricedInfer(entry, key, _infer_log_errors(entry, self.db, self.base, key),
                             self.base.dense_clock_share(gpu.family, entry.precision))
 
     def _price(self, entry: TrainingEntry) -> _Priced:
@@ -178,47 +181,42 @@ class PricedSet:
         shares, fitted = _fit_training(items)
         shares.setdefault(DEFAULT_ARCH_KEY, self.base.priors["gemm_efficiency_max"])
         infer_shares: dict[str, float] = {}
-        infer_hbm: dict[str, float] = {}
-        infer_overhead: dict[str, float] = {}
+        kernel_us = self.base.priors.get("decode_kernel_us", self.base.decode_kernel_us)
+        host_us = self.base.priors.get("decode_step_host_us", self.base.decode_step_host_us)
         inference = [p for p in self.infer_items if keep(p.entry)]
         if inference:
             trained = with_values(self.base, shares, {})
-            infer_shares, infer_hbm, infer_overhead = _fit_inference(inference, trained)
+            infer_shares, kernel_us, host_us = _fit_inference(inference, trained)
         others = {name: fitted.get(name, self.base.priors.get(name, getattr(self.base, name)))
                   for name in OTHER_CONSTANTS}
         return with_values(self.base, shares, others).model_copy(
-            update={"infer_gemm_efficiency_by_arch": infer_shares, "decode_hbm_efficiency_by_vendor": infer_hbm,
-                    "decode_layer_overhead_us_by_vendor": infer_overhead,
-                    "decode_hbm_efficiency": self.base.priors.get("decode_hbm_efficiency",
-                                                                  self.base.decode_hbm_efficiency)})
+            update={"infer_gemm_efficiency_by_arch": infer_shares, "decode_kernel_us": kernel_us,
+                    "decode_step_host_us": host_us})
 
 
-def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants
-                   ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """Exhaustive search per vendor: the (HBM share, layer overhead) pair with the least loss, each pair with
-    the best serving share per generation and format."""
+def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants) -> tuple[dict[str, float], float, float]:
+    """Exhaustive search: the (kernel time, host time) pair with the least loss, each with the best serving
+    share per generation and format."""
     weight: dict[str, float] = {}
     for p in items:
         weight[p.entry.source] = weight.get(p.entry.source, 0.0) + 1.0
-    n_hbm, n_over = len(INFER_FINE_HBM), len(INFER_FINE_OVERHEAD_US)
-    vendor_loss: dict[str, np.ndarray] = {}
-    best_share: dict[tuple[str, str], np.ndarray] = {}
-    for vendor, key in sorted({(p.vendor, p.key) for p in items}):
+    fixed_shape = (len(INFER_FINE_KERNEL_US), len(INFER_FINE_HOST_US))
+    total = np.zeros(fixed_shape)
+    best_share: dict[str, np.ndarray] = {}
+    for key in sorted({p.key for p in items}):
         arch, fmt = key.split(":")
-        group = [p for p in items if p.key == key and p.vendor == vendor]
+        group = [p for p in items if p.key == key]
         # The training share is of the peak at the dense-GEMM clock; the serving share of the datasheet peak.
         training = trained.gemm_max(arch, fmt) * float(np.mean([p.clock_share for p in group]))
         prior = np.log(INFER_FINE_SHARE / training) ** 2 * INFER_SHARE_PRIOR_WEIGHT
-        loss = np.broadcast_to(prior[:, None, None], (len(INFER_FINE_SHARE), n_hbm, n_over)).copy()
+        loss = np.broadcast_to(prior[:, None, None], (len(INFER_FINE_SHARE), *fixed_shape)).copy()
         for p in group:
             loss += p.log_err ** 2 / weight[p.entry.source]
-        best_share[vendor, key] = np.argmin(loss, axis=0)
-        vendor_loss[vendor] = vendor_loss.get(vendor, np.zeros((n_hbm, n_over))) + np.min(loss, axis=0)
-    # Vendors share no serving stack, so no fitted constant but the GEMM shares' priors.
-    pick = {v: np.unravel_index(int(np.argmin(loss)), loss.shape) for v, loss in vendor_loss.items()}
-    shares = {key: float(INFER_FINE_SHARE[idx[pick[vendor]]]) for (vendor, key), idx in best_share.items()}
-    return (shares, {v: float(INFER_FINE_HBM[h]) for v, (h, _) in pick.items()},
-            {v: float(INFER_FINE_OVERHEAD_US[o]) for v, (_, o) in pick.items()})
+        best_share[key] = np.argmin(loss, axis=0)
+        total += np.min(loss, axis=0)
+    kernel, host = (int(i) for i in np.unravel_index(int(np.argmin(total)), total.shape))
+    shares = {key: float(INFER_FINE_SHARE[idx[kernel, host]]) for key, idx in best_share.items()}
+    return shares, float(INFER_FINE_KERNEL_US[kernel]), float(INFER_FINE_HOST_US[host])
 
 
 def _fit_training(items: list[_Priced]) -> tuple[dict[str, float], dict[str, float]]:

@@ -149,9 +149,9 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
     """The fitted constants as `validate` reports them."""
     return {"gemm_share": {"ampere:bf16": c.gemm_efficiency_max, **c.gemm_efficiency_by_arch},
             "zero3_overlap": c.zero3_overlap, "tp_comm_overlap": c.tp_comm_overlap,
-            "decode_hbm_efficiency": dict(c.decode_hbm_efficiency_by_vendor),
+            "decode_hbm_measured": dict(c.decode_hbm_measured_by_vendor),
             "infer_gemm_share": dict(c.infer_gemm_efficiency_by_arch),
-            "decode_layer_overhead_us": dict(c.decode_layer_overhead_us_by_vendor),
+            "decode_kernel_us": c.decode_kernel_us, "decode_step_host_us": c.decode_step_host_us,
             "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us,
             "nvls_sync_us": (comm or comm_fit()).nvls_sync_us}
 

@@ -47,14 +47,20 @@ class ComputeConstants(BaseModel):
     gemm_half_gflop: float = Field(ge=0)
     hbm_efficiency: float = Field(gt=0, le=1)
     decode_hbm_efficiency: float = Field(gt=0, le=1)
-    decode_hbm_efficiency_by_vendor: dict[str, float] = {}
-    """GPU vendor (its serving stack) -> the share of HBM bandwidth decode reaches streaming weights and KV."""
+    decode_hbm_measured_by_vendor: dict[str, float] = {}
+    """GPU vendor -> the share of datasheet HBM bandwidth a decode step's GEMMs were measured to read their
+    weights at."""
     infer_gemm_efficiency_by_arch: dict[str, float] = {}
     """`arch:precision` -> the share of dense peak serving GEMMs (prefill, large-batch decode) reach."""
-    decode_layer_overhead_us: float = Field(default=0.0, ge=0)
-    decode_layer_overhead_us_by_vendor: dict[str, float] = {}
-    """Fixed time per transformer layer per forward pass of a serving engine (the small kernels between
-    the GEMMs: norms, rotary embedding, attention launch, residual adds), microseconds."""
+    decode_kernels_per_layer: int = Field(default=10, ge=1)
+    """Kernels one transformer layer launches in a serving engine's forward pass, all-reduces aside (two
+    norms, rotary embedding, KV-cache write, attention, activation and the four GEMMs)."""
+    decode_kernel_us: float = Field(default=0.0, ge=0)
+    """Time each of those kernels costs beyond its bytes and FLOPs under CUDA-graph replay (the dispatch gap
+    between graph nodes plus a small kernel's ramp and tail), microseconds."""
+    decode_step_host_us: float = Field(default=0.0, ge=0)
+    """Host time per engine step the GPU waits for (scheduling, sampling, detokenizing, streaming), when the
+    engine does not overlap it with the previous step, microseconds."""
     flash_attention_efficiency: float = Field(gt=0, le=1)
     layer_overhead_us: float = Field(ge=0)
     weight_bytes: float = Field(gt=0)
@@ -81,14 +87,14 @@ class ComputeConstants(BaseModel):
         return self.dense_clock_share_by_gpu.get(f"{family}:{fmt}", 1.0)
 
     def decode_hbm(self, vendor: str) -> float:
-        """Share of HBM bandwidth decode reaches on `vendor`'s GPUs and serving stack: the inference fit's
+        """Share of datasheet HBM bandwidth decode reads weights and KV at on `vendor`'s GPUs: the measured
         value, else `decode_hbm_efficiency` (the prior)."""
-        return self.decode_hbm_efficiency_by_vendor.get(vendor, self.decode_hbm_efficiency)
+        return self.decode_hbm_measured_by_vendor.get(vendor, self.decode_hbm_efficiency)
 
-    def serving_layer_overhead_us(self, vendor: str) -> float:
-        """Fixed serving time per layer per forward pass on `vendor`'s stack: the inference fit's value, else
-        `decode_layer_overhead_us` (the prior)."""
-        return self.decode_layer_overhead_us_by_vendor.get(vendor, self.decode_layer_overhead_us)
+    def forward_fixed_us(self, layers: int) -> float:
+        """Fixed time of one serving forward pass over `layers` layers, all-reduces aside: its kernels'
+        launch cost under CUDA-graph replay plus the engine's host time per step."""
+        return layers * self.decode_kernels_per_layer * self.decode_kernel_us + self.decode_step_host_us
 
     def infer_gemm_max(self, arch: str, precision: str) -> float:
         """Share of dense peak serving GEMMs reach on `arch` in `precision`: the inference fit's value, with

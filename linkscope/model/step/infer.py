@@ -12,12 +12,14 @@ too) follow from the same cycle. Decode-only speed (one token per decode step, n
 asked for explicitly (`prefill_interference=False`) and then holds for every figure.
 
 Every GEMM streams its weights while it computes (a roofline per kernel): a decode step's GEMMs take the
-longer of one weight read, at the decode share of HBM bandwidth, and their compute over the batch (the
-compute floor of a large batch); attention then reads the KV cache. Prefill is GEMM-bound over the tokens
-in flight unless one weight read takes longer (a short prompt). GEMMs run at the serving share of the
-generation's peak (`infer_gemm_max`); every forward pass pays a fixed time per layer for the small kernels
-between GEMMs (`serving_layer_overhead_us`) and two tensor-parallel all-reduces per layer priced by the
-collective model; prefill's carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K
+longer of one weight read, at the measured share of HBM bandwidth a decode GEMM reaches (`decode_hbm`), and
+their compute over the batch (the compute floor of a large batch); attention then reads the KV cache.
+Prefill is GEMM-bound over the tokens in flight unless one weight read takes longer (a short prompt). GEMMs
+run at the serving share of the generation's peak (`infer_gemm_max`). Every forward pass also pays its
+small kernels under CUDA-graph replay (the norms, rotary embedding, KV-cache write, attention and
+activation of each layer at `decode_kernel_us` each), the engine's host time per step
+(`decode_step_host_us`), and two tensor-parallel all-reduces per layer priced by the collective model at
+their small sizes; prefill's carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K
 prompt on 70B).
 """
 
@@ -212,8 +214,9 @@ def _ep_a2a_s(job: InferJob, tiers: CommTiers, gpus_per_node: int, tokens_per_re
 LINEAR_PROBE_TOKENS = 1024
 
 
-def _layer_overhead_s(job: InferJob, system: System) -> float:
-    return job.model.layers * compute_constants().serving_layer_overhead_us(system.node.gpu.vendor) * 1e-6
+def _forward_fixed_s(job: InferJob) -> float:
+    """Kernel launches of every layer (all stages run in turn) and the engine's host time: one forward pass."""
+    return compute_constants().forward_fixed_us(job.model.layers) * 1e-6
 
 
 @dataclass(frozen=True)
@@ -240,7 +243,7 @@ def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1
     a2a = float(_ep_a2a_s(job, tiers, system.node.gpus, np.asarray([tokens]), "normal")[0])
     serial = float(attention + logits + comm + a2a)
     # A short prompt cannot beat one read of the weights, however few FLOPs it has.
-    total = max(gemm, float(_weights_read_s(job, system, tokens))) + serial + _layer_overhead_s(job, system)
+    total = max(gemm, float(_weights_read_s(job, system, tokens))) + serial + _forward_fixed_s(job)
     return _Prefill(total_s=float(total), comm_s=float(comm), gemm_s=gemm, serial_s=serial)
 
 
@@ -251,7 +254,7 @@ class _Decode:
     kv_s: np.ndarray
     """Attention reading the KV cache: its own kernel, after the GEMMs, not hidden by them."""
     fixed_s: np.ndarray
-    """Per-layer overhead and TP all-reduces."""
+    """Kernel launches, host time per step and TP all-reduces."""
     comm_s: np.ndarray
     a2a_s: np.ndarray
     """Wide EP's dispatch and combine (all MoE layers)."""
@@ -269,7 +272,7 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     gemm = _gemms_s(job, system, batch) + logits  # all layers: the stages run one after another
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
     a2a = _ep_a2a_s(job, tiers, system.node.gpus, batch, "low-latency")
-    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_layer_overhead_s(job, system) + comm + a2a, comm_s=comm, a2a_s=a2a,
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_forward_fixed_s(job) + comm + a2a, comm_s=comm, a2a_s=a2a,
                    batch=np.asarray(batch, dtype=float))
 
 

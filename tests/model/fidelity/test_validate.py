@@ -21,8 +21,8 @@ from linkscope.model.fidelity.comm_fit import OVERHEAD_GRID_US, SYNC_GRID_US, Pr
 from linkscope.model.fidelity.fit import (
     FINE_MIX,
     FINE_SHARE,
-    INFER_FINE_HBM,
-    INFER_FINE_OVERHEAD_US,
+    INFER_FINE_HOST_US,
+    INFER_FINE_KERNEL_US,
     INFER_FINE_SHARE,
     PricedSet,
 )
@@ -30,18 +30,21 @@ from linkscope.model.fidelity.validate import Validation, packaged_validation, r
 
 # What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
 # Training rose from 7.0 when the 11 MLPerf LoRA entries (AMD's first training evidence) joined the joint fit.
-LOSO_MEDIAN_LIMIT_PCT = {"training": 7.5, "collectives": 6.3, "inference": 6.2}
+# Inference rose from 6.2 (LORO from 5.7) when the fixed per-layer cost fitted per vendor gave way to the
+# measured HBM share and kernel and host times fitted on every vendor together: MI300X no longer has a
+# share of its own (docs/model.md, "Decode's fixed costs").
+LOSO_MEDIAN_LIMIT_PCT = {"training": 7.5, "collectives": 6.3, "inference": 7.6}
 # Training rose from 5.2 with the LoRA entries: they are AMD's only training evidence, so every regime that
 # holds them (lora, long-context, memory-edge) is fitted without any CDNA3 training share and predicts the
 # MI300X/MI325X runs on the A100's, 36-55% too fast.
-LORO_MEDIAN_LIMIT_PCT = {"training": 7.2, "collectives": 18.1, "inference": 5.7}
+LORO_MEDIAN_LIMIT_PCT = {"training": 7.2, "collectives": 18.1, "inference": 6.4}
 LORA_LOSO_MEDIAN_LIMIT_PCT = 15.0
 """The fine-tuning target: median step-time error at most 15% on 8-GPU MLPerf-class LoRA runs."""
 SHARE_STEP = float(FINE_SHARE[1] - FINE_SHARE[0])
 MIX_STEP = float(FINE_MIX[1] - FINE_MIX[0])
-INFER_STEP = {"infer_gemm_efficiency_by_arch": float(INFER_FINE_SHARE[1] - INFER_FINE_SHARE[0]),
-              "decode_hbm_efficiency_by_vendor": float(INFER_FINE_HBM[1] - INFER_FINE_HBM[0]),
-              "decode_layer_overhead_us_by_vendor": float(INFER_FINE_OVERHEAD_US[1] - INFER_FINE_OVERHEAD_US[0])}
+INFER_SHARE_STEP = float(INFER_FINE_SHARE[1] - INFER_FINE_SHARE[0])
+INFER_STEP = {"decode_kernel_us": float(INFER_FINE_KERNEL_US[1] - INFER_FINE_KERNEL_US[0]),
+              "decode_step_host_us": float(INFER_FINE_HOST_US[1] - INFER_FINE_HOST_US[0])}
 
 
 @pytest.fixture(scope="module")
@@ -102,12 +105,11 @@ def test_packaged_constants_are_what_the_fitting_procedure_gives(db: HardwareDB)
         assert share == pytest.approx(packaged.gemm_efficiency_by_arch[key], abs=SHARE_STEP), key
     for name in ("zero3_overlap", "tp_comm_overlap"):
         assert getattr(fitted, name) == pytest.approx(getattr(packaged, name), abs=MIX_STEP), name
-    for name in ("infer_gemm_efficiency_by_arch", "decode_hbm_efficiency_by_vendor",
-                 "decode_layer_overhead_us_by_vendor"):
-        fitted_values, packaged_values = getattr(fitted, name), getattr(packaged, name)
-        assert set(fitted_values) == set(packaged_values), name
-        for key, value in fitted_values.items():
-            assert value == pytest.approx(packaged_values[key], abs=INFER_STEP[name]), (name, key)
+    assert set(fitted.infer_gemm_efficiency_by_arch) == set(packaged.infer_gemm_efficiency_by_arch)
+    for key, share in fitted.infer_gemm_efficiency_by_arch.items():
+        assert share == pytest.approx(packaged.infer_gemm_efficiency_by_arch[key], abs=INFER_SHARE_STEP), key
+    for name, step in INFER_STEP.items():
+        assert getattr(fitted, name) == pytest.approx(getattr(packaged, name), abs=step), name
 
 
 def test_packaged_comm_constant_is_what_the_fitting_procedure_gives(db: HardwareDB) -> None:
@@ -189,10 +191,13 @@ def test_inference_entries_need_a_batch_except_at_maximum_load() -> None:
         InferenceEntry(**common, metric="batch_latency_s")
 
 
-def test_each_vendor_fits_its_own_serving_stack(result: Validation) -> None:
+def test_serving_fixed_costs_are_one_physical_value_for_every_vendor(result: Validation) -> None:
+    # No per-vendor serving factor: the kernel and host times are fitted on every source together, inside
+    # their physical ranges, and the HBM share is measured.
     fitted = result.fitted
-    assert set(fitted["decode_hbm_efficiency"]) == {"nvidia", "amd"}
-    assert set(fitted["decode_layer_overhead_us"]) == {"nvidia", "amd"}
+    assert INFER_FINE_KERNEL_US[0] <= fitted["decode_kernel_us"] <= INFER_FINE_KERNEL_US[-1]
+    assert INFER_FINE_HOST_US[0] <= fitted["decode_step_host_us"] <= INFER_FINE_HOST_US[-1]
+    assert fitted["decode_hbm_measured"] == {"nvidia": pytest.approx(0.83)}
 
 
 def test_a_regime_left_out_is_predicted_from_the_others(result: Validation, db: HardwareDB) -> None:

@@ -192,7 +192,25 @@ def test_serving_constants_fall_back_to_training_and_prior_values() -> None:
     assert c.infer_gemm_max("volta", "bf16") == c.gemm_max("volta", "bf16")  # no serving chain: training's
     assert c.infer_gemm_max("hopper", "fp8") == c.infer_gemm_efficiency_by_arch["hopper:fp8"]
     assert c.decode_hbm("cpu") == c.decode_hbm_efficiency
-    assert c.serving_layer_overhead_us("cpu") == c.decode_layer_overhead_us
+    assert c.decode_hbm("nvidia") == c.decode_hbm_measured_by_vendor["nvidia"]
+
+
+def test_batch_one_decode_is_the_weight_read_plus_kernels_host_and_all_reduces(db) -> None:
+    # Llama-3.1-70B FP8 on one H200: the step is one read of 70.6 GB at the measured share of 4.8 TB/s, plus
+    # the layers' small kernels under CUDA-graph replay, the host's time per step and the KV read; no other
+    # fixed cost. At TP 2 each GPU reads half and adds two all-reduces per layer, priced by the collective model.
+    c = compute_constants()
+    model = model_presets()["llama3.1-70b"]
+    system = db.systems["hgx-h200"]
+    weights_s = model.total_params() / (4.8e12 * c.decode_hbm("nvidia"))
+    fixed_s = c.forward_fixed_us(model.layers) * 1e-6
+    one = InferJob(model=model, tp=1, pp=1, input_tokens=128, output_tokens=128, precision="fp8")
+    step = estimate_inference(one, system, np.asarray([1]), prefill_interference=False).decode_step_s[0]
+    assert weights_s + fixed_s < step < (weights_s + fixed_s) * 1.05
+    two = estimate_inference(replace(one, tp=2), system, np.asarray([1]), prefill_interference=False)
+    comm_s = two.tp_comm_decode_s[0]
+    assert comm_s > 0
+    assert weights_s / 2 + fixed_s + comm_s < two.decode_step_s[0] < (weights_s / 2 + fixed_s + comm_s) * 1.05
 
 
 def test_a_fixed_batch_latency_is_one_batched_prefill_and_the_decode_steps(db) -> None:
