@@ -23,7 +23,7 @@ from linkscope.model.step.compute import (ComputeConstants, compute_constants, g
 from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step import peft as lora
-from linkscope.model.step.memory import memory_gib_per_gpu, trainable_groups
+from linkscope.model.step.memory import memory_gib_per_gpu, trainable_groups, weight_replicas
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
@@ -361,16 +361,16 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     costs a share (1 - zero3_overlap) of itself: the gathers run on SMs and HBM the layer's kernels share."""
     lay, c, m = ctx.lay, ctx.c, ctx.model
     layer_params = m.layer_params() / lay.tp
-    stride = lay.tp * lay.cp
+    replicas, stride = weight_replicas(lay), lay.tp
     peft = ctx.job.peft
     # Under PEFT the frozen base is still gathered (in its stored format), but only adapter gradients reduce.
     weight_bytes = c.weight_bytes if peft is None else lora.base_bytes_per_param(peft)
     grad_params = layer_params if peft is None else lora.adapter_params_per_layer(m, peft) / lay.tp
-    ag = _coll(ctx, "all_gather", layer_params * weight_bytes, lay.dp, stride)
-    rs = _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes, lay.dp, stride)
+    ag = _coll(ctx, "all_gather", layer_params * weight_bytes, replicas, stride)
+    rs = _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes, replicas, stride)
     per_layer = _overlapped(ag, lt.fwd_compute, c.zero3_overlap) + _overlapped(ag + rs, lt.bwd_compute,
                                                                                c.zero3_overlap)
-    return np.where((lay.zero >= 3) & (lay.dp > 1), per_layer * layers * m_count, 0.0)
+    return np.where((lay.zero >= 3) & (replicas > 1), per_layer * layers * m_count, 0.0)
 
 
 def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np.ndarray:

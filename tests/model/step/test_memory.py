@@ -1,0 +1,69 @@
+"""Memory per GPU at the edge: what ZeRO shards over, which stage is busiest, FP8's saved inputs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from linkscope.model.step.compute import compute_constants
+from linkscope.model.step.job import Job
+from linkscope.model.step.layout import single_layout
+from linkscope.model.step.memory import GIB, activation_bytes_per_token, memory_gib_per_gpu
+from linkscope.model.step.transformer import model_presets
+
+
+def _job(model: str, batch: int, seq_len: int = 8192, precision: str = "bf16") -> Job:
+    return Job(model=model_presets()[model], global_batch=batch, seq_len=seq_len, precision=precision)
+
+
+def test_context_parallel_ranks_share_the_sharded_optimizer() -> None:
+    # Context-parallel ranks hold the same weights, so the distributed optimizer shards over dp x cp: at the same
+    # tokens per GPU, cp 2 x dp 4 holds the optimizer shard of dp 8.
+    job, c = _job("llama3-8b", 128), compute_constants()
+    cp2 = memory_gib_per_gpu(job, None, single_layout(tp=1, pp=1, dp=4, cp=2, mb=1, zero=1))[0]
+    no_cp = memory_gib_per_gpu(job, None, single_layout(tp=1, pp=1, dp=4, cp=1, mb=1, zero=1))[0]
+    m = job.model
+    params = m.layers * m.layer_params() + 2 * m.embedding_params()
+    optimizer_saved_gib = params * c.optimizer_bytes * (1 / 4 - 1 / 8) / GIB
+    activations_saved_gib = no_cp - cp2 - optimizer_saved_gib
+    # What is left is the halved activations and logits of the shorter local sequence.
+    assert activations_saved_gib > 0
+    assert no_cp - cp2 == pytest.approx(optimizer_saved_gib + activations_saved_gib)
+    assert optimizer_saved_gib > 5.0
+
+
+def test_the_first_stage_is_busiest_and_the_logits_stay_on_the_last() -> None:
+    # With 8 stages the first holds 8 micro-batches in flight, the last one plus the logits: the peak is the
+    # first stage's state and activations, without the last stage's logits.
+    from linkscope.model.step.memory import _in_flight_layers_bytes, _logits_bytes, _state_bytes
+    job = _job("llama2-70b", 64, seq_len=4096)
+    lay = single_layout(tp=8, pp=8, dp=1, mb=1, zero=0, sp=True)
+    per_token = activation_bytes_per_token(job, lay)
+    first = float(_in_flight_layers_bytes(job, lay, per_token)[0])
+    last = float(_in_flight_layers_bytes(job, lay, per_token, last_stage=True)[0] + _logits_bytes(job, lay)[0])
+    assert first > last
+    state = float(_state_bytes(job, lay)[0])
+    assert float(memory_gib_per_gpu(job, None, lay)[0]) == pytest.approx((state + first) / GIB)
+    # Without pipelining one GPU holds both, logits included.
+    flat = single_layout(tp=8, pp=1, dp=1, mb=1, zero=0, sp=True)
+    one_stage = float(memory_gib_per_gpu(job, None, flat)[0]) * GIB
+    assert one_stage > float(_state_bytes(job, flat)[0]) + float(_in_flight_layers_bytes(job, flat, per_token)[0]) \
+        + float(_logits_bytes(job, flat)[0])
+
+
+def test_fp8_linears_keep_their_inputs_in_one_byte() -> None:
+    bf16, fp8 = _job("llama3-70b", 64), _job("llama3-70b", 64, precision="fp8")
+    lay = single_layout(tp=8, pp=1, dp=1, mb=1, sp=True)
+    m = bf16.model
+    saved = float(activation_bytes_per_token(bf16, lay)[0] - activation_bytes_per_token(fp8, lay)[0])
+    # The two norms' outputs (h each), FC2's input (the MLP width) less the projection's FP8 copy (h), / tp.
+    assert saved == pytest.approx((2 * m.hidden + m.mean_ffn_width() - m.hidden) / 8)
+
+
+def test_fp8_does_not_change_a_lora_base_activations() -> None:
+    from linkscope.model.step.peft import Peft
+    job = _job("llama3-8b", 8, precision="fp8")
+    lora = replace(job, peft=Peft(rank=16))
+    lay = single_layout(tp=1, pp=1, dp=8, mb=1)
+    assert activation_bytes_per_token(lora, lay)[0] > activation_bytes_per_token(job, lay)[0]
