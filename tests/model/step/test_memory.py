@@ -67,3 +67,23 @@ def test_fp8_does_not_change_a_lora_base_activations() -> None:
     lora = replace(job, peft=Peft(rank=16))
     lay = single_layout(tp=1, pp=1, dp=8, mb=1)
     assert activation_bytes_per_token(lora, lay)[0] > activation_bytes_per_token(job, lay)[0]
+
+
+def test_when_nothing_fits_the_fallback_keeps_the_fastest_schedule_and_says_what_does_not_fit() -> None:
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.step.predict import predict_train
+    from linkscope.model.step.search import LayoutRequest
+
+    system = load_db(include_user=False).systems["dgx-h100"]
+    job = _job("llama3.1-405b", 64)
+    fixed = LayoutRequest(tp=8, pp=1, interleave=1, micro_batch=1)
+    p = predict_train(job, system, fixed)
+    assert not p.fits and p.least_memory_gib_per_gpu is not None
+    # The shown layout is the fastest of those given; the least-memory one is only named.
+    assert p.least_memory_gib_per_gpu <= p.memory_gib_per_gpu
+    assert p.flags[0].startswith("no layout fits in memory: showing the fastest")
+    assert f"{p.least_memory_gib_per_gpu:.1f} GiB per GPU" in p.flags[0]
+    assert any(f.startswith("does not fit:") and "usable" in f for f in p.flags)
+    # A value the user gave is kept: recomputation given as none stays none.
+    kept = predict_train(job, system, LayoutRequest(tp=8, pp=1, micro_batch=1, recompute="none"))
+    assert kept.parallelism.recompute == "none" and not kept.fits
