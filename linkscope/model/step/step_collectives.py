@@ -18,7 +18,7 @@ from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.job import Job
 from linkscope.model.step import peft as lora
-from linkscope.model.step.train import BF16_BYTES
+from linkscope.model.step.train import BF16_BYTES, zero3_collectives
 
 REFERENCE_BYTES = 64 * 2**20
 
@@ -64,9 +64,11 @@ def step_items(job: Job, layout: Layout) -> CommItems:
                     ("all_gather", params * c.weight_bytes, 1)]
     if layout.zero >= 3:
         # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
-        # gradients reduce-scattered, every micro-batch.
-        dp_items = [("all_gather", shard * weight_bytes, 2 * per_layer),
-                    ("reduce_scatter", grad_shard * c.grad_bytes, per_layer)]
+        # gradients reduce-scattered, every micro-batch, in as many collectives per layer as the framework
+        # issues (one for FSDP's flat unit, one per weight matrix for DeepSpeed).
+        k = zero3_collectives(job)
+        dp_items = [("all_gather", shard * weight_bytes / k, 2 * k * per_layer),
+                    ("reduce_scatter", grad_shard * c.grad_bytes / k, k * per_layer)]
     moe_layers = layers * m.moe_layers / m.layers
     ep_bytes = tokens / tp * m.topk * m.hidden * BF16_BYTES
     ep_items = [("all_to_all", ep_bytes, 4 * moe_layers * microbatches)] if m.is_moe and layout.ep > 1 else []

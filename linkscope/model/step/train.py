@@ -355,10 +355,30 @@ def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     return grads, gather
 
 
+ZERO3_GATHERS_PER_LAYER = {"fsdp": 1, "megatron": 1}
+"""All-gathers (and gradient reduce-scatters) per layer and pass of a ZeRO-3 framework: PyTorch FSDP and
+Megatron-FSDP flatten each transformer block into one unit, so one collective carries the whole layer. DeepSpeed
+ZeRO-3 gathers parameter by parameter (each weight matrix of the layer is its own all-gather: QKV, the
+projection and the MLP's matrices; norms and biases below `stage3_param_persistence_threshold` stay whole on
+every rank), so each pays the collective's latency; `zero3_collectives` counts them from the model."""
+
+
+def zero3_collectives(job: Job) -> int:
+    """Collectives one layer's ZeRO-3 gather (and gradient reduce-scatter) splits into under the job's
+    framework (one for an MoE model, whose expert weights are grouped differently)."""
+    framework = framework_for(job.framework, 3)
+    if framework in ZERO3_GATHERS_PER_LAYER or job.model.is_moe:
+        return ZERO3_GATHERS_PER_LAYER.get(framework, 1)
+    return 2 + job.model.ffn_matrices
+
+
 def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray) -> np.ndarray:
-    """ZeRO-3 / FSDP gathers each layer's weights in forward and backward and reduce-scatters its gradients
-    every micro-batch, prefetching so that what outlasts the layer's compute shows, and the overlapped part
-    costs a share (1 - zero3_overlap) of itself: the gathers run on SMs and HBM the layer's kernels share."""
+    """ZeRO-3 / FSDP gathers each layer's weights in forward and again in backward and reduce-scatters its
+    gradients, every micro-batch (the sharded gradients cannot accumulate locally). Prefetching keeps one layer
+    ahead, so per layer what outlasts that layer's compute shows, and the overlapped part costs a share
+    (1 - zero3_overlap) of itself: the collectives' kernels take SMs and HBM from the layer's own. At each end
+    nothing hides them: the first layer's gather precedes any forward compute, and the last reduce-scatter of
+    a backward pass runs after its compute has finished."""
     lay, c, m = ctx.lay, ctx.c, ctx.model
     layer_params = m.layer_params() / lay.tp
     replicas, stride = weight_replicas(lay), lay.tp
@@ -366,11 +386,15 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     # Under PEFT the frozen base is still gathered (in its stored format), but only adapter gradients reduce.
     weight_bytes = c.weight_bytes if peft is None else lora.base_bytes_per_param(peft)
     grad_params = layer_params if peft is None else lora.adapter_params_per_layer(m, peft) / lay.tp
-    ag = _coll(ctx, "all_gather", layer_params * weight_bytes, replicas, stride)
-    rs = _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes, replicas, stride)
-    per_layer = _overlapped(ag, lt.fwd_compute, c.zero3_overlap) + _overlapped(ag + rs, lt.bwd_compute,
-                                                                               c.zero3_overlap)
-    return np.where((lay.zero >= 3) & (replicas > 1), per_layer * layers * m_count, 0.0)
+    # Each collective of the layer carries its share of the bytes and pays the collective's own latency.
+    k = zero3_collectives(ctx.job)
+    ag = k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, stride)
+    rs = k * _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes / k, replicas, stride)
+    fwd = _overlapped(ag, lt.fwd_compute, c.zero3_overlap)
+    bwd = _overlapped(ag + rs, lt.bwd_compute, c.zero3_overlap)
+    ends = (ag - fwd) + np.minimum(rs, bwd)
+    per_micro_batch = (fwd + bwd) * layers + ends
+    return np.where((lay.zero >= 3) & (replicas > 1), per_micro_batch * m_count, 0.0)
 
 
 def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np.ndarray:

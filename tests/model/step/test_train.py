@@ -296,3 +296,35 @@ def test_dropless_imbalance_slows_the_step_against_forced_balance(db) -> None:
     skewed = estimate_steps(_job("mixtral-8x7b", 256, 4096, moe_imbalance=1.3), system, layout)
     assert float(skewed.ep_comm_exposed_s[0]) > float(balanced.ep_comm_exposed_s[0])
     assert float(skewed.compute_s[0]) > float(balanced.compute_s[0])
+
+
+def test_zero3_gathers_per_weight_under_deepspeed_pay_latency_that_grows_with_nodes(db) -> None:
+    # DeepSpeed gathers each weight matrix on its own, FSDP one flat unit per layer: the same bytes, more
+    # collectives, each with the ring's latency, which grows with the nodes the data-parallel group spans.
+    from dataclasses import replace
+
+    from linkscope.model.step.train import zero3_collectives
+
+    def dp_share(framework: str, gpus: int) -> float:
+        job = replace(_job("gpt3-175b", gpus, 2048), framework=framework)
+        lay = single_layout(tp=1, pp=1, dp=gpus, mb=1, recompute="full", zero=3)
+        est = estimate_steps(job, db.systems["dgx-a100"].with_gpus(gpus), lay)
+        return float(est.dp_comm_exposed_s[0] / est.step_time_s[0])
+
+    assert zero3_collectives(replace(_job("gpt3-175b", 8), framework="deepspeed")) == 4
+    assert zero3_collectives(_job("gpt3-175b", 8)) == 1
+    assert dp_share("deepspeed", 384) > dp_share("fsdp", 384)
+    assert dp_share("deepspeed", 2048) > dp_share("deepspeed", 512) > dp_share("deepspeed", 128)
+
+
+def test_zero3_first_gather_and_last_reduce_scatter_always_show(db) -> None:
+    # Even with every overlapped collective hidden, nothing precedes the first layer's gather in forward and
+    # nothing follows the last reduce-scatter in backward.
+    from linkscope.model.step.compute import compute_constants, constants_override
+
+    job = _job("llama2-7b", 64, 4096)
+    system = db.systems["dgx-h100"].with_gpus(16)
+    lay = single_layout(tp=1, pp=1, dp=16, mb=4, recompute="full", zero=3)
+    with constants_override(compute_constants().model_copy(update={"zero3_overlap": 1.0})):
+        est = estimate_steps(job, system, lay)
+    assert float(est.dp_comm_exposed_s[0]) > 0.0
