@@ -130,8 +130,9 @@ def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
     if stages is not None and req.zero is not None and req.zero not in stages:
         raise UserError(f"{job.framework} does not run ZeRO stage {req.zero} (it runs "
                         f"{', '.join(map(str, stages))})", field="framework")
+    # The deepest stage holds ceil(layers / pp) layers (the first and last may hold fewer); its chunks are equal.
     if req.interleave is not None and req.pp is not None and req.interleave > 1 and \
-            (m.layers % (req.pp * req.interleave)):
+            (-(-m.layers // req.pp) % req.interleave):
         raise UserError(f"{req.interleave}: {m.layers} layers do not split into "
                         f"{req.pp} x {req.interleave} chunks", field="interleave")
 
@@ -217,7 +218,7 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         memory_gib_available=usable_memory_gib(system.node.gpu),
         fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
         bottleneck=bottleneck_sentence(breakdown, step), flags=flags,
-        layouts_evaluated=result.evaluated, framework=framework_for(job.framework, row.zero),
+        layouts_evaluated=result.evaluated, framework=framework_for(job.framework, row.zero, row.pp),
         framework_given=job.framework != "auto",
         step_time_s_range=list(time_range(step, "training", system)),
         tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system)),

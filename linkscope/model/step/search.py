@@ -99,7 +99,9 @@ def _inner(job: Job, pp: int, dp: int, req: LayoutRequest) -> list[tuple[int, in
         return []
     local = job.global_batch // dp
     mbs = [req.micro_batch] if req.micro_batch else [b for b in divisors(local) if b <= MAX_MICRO_BATCH]
-    layers = job.model.layers // pp if job.model.layers % pp == 0 else 0
+    # Stages of uneven depth (layers not a multiple of pp: the first and last stages hold fewer, as Megatron-Core's
+    # pipeline layout and its embedding/loss-in-split options place them) interleave chunks of the full stages.
+    layers = -(-job.model.layers // pp)
     if req.interleave:
         vs = [req.interleave]
     else:

@@ -409,13 +409,14 @@ def _optimizer_s(ctx: _Ctx) -> np.ndarray:
     return memory_time_s(shard * c.optimizer_traffic_bytes, ctx.system.node.gpu, c)
 
 
-def dp_overlap_of(job: Job, zero: np.ndarray) -> np.ndarray:
+def dp_overlap_of(job: Job, zero: np.ndarray, pp: np.ndarray | int = 1) -> np.ndarray:
     """Per layout, whether gradient reduction overlaps backward: the job's choice, else its framework's
-    default for the layout's ZeRO stage."""
+    default for the layout's ZeRO stage and pipeline depth."""
     if job.dp_overlap is not None:
         return np.full(np.shape(zero), job.dp_overlap)
-    by_stage = np.asarray([FRAMEWORK_DP_OVERLAP[framework_for(job.framework, stage)] for stage in range(4)])
-    return by_stage[np.asarray(zero, dtype=int)]
+    table = np.asarray([[FRAMEWORK_DP_OVERLAP[framework_for(job.framework, stage, pipelined)]
+                         for pipelined in (1, 2)] for stage in range(4)])
+    return table[np.asarray(zero, dtype=int), (np.asarray(pp) > 1).astype(int)]
 
 
 def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray,
@@ -425,7 +426,7 @@ def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.nd
     # bucket (the first layers' gradients) is only ready when backward ends: it always shows. The parameter
     # all-gather of a sharded optimizer overlaps the next step's first forward.
     last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_trainable(ctx), 1.0))
-    overlap = dp_overlap_of(ctx.job, ctx.lay.zero)
+    overlap = dp_overlap_of(ctx.job, ctx.lay.zero, ctx.lay.pp)
     grads = np.where(overlap, np.maximum(grads - stage_bwd, grads * last_bucket), grads)
     gather = np.where(overlap, np.maximum(gather - stage_fwd, gather * last_bucket), gather)
     # ZeRO-2 keeps only its shard of the gradients, so it cannot sum micro-batches locally: every backward

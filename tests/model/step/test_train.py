@@ -328,3 +328,23 @@ def test_zero3_first_gather_and_last_reduce_scatter_always_show(db) -> None:
     with constants_override(compute_constants().model_copy(update={"zero3_overlap": 1.0})):
         est = estimate_steps(job, system, lay)
     assert float(est.dp_comm_exposed_s[0]) > 0.0
+
+
+def test_pipelined_zero2_runs_under_fsdp_not_deepspeed() -> None:
+    # DeepSpeed's pipeline engine takes ZeRO stages 0 and 1 only; a pipelined ZeRO-2 layout is FSDP's, whose
+    # reduce-scatters overlap backward.
+    from linkscope.model.step.job import framework_for
+    from linkscope.model.step.train import dp_overlap_of
+
+    assert framework_for("auto", 2) == "deepspeed" and framework_for("auto", 2, pp=4) == "fsdp"
+    assert framework_for("deepspeed", 2, pp=4) == "deepspeed"
+    job = _job("llama2-70b", 64)
+    assert dp_overlap_of(job, np.asarray([2, 2]), np.asarray([1, 4])).tolist() == [False, True]
+
+
+def test_uneven_pipeline_stages_still_interleave(db) -> None:
+    # 126 layers on 16 stages: the deepest holds 8, in chunks of 1, 2 or 4 layers (the first and last hold fewer).
+    job = _job("llama3.1-405b", 2048, 8192)
+    system = db.systems["dgx-h100"].with_gpus(8192)
+    p = predict_train(job, system, LayoutRequest(tp=8, pp=16, interleave=8, micro_batch=1, recompute="none"))
+    assert p.parallelism.interleave == 8 and p.parallelism.pp == 16
