@@ -73,20 +73,38 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     return per_token + np.where(selective_or_full, 0.0, scores)
 
 
-def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray, last_stage: bool = False) -> np.ndarray:
-    """Activations the first (or the last) pipeline stage holds at its peak."""
+def _stage_layers(job: Job, lay: Layouts, stage: str) -> np.ndarray:
+    """Layers pipeline stage `stage` (first, second or last) holds. Where the layers do not fill the stages
+    evenly, the short stages are the first and the last (Megatron-Core's pipeline layout and its options to
+    count the embedding and the loss as layers place them there: 126 layers on 16 stages run 7 + 14 x 8 + 7),
+    since the first holds the most micro-batches and the last the output layer."""
+    full = np.ceil(job.model.layers / lay.pp)
+    short = full * lay.pp - job.model.layers
+    if stage == "first":
+        return full - np.where((lay.pp > 1) & (short >= 1), 1, 0)
+    if stage == "last":
+        return full - np.where((lay.pp > 1) & (short >= 2), 1, 0)
+    return full
+
+
+def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray, stage: str = "first") -> np.ndarray:
+    """Activations pipeline stage `stage` (first, second or last) holds at its peak."""
     m = job.model
     tokens = lay.mb * job.seq_len / lay.cp
-    layers = np.ceil(m.layers / lay.pp)
+    layers = _stage_layers(job, lay, stage)
     microbatches = job.global_batch / (lay.dp * lay.mb)
-    if last_stage:
+    rank = {"first": 0, "second": 1}.get(stage)
+    if rank is None:
         # The last stage runs each micro-batch's backward right after its forward: one in flight; interleaved,
         # Megatron's warm-up leaves (v-1) p + 1 chunks of layers / v in flight on it.
         in_flight = np.where(lay.v > 1, ((lay.v - 1) * lay.pp + 1) / lay.v, 1.0)
     else:
-        # 1F1B keeps p micro-batches in flight on the first stage; interleaving adds (p-1)/(p v) of that.
-        interleave = np.where(lay.v > 1, 1 + (lay.pp - 1) / (lay.pp * lay.v), 1.0)
-        in_flight = np.minimum(lay.pp, microbatches) * interleave
+        # 1F1B keeps p - r micro-batches in flight on stage r; interleaved, Megatron's warm-up runs
+        # 2 (p - r - 1) + (v - 1) p chunks of layers / v before the first backward (1 + (p-1)/(p v) times p on
+        # the first stage).
+        plain = np.minimum(np.maximum(lay.pp - rank, 1), microbatches)
+        chunks = (2 * np.maximum(lay.pp - rank - 1, 0) + (lay.v - 1) * lay.pp + 1) / (lay.v * lay.pp)
+        in_flight = np.where(lay.v > 1, np.minimum(lay.pp, microbatches) * chunks, plain)
     full = lay.recompute == 2
     checkpoint = 2.0 * m.hidden / np.where(lay.sp, lay.tp, 1)
     stored = np.where(full, checkpoint, per_token) * tokens * layers * in_flight
@@ -161,12 +179,14 @@ def _second_embedding_bytes(job: Job, lay: Layouts) -> np.ndarray:
 
 
 def memory_gib_per_gpu(job: Job, system: System | None, lay: Layouts) -> np.ndarray:
-    """Peak memory of the busiest GPU, GiB: the first pipeline stage (input embedding, the most micro-batches in
-    flight) or the last (output layer, logits, fewer in flight), both on one GPU without pipelining. The System
+    """Peak memory of the busiest GPU, GiB: the first pipeline stages (input embedding, the most micro-batches in
+    flight; the second where the first is short) or the last (output layer, logits, fewer in flight), all on one
+    GPU without pipelining. The System
     is not consulted: memory depends on the job and the layout only."""
     per_token = activation_bytes_per_token(job, lay)
     state = _state_bytes(job, lay) + _second_embedding_bytes(job, lay)
-    first = _in_flight_layers_bytes(job, lay, per_token)
-    last = _in_flight_layers_bytes(job, lay, per_token, last_stage=True) + _logits_bytes(job, lay)
+    first = np.maximum(_in_flight_layers_bytes(job, lay, per_token),
+                       np.where(lay.pp > 1, _in_flight_layers_bytes(job, lay, per_token, "second"), 0.0))
+    last = _in_flight_layers_bytes(job, lay, per_token, "last") + _logits_bytes(job, lay)
     activations = np.where(lay.pp == 1, first + _logits_bytes(job, lay), np.maximum(first, last))
     return (state + activations) / GIB

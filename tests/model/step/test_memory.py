@@ -41,7 +41,7 @@ def test_the_first_stage_is_busiest_and_the_logits_stay_on_the_last() -> None:
     lay = single_layout(tp=8, pp=8, dp=1, mb=1, zero=0, sp=True)
     per_token = activation_bytes_per_token(job, lay)
     first = float(_in_flight_layers_bytes(job, lay, per_token)[0])
-    last = float(_in_flight_layers_bytes(job, lay, per_token, last_stage=True)[0] + _logits_bytes(job, lay)[0])
+    last = float(_in_flight_layers_bytes(job, lay, per_token, "last")[0] + _logits_bytes(job, lay)[0])
     assert first > last
     state = float(_state_bytes(job, lay)[0])
     assert float(memory_gib_per_gpu(job, None, lay)[0]) == pytest.approx((state + first) / GIB)
@@ -87,3 +87,16 @@ def test_when_nothing_fits_the_fallback_keeps_the_fastest_schedule_and_says_what
     # A value the user gave is kept: recomputation given as none stays none.
     kept = predict_train(job, system, LayoutRequest(tp=8, pp=1, micro_batch=1, recompute="none"))
     assert kept.parallelism.recompute == "none" and not kept.fits
+
+
+def test_short_pipeline_stages_are_the_first_and_the_last() -> None:
+    # 126 layers on 16 stages: 7 + 14 x 8 + 7. The second stage (8 layers, 15 micro-batches in flight) then
+    # holds more than the first (7 layers, 16 in flight).
+    from linkscope.model.step.memory import _in_flight_layers_bytes, _stage_layers
+    job = _job("llama3.1-405b", 2048)
+    lay = single_layout(tp=8, pp=16, dp=64, mb=1, sp=True)
+    assert [float(_stage_layers(job, lay, s)[0]) for s in ("first", "second", "last")] == [7.0, 8.0, 7.0]
+    per_token = activation_bytes_per_token(job, lay)
+    first = float(_in_flight_layers_bytes(job, lay, per_token, "first")[0])
+    second = float(_in_flight_layers_bytes(job, lay, per_token, "second")[0])
+    assert second / first == pytest.approx((8 * 15) / (7 * 16))
