@@ -4,7 +4,8 @@ Megatron-LM with sequence parallelism: per layer and micro-batch 6 all-gathers a
 (an all-reduce pair without sequence parallelism; full recomputation replays the forward's), 2 x interleave
 send/recvs per micro-batch for PP, one gradient reduction per step for DP (reduce-scatter + all-gather with a
 distributed optimizer; ZeRO-2 reduce-scatters every micro-batch), or with ZeRO-3 two weight gathers and one
-gradient reduce-scatter per layer and micro-batch; for an MoE model one dispatch and one combine per MoE layer
+gradient reduce-scatter per layer and micro-batch, each split into the collectives the framework issues (one
+per layer for FSDP, one per weight matrix for DeepSpeed); for an MoE model one dispatch and one combine per MoE layer
 and micro-batch in forward and the same again in backward (listed as all-to-alls of the tokens' topk copies; the
 step model times them with the MoE model, model/comm/moe.py). `plan` prices each list on the ranks a placement
 gives the group; a test checks that the TP list priced on Megatron's order is the step model's own TP time.
