@@ -185,8 +185,10 @@ def memory_gib_per_gpu(job: Job, system: System | None, lay: Layouts) -> np.ndar
     is not consulted: memory depends on the job and the layout only."""
     per_token = activation_bytes_per_token(job, lay)
     state = _state_bytes(job, lay) + _second_embedding_bytes(job, lay)
-    first = np.maximum(_in_flight_layers_bytes(job, lay, per_token),
-                       np.where(lay.pp > 1, _in_flight_layers_bytes(job, lay, per_token, "second"), 0.0))
+    first = _in_flight_layers_bytes(job, lay, per_token)
+    if np.any((lay.pp > 1) & (job.model.layers % lay.pp > 0)):
+        # The second stage can only outweigh a first stage that is short.
+        first = np.maximum(first, np.where(lay.pp > 1, _in_flight_layers_bytes(job, lay, per_token, "second"), 0.0))
     last = _in_flight_layers_bytes(job, lay, per_token, "last") + _logits_bytes(job, lay)
     activations = np.where(lay.pp == 1, first + _logits_bytes(job, lay), np.maximum(first, last))
     return (state + activations) / GIB

@@ -382,6 +382,8 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     lay, c, m = ctx.lay, ctx.c, ctx.model
     layer_params = m.layer_params() / lay.tp
     replicas, stride = weight_replicas(lay), lay.tp
+    if not np.any((lay.zero >= 3) & (replicas > 1)):
+        return np.zeros(len(lay))
     peft = ctx.job.peft
     # Under PEFT the frozen base is still gathered (in its stored format), but only adapter gradients reduce.
     weight_bytes = c.weight_bytes if peft is None else lora.base_bytes_per_param(peft)
