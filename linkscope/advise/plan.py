@@ -79,7 +79,7 @@ class PlanResult:
         job = self.request.job
         if job is None or self.layout is None:
             return None
-        return framework_for(job.framework, self.layout.zero)
+        return framework_for(job.framework, self.layout.zero, self.layout.pp)
 
     def rails(self) -> dict[str, tuple[int, int]]:
         """(cross-node pipeline pairs, of them on the same rail) for both placements."""

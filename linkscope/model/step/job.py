@@ -64,9 +64,13 @@ backward, DeepSpeed's `overlap_comm` defaults to false (true only for stage 3, w
 of the step model applies)."""
 
 
-def framework_for(framework: str, zero: int) -> str:
-    """The framework a layout of ZeRO stage `zero` runs under: the one given, or under `auto` the usual one for
-    the stage (Megatron-style for 0 and 1, DeepSpeed for 2, which Megatron does not have, FSDP for 3)."""
+def framework_for(framework: str, zero: int, pp: int = 1) -> str:
+    """The framework a layout of ZeRO stage `zero` and `pp` pipeline stages runs under: the one given, or under
+    `auto` the usual one for the stage (Megatron-style for 0 and 1, DeepSpeed for 2, which Megatron does not
+    have, FSDP for 3). DeepSpeed's pipeline engine runs ZeRO stages 0 and 1 only, so a pipelined ZeRO-2 layout
+    is FSDP's (gradients sharded beside pipeline stages, as torchtitan composes them)."""
     if framework != "auto":
         return framework
+    if zero == 2 and pp > 1:
+        return "fsdp"
     return {2: "deepspeed", 3: "fsdp"}.get(zero, "megatron")

@@ -92,6 +92,8 @@ class TrainPrediction:
     """The LoRA settings of a fine-tune (None: full training)."""
     trainable_params: int = 0
     frozen_params: int = 0
+    least_memory_gib_per_gpu: float | None = None
+    """When no layout fits: the least memory per GPU any layout with the values given needs."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -128,8 +130,9 @@ def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
     if stages is not None and req.zero is not None and req.zero not in stages:
         raise UserError(f"{job.framework} does not run ZeRO stage {req.zero} (it runs "
                         f"{', '.join(map(str, stages))})", field="framework")
+    # The deepest stage holds ceil(layers / pp) layers (the first and last may hold fewer); its chunks are equal.
     if req.interleave is not None and req.pp is not None and req.interleave > 1 and \
-            (m.layers % (req.pp * req.interleave)):
+            (-(-m.layers // req.pp) % req.interleave):
         raise UserError(f"{req.interleave}: {m.layers} layers do not split into "
                         f"{req.pp} x {req.interleave} chunks", field="interleave")
 
@@ -158,7 +161,8 @@ def _flags(job: Job, system: System, row: Layout, est: StepEstimate, i: int) -> 
         flags.append(f"tensor parallelism ({row.tp}) spans nodes: every layer's collectives cross the network")
     if not bool(est.fits[i]):
         flags.append(f"does not fit: {est.memory_gib_per_gpu[i]:.1f} GiB per GPU needed, "
-                     f"{system.node.gpu.memory_gib:g} GiB on a {system.node.gpu.id}")
+                     f"{usable_memory_gib(system.node.gpu):.1f} GiB usable of {system.node.gpu.memory_gib:g} on a "
+                     f"{system.node.gpu.id}")
     if est.microbatches[i] < row.pp:
         flags.append(f"{est.microbatches[i]:g} micro-batches for {row.pp} pipeline stages: the bubble dominates")
     if row.tp * row.cp * row.dp < per_node and row.pp > 1 and system.nodes > 1:
@@ -214,7 +218,7 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         memory_gib_available=usable_memory_gib(system.node.gpu),
         fits=bool(est.fits[i]), breakdown=breakdown, parallelism=row,
         bottleneck=bottleneck_sentence(breakdown, step), flags=flags,
-        layouts_evaluated=result.evaluated, framework=framework_for(job.framework, row.zero),
+        layouts_evaluated=result.evaluated, framework=framework_for(job.framework, row.zero, row.pp),
         framework_given=job.framework != "auto",
         step_time_s_range=list(time_range(step, "training", system)),
         tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system)),
@@ -238,12 +242,20 @@ def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers
     validate_request(job, system, req)
     result = search(job, system, req, tiers)
     prediction = summarize(job, system, result)
-    if not result.any_fits and req.ep is not None and job.model.is_moe:
+    if result.any_fits:
+        return prediction
+    least = float(result.estimate.memory_gib_per_gpu[result.least_memory])
+    prediction.least_memory_gib_per_gpu = least
+    if req.ep is not None and job.model.is_moe:
         raise UserError(f"the experts of {job.model.id} do not fit at ep {req.ep}: the smallest layout needs "
-                        f"{prediction.memory_gib_per_gpu:.1f} GiB per GPU of {prediction.memory_gib_available:g}; "
+                        f"{least:.1f} GiB per GPU of {prediction.memory_gib_available:.1f}; "
                         f"raise ep or add GPUs", field="ep")
-    if not result.any_fits:
-        prediction.flags.insert(0, "no layout fits in memory; showing the one that needs the least")
+    row = result.layouts.row(result.least_memory)
+    prediction.flags.insert(0, f"no layout fits in memory: showing the fastest with the values given; the least "
+                               f"any needs is {least:.1f} GiB per GPU of {prediction.memory_gib_available:.1f} "
+                               f"usable (tp {row.tp} pp {row.pp} dp {row.dp} cp {row.cp} interleave "
+                               f"{row.interleave} micro-batch {row.micro_batch} recompute {row.recompute} "
+                               f"zero {row.zero})")
     return prediction
 
 

@@ -99,7 +99,9 @@ def _inner(job: Job, pp: int, dp: int, req: LayoutRequest) -> list[tuple[int, in
         return []
     local = job.global_batch // dp
     mbs = [req.micro_batch] if req.micro_batch else [b for b in divisors(local) if b <= MAX_MICRO_BATCH]
-    layers = job.model.layers // pp if job.model.layers % pp == 0 else 0
+    # Stages of uneven depth (layers not a multiple of pp: the first and last stages hold fewer, as Megatron-Core's
+    # pipeline layout and its embedding/loss-in-split options place them) interleave chunks of the full stages.
+    layers = -(-job.model.layers // pp)
     if req.interleave:
         vs = [req.interleave]
     else:
@@ -176,10 +178,14 @@ class SearchResult:
     any_fits: bool
     gpus: int = 0
     """GPUs the layouts use (fewer than the System's where no layout divides its nodes; 0: all of them)."""
+    least_memory: int = -1
+    """Index of the layout that needs the least memory (-1: not searched)."""
 
 
 def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> SearchResult:
-    """Fastest layout that fits in memory; if none fits, the one that needs the least memory."""
+    """Fastest layout that fits in memory; if none fits, still the fastest, never one that trades the schedule
+    (interleaving, recomputation, micro-batch) for memory behind the user's back: the caller says that it does
+    not fit and what the least any layout needs is (`least_memory`)."""
     layouts, gpus = usable_layouts(job, system, req)
     if len(layouts) == 0:
         raise UserError(f"no valid layout of {system.gpus} GPUs for {job.model.id} with global batch "
@@ -188,9 +194,6 @@ def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None
     check_multi_node(tiers, system.nodes)
     est = estimate_steps(job, system, layouts, tiers)
     any_fits = bool(np.any(est.fits))
-    if any_fits:
-        best = int(np.argmin(np.where(est.fits, est.step_time_s, np.inf)))
-    else:
-        best = int(np.argmin(est.memory_gib_per_gpu))
+    best = int(np.argmin(np.where(est.fits, est.step_time_s, np.inf) if any_fits else est.step_time_s))
     return SearchResult(layouts=layouts, estimate=est, best=best, evaluated=len(layouts), any_fits=any_fits,
-                        gpus=gpus)
+                        gpus=gpus, least_memory=int(np.argmin(est.memory_gib_per_gpu)))

@@ -4,7 +4,8 @@ Megatron-LM with sequence parallelism: per layer and micro-batch 6 all-gathers a
 (an all-reduce pair without sequence parallelism; full recomputation replays the forward's), 2 x interleave
 send/recvs per micro-batch for PP, one gradient reduction per step for DP (reduce-scatter + all-gather with a
 distributed optimizer; ZeRO-2 reduce-scatters every micro-batch), or with ZeRO-3 two weight gathers and one
-gradient reduce-scatter per layer and micro-batch; for an MoE model one dispatch and one combine per MoE layer
+gradient reduce-scatter per layer and micro-batch, each split into the collectives the framework issues (one
+per layer for FSDP, one per weight matrix for DeepSpeed); for an MoE model one dispatch and one combine per MoE layer
 and micro-batch in forward and the same again in backward (listed as all-to-alls of the tokens' topk copies; the
 step model times them with the MoE model, model/comm/moe.py). `plan` prices each list on the ranks a placement
 gives the group; a test checks that the TP list priced on Megatron's order is the step model's own TP time.
@@ -18,7 +19,7 @@ from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.job import Job
 from linkscope.model.step import peft as lora
-from linkscope.model.step.train import BF16_BYTES
+from linkscope.model.step.train import BF16_BYTES, zero3_collectives
 
 REFERENCE_BYTES = 64 * 2**20
 
@@ -64,9 +65,11 @@ def step_items(job: Job, layout: Layout) -> CommItems:
                     ("all_gather", params * c.weight_bytes, 1)]
     if layout.zero >= 3:
         # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
-        # gradients reduce-scattered, every micro-batch.
-        dp_items = [("all_gather", shard * weight_bytes, 2 * per_layer),
-                    ("reduce_scatter", grad_shard * c.grad_bytes, per_layer)]
+        # gradients reduce-scattered, every micro-batch, in as many collectives per layer as the framework
+        # issues (one for FSDP's flat unit, one per weight matrix for DeepSpeed).
+        k = zero3_collectives(job)
+        dp_items = [("all_gather", shard * weight_bytes / k, 2 * k * per_layer),
+                    ("reduce_scatter", grad_shard * c.grad_bytes / k, k * per_layer)]
     moe_layers = layers * m.moe_layers / m.layers
     ep_bytes = tokens / tp * m.topk * m.hidden * BF16_BYTES
     ep_items = [("all_to_all", ep_bytes, 4 * moe_layers * microbatches)] if m.is_moe and layout.ep > 1 else []

@@ -23,7 +23,7 @@ from linkscope.model.step.compute import (ComputeConstants, compute_constants, g
 from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for, recomputed_layers
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step import peft as lora
-from linkscope.model.step.memory import memory_gib_per_gpu, trainable_groups
+from linkscope.model.step.memory import memory_gib_per_gpu, trainable_groups, weight_replicas
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
@@ -355,22 +355,48 @@ def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     return grads, gather
 
 
+ZERO3_GATHERS_PER_LAYER = {"fsdp": 1, "megatron": 1}
+"""All-gathers (and gradient reduce-scatters) per layer and pass of a ZeRO-3 framework: PyTorch FSDP and
+Megatron-FSDP flatten each transformer block into one unit, so one collective carries the whole layer. DeepSpeed
+ZeRO-3 gathers parameter by parameter (each weight matrix of the layer is its own all-gather: QKV, the
+projection and the MLP's matrices; norms and biases below `stage3_param_persistence_threshold` stay whole on
+every rank), so each pays the collective's latency; `zero3_collectives` counts them from the model."""
+
+
+def zero3_collectives(job: Job) -> int:
+    """Collectives one layer's ZeRO-3 gather (and gradient reduce-scatter) splits into under the job's
+    framework (one for an MoE model, whose expert weights are grouped differently)."""
+    framework = framework_for(job.framework, 3)
+    if framework in ZERO3_GATHERS_PER_LAYER or job.model.is_moe:
+        return ZERO3_GATHERS_PER_LAYER.get(framework, 1)
+    return 2 + job.model.ffn_matrices
+
+
 def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray) -> np.ndarray:
-    """ZeRO-3 / FSDP gathers each layer's weights in forward and backward and reduce-scatters its gradients
-    every micro-batch, prefetching so that what outlasts the layer's compute shows, and the overlapped part
-    costs a share (1 - zero3_overlap) of itself: the gathers run on SMs and HBM the layer's kernels share."""
+    """ZeRO-3 / FSDP gathers each layer's weights in forward and again in backward and reduce-scatters its
+    gradients, every micro-batch (the sharded gradients cannot accumulate locally). Prefetching keeps one layer
+    ahead, so per layer what outlasts that layer's compute shows, and the overlapped part costs a share
+    (1 - zero3_overlap) of itself: the collectives' kernels take SMs and HBM from the layer's own. At each end
+    nothing hides them: the first layer's gather precedes any forward compute, and the last reduce-scatter of
+    a backward pass runs after its compute has finished."""
     lay, c, m = ctx.lay, ctx.c, ctx.model
     layer_params = m.layer_params() / lay.tp
-    stride = lay.tp * lay.cp
+    replicas, stride = weight_replicas(lay), lay.tp
+    if not np.any((lay.zero >= 3) & (replicas > 1)):
+        return np.zeros(len(lay))
     peft = ctx.job.peft
     # Under PEFT the frozen base is still gathered (in its stored format), but only adapter gradients reduce.
     weight_bytes = c.weight_bytes if peft is None else lora.base_bytes_per_param(peft)
     grad_params = layer_params if peft is None else lora.adapter_params_per_layer(m, peft) / lay.tp
-    ag = _coll(ctx, "all_gather", layer_params * weight_bytes, lay.dp, stride)
-    rs = _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes, lay.dp, stride)
-    per_layer = _overlapped(ag, lt.fwd_compute, c.zero3_overlap) + _overlapped(ag + rs, lt.bwd_compute,
-                                                                               c.zero3_overlap)
-    return np.where((lay.zero >= 3) & (lay.dp > 1), per_layer * layers * m_count, 0.0)
+    # Each collective of the layer carries its share of the bytes and pays the collective's own latency.
+    k = zero3_collectives(ctx.job)
+    ag = k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, stride)
+    rs = k * _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes / k, replicas, stride)
+    fwd = _overlapped(ag, lt.fwd_compute, c.zero3_overlap)
+    bwd = _overlapped(ag + rs, lt.bwd_compute, c.zero3_overlap)
+    ends = (ag - fwd) + np.minimum(rs, bwd)
+    per_micro_batch = (fwd + bwd) * layers + ends
+    return np.where((lay.zero >= 3) & (replicas > 1), per_micro_batch * m_count, 0.0)
 
 
 def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np.ndarray:
@@ -385,13 +411,14 @@ def _optimizer_s(ctx: _Ctx) -> np.ndarray:
     return memory_time_s(shard * c.optimizer_traffic_bytes, ctx.system.node.gpu, c)
 
 
-def dp_overlap_of(job: Job, zero: np.ndarray) -> np.ndarray:
+def dp_overlap_of(job: Job, zero: np.ndarray, pp: np.ndarray | int = 1) -> np.ndarray:
     """Per layout, whether gradient reduction overlaps backward: the job's choice, else its framework's
-    default for the layout's ZeRO stage."""
+    default for the layout's ZeRO stage and pipeline depth."""
     if job.dp_overlap is not None:
         return np.full(np.shape(zero), job.dp_overlap)
-    by_stage = np.asarray([FRAMEWORK_DP_OVERLAP[framework_for(job.framework, stage)] for stage in range(4)])
-    return by_stage[np.asarray(zero, dtype=int)]
+    table = np.asarray([[FRAMEWORK_DP_OVERLAP[framework_for(job.framework, stage, pipelined)]
+                         for pipelined in (1, 2)] for stage in range(4)])
+    return table[np.asarray(zero, dtype=int), (np.asarray(pp) > 1).astype(int)]
 
 
 def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray,
@@ -401,7 +428,7 @@ def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.nd
     # bucket (the first layers' gradients) is only ready when backward ends: it always shows. The parameter
     # all-gather of a sharded optimizer overlaps the next step's first forward.
     last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_trainable(ctx), 1.0))
-    overlap = dp_overlap_of(ctx.job, ctx.lay.zero)
+    overlap = dp_overlap_of(ctx.job, ctx.lay.zero, ctx.lay.pp)
     grads = np.where(overlap, np.maximum(grads - stage_bwd, grads * last_bucket), grads)
     gather = np.where(overlap, np.maximum(gather - stage_fwd, gather * last_bucket), gather)
     # ZeRO-2 keeps only its shard of the gradients, so it cannot sum micro-batches locally: every backward

@@ -76,3 +76,15 @@ def test_lora_reduces_adapter_gradients_and_still_gathers_the_frozen_base(job: J
     gather, scatter = step_items(tuned, replace(LAYOUT, zero=3))["dp"]
     assert gather[1] == pytest.approx(job.model.layer_params() / 8 * base_bytes_per_param(peft))
     assert scatter[1] == pytest.approx(adapter_params_per_layer(job.model, peft) / 8 * compute_constants().grad_bytes)
+
+
+def test_deepspeed_zero3_gathers_each_weight_matrix_on_its_own(job: Job) -> None:
+    # The same bytes per layer in more, smaller collectives: one per weight matrix instead of FSDP's flat unit.
+    from linkscope.model.step.train import zero3_collectives
+
+    fsdp = step_items(job, replace(LAYOUT, zero=3))["dp"]
+    deepspeed = step_items(replace(job, framework="deepspeed"), replace(LAYOUT, zero=3))["dp"]
+    k = zero3_collectives(replace(job, framework="deepspeed"))
+    assert k > 1
+    for (op, size, times), (op_d, size_d, times_d) in zip(fsdp, deepspeed):
+        assert op == op_d and size_d == pytest.approx(size / k) and times_d == pytest.approx(times * k)

@@ -171,8 +171,9 @@ def test_zero3_memory_holds_the_gathered_layers_beyond_its_shards(db) -> None:
     c, m = compute_constants(), job.model
     sharded = [memory_gib_per_gpu(job, system, single_layout(tp=1, pp=1, dp=dp, mb=1, recompute="full", zero=3))[0]
                for dp in (32, 64)]
-    # Doubling dp halves the shards, not the layers in flight.
-    params = m.layers * m.layer_params() + m.embedding_params()
+    # Doubling dp halves the shards, not the layers in flight. Without pipelining one GPU holds the input
+    # embedding and the (untied) output layer.
+    params = m.layers * m.layer_params() + 2 * m.embedding_params()
     state_gib = params * (c.weight_bytes + c.grad_bytes + c.optimizer_bytes) / GIB
     working_gib = m.layer_params() * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes) / GIB
     assert sharded[0] - sharded[1] == pytest.approx(state_gib / 64, rel=1e-6)
@@ -295,3 +296,55 @@ def test_dropless_imbalance_slows_the_step_against_forced_balance(db) -> None:
     skewed = estimate_steps(_job("mixtral-8x7b", 256, 4096, moe_imbalance=1.3), system, layout)
     assert float(skewed.ep_comm_exposed_s[0]) > float(balanced.ep_comm_exposed_s[0])
     assert float(skewed.compute_s[0]) > float(balanced.compute_s[0])
+
+
+def test_zero3_gathers_per_weight_under_deepspeed_pay_latency_that_grows_with_nodes(db) -> None:
+    # DeepSpeed gathers each weight matrix on its own, FSDP one flat unit per layer: the same bytes, more
+    # collectives, each with the ring's latency, which grows with the nodes the data-parallel group spans.
+    from dataclasses import replace
+
+    from linkscope.model.step.train import zero3_collectives
+
+    def dp_share(framework: str, gpus: int) -> float:
+        job = replace(_job("gpt3-175b", gpus, 2048), framework=framework)
+        lay = single_layout(tp=1, pp=1, dp=gpus, mb=1, recompute="full", zero=3)
+        est = estimate_steps(job, db.systems["dgx-a100"].with_gpus(gpus), lay)
+        return float(est.dp_comm_exposed_s[0] / est.step_time_s[0])
+
+    assert zero3_collectives(replace(_job("gpt3-175b", 8), framework="deepspeed")) == 4
+    assert zero3_collectives(_job("gpt3-175b", 8)) == 1
+    assert dp_share("deepspeed", 384) > dp_share("fsdp", 384)
+    assert dp_share("deepspeed", 2048) > dp_share("deepspeed", 512) > dp_share("deepspeed", 128)
+
+
+def test_zero3_first_gather_and_last_reduce_scatter_always_show(db) -> None:
+    # Even with every overlapped collective hidden, nothing precedes the first layer's gather in forward and
+    # nothing follows the last reduce-scatter in backward.
+    from linkscope.model.step.compute import compute_constants, constants_override
+
+    job = _job("llama2-7b", 64, 4096)
+    system = db.systems["dgx-h100"].with_gpus(16)
+    lay = single_layout(tp=1, pp=1, dp=16, mb=4, recompute="full", zero=3)
+    with constants_override(compute_constants().model_copy(update={"zero3_overlap": 1.0})):
+        est = estimate_steps(job, system, lay)
+    assert float(est.dp_comm_exposed_s[0]) > 0.0
+
+
+def test_pipelined_zero2_runs_under_fsdp_not_deepspeed() -> None:
+    # DeepSpeed's pipeline engine takes ZeRO stages 0 and 1 only; a pipelined ZeRO-2 layout is FSDP's, whose
+    # reduce-scatters overlap backward.
+    from linkscope.model.step.job import framework_for
+    from linkscope.model.step.train import dp_overlap_of
+
+    assert framework_for("auto", 2) == "deepspeed" and framework_for("auto", 2, pp=4) == "fsdp"
+    assert framework_for("deepspeed", 2, pp=4) == "deepspeed"
+    job = _job("llama2-70b", 64)
+    assert dp_overlap_of(job, np.asarray([2, 2]), np.asarray([1, 4])).tolist() == [False, True]
+
+
+def test_uneven_pipeline_stages_still_interleave(db) -> None:
+    # 126 layers on 16 stages: the deepest holds 8, in chunks of 1, 2 or 4 layers (the first and last hold fewer).
+    job = _job("llama3.1-405b", 2048, 8192)
+    system = db.systems["dgx-h100"].with_gpus(8192)
+    p = predict_train(job, system, LayoutRequest(tp=8, pp=16, interleave=8, micro_batch=1, recompute="none"))
+    assert p.parallelism.interleave == 8 and p.parallelism.pp == 16

@@ -1,0 +1,102 @@
+"""Memory per GPU at the edge: what ZeRO shards over, which stage is busiest, FP8's saved inputs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from linkscope.model.step.compute import compute_constants
+from linkscope.model.step.job import Job
+from linkscope.model.step.layout import single_layout
+from linkscope.model.step.memory import GIB, activation_bytes_per_token, memory_gib_per_gpu
+from linkscope.model.step.transformer import model_presets
+
+
+def _job(model: str, batch: int, seq_len: int = 8192, precision: str = "bf16") -> Job:
+    return Job(model=model_presets()[model], global_batch=batch, seq_len=seq_len, precision=precision)
+
+
+def test_context_parallel_ranks_share_the_sharded_optimizer() -> None:
+    # Context-parallel ranks hold the same weights, so the distributed optimizer shards over dp x cp: at the same
+    # tokens per GPU, cp 2 x dp 4 holds the optimizer shard of dp 8.
+    job, c = _job("llama3-8b", 128), compute_constants()
+    cp2 = memory_gib_per_gpu(job, None, single_layout(tp=1, pp=1, dp=4, cp=2, mb=1, zero=1))[0]
+    no_cp = memory_gib_per_gpu(job, None, single_layout(tp=1, pp=1, dp=4, cp=1, mb=1, zero=1))[0]
+    m = job.model
+    params = m.layers * m.layer_params() + 2 * m.embedding_params()
+    optimizer_saved_gib = params * c.optimizer_bytes * (1 / 4 - 1 / 8) / GIB
+    activations_saved_gib = no_cp - cp2 - optimizer_saved_gib
+    # What is left is the halved activations and logits of the shorter local sequence.
+    assert activations_saved_gib > 0
+    assert no_cp - cp2 == pytest.approx(optimizer_saved_gib + activations_saved_gib)
+    assert optimizer_saved_gib > 5.0
+
+
+def test_the_first_stage_is_busiest_and_the_logits_stay_on_the_last() -> None:
+    # With 8 stages the first holds 8 micro-batches in flight, the last one plus the logits: the peak is the
+    # first stage's state and activations, without the last stage's logits.
+    from linkscope.model.step.memory import _in_flight_layers_bytes, _logits_bytes, _state_bytes
+    job = _job("llama2-70b", 64, seq_len=4096)
+    lay = single_layout(tp=8, pp=8, dp=1, mb=1, zero=0, sp=True)
+    per_token = activation_bytes_per_token(job, lay)
+    first = float(_in_flight_layers_bytes(job, lay, per_token)[0])
+    last = float(_in_flight_layers_bytes(job, lay, per_token, "last")[0] + _logits_bytes(job, lay)[0])
+    assert first > last
+    state = float(_state_bytes(job, lay)[0])
+    assert float(memory_gib_per_gpu(job, None, lay)[0]) == pytest.approx((state + first) / GIB)
+    # Without pipelining one GPU holds both, logits included.
+    flat = single_layout(tp=8, pp=1, dp=1, mb=1, zero=0, sp=True)
+    one_stage = float(memory_gib_per_gpu(job, None, flat)[0]) * GIB
+    assert one_stage > float(_state_bytes(job, flat)[0]) + float(_in_flight_layers_bytes(job, flat, per_token)[0]) \
+        + float(_logits_bytes(job, flat)[0])
+
+
+def test_fp8_linears_keep_their_inputs_in_one_byte() -> None:
+    bf16, fp8 = _job("llama3-70b", 64), _job("llama3-70b", 64, precision="fp8")
+    lay = single_layout(tp=8, pp=1, dp=1, mb=1, sp=True)
+    m = bf16.model
+    saved = float(activation_bytes_per_token(bf16, lay)[0] - activation_bytes_per_token(fp8, lay)[0])
+    # The two norms' outputs (h each), FC2's input (the MLP width) less the projection's FP8 copy (h), / tp.
+    assert saved == pytest.approx((2 * m.hidden + m.mean_ffn_width() - m.hidden) / 8)
+
+
+def test_fp8_does_not_change_a_lora_base_activations() -> None:
+    from linkscope.model.step.peft import Peft
+    job = _job("llama3-8b", 8, precision="fp8")
+    lora = replace(job, peft=Peft(rank=16))
+    lay = single_layout(tp=1, pp=1, dp=8, mb=1)
+    assert activation_bytes_per_token(lora, lay)[0] > activation_bytes_per_token(job, lay)[0]
+
+
+def test_when_nothing_fits_the_fallback_keeps_the_fastest_schedule_and_says_what_does_not_fit() -> None:
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.step.predict import predict_train
+    from linkscope.model.step.search import LayoutRequest
+
+    system = load_db(include_user=False).systems["dgx-h100"]
+    job = _job("llama3.1-405b", 64)
+    fixed = LayoutRequest(tp=8, pp=1, interleave=1, micro_batch=1)
+    p = predict_train(job, system, fixed)
+    assert not p.fits and p.least_memory_gib_per_gpu is not None
+    # The shown layout is the fastest of those given; the least-memory one is only named.
+    assert p.least_memory_gib_per_gpu <= p.memory_gib_per_gpu
+    assert p.flags[0].startswith("no layout fits in memory: showing the fastest")
+    assert f"{p.least_memory_gib_per_gpu:.1f} GiB per GPU" in p.flags[0]
+    assert any(f.startswith("does not fit:") and "usable" in f for f in p.flags)
+    # A value the user gave is kept: recomputation given as none stays none.
+    kept = predict_train(job, system, LayoutRequest(tp=8, pp=1, micro_batch=1, recompute="none"))
+    assert kept.parallelism.recompute == "none" and not kept.fits
+
+
+def test_short_pipeline_stages_are_the_first_and_the_last() -> None:
+    # 126 layers on 16 stages: 7 + 14 x 8 + 7. The second stage (8 layers, 15 micro-batches in flight) then
+    # holds more than the first (7 layers, 16 in flight).
+    from linkscope.model.step.memory import _in_flight_layers_bytes, _stage_layers
+    job = _job("llama3.1-405b", 2048)
+    lay = single_layout(tp=8, pp=16, dp=64, mb=1, sp=True)
+    assert [float(_stage_layers(job, lay, s)[0]) for s in ("first", "second", "last")] == [7.0, 8.0, 7.0]
+    per_token = activation_bytes_per_token(job, lay)
+    first = float(_in_flight_layers_bytes(job, lay, per_token, "first")[0])
+    second = float(_in_flight_layers_bytes(job, lay, per_token, "second")[0])
+    assert second / first == pytest.approx((8 * 15) / (7 * 16))
