@@ -250,12 +250,9 @@ def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers
         raise UserError(f"the experts of {job.model.id} do not fit at ep {req.ep}: the smallest layout needs "
                         f"{least:.1f} GiB per GPU of {prediction.memory_gib_available:.1f}; "
                         f"raise ep or add GPUs", field="ep")
-    row = result.layouts.row(result.least_memory)
-    prediction.flags.insert(0, f"no layout fits in memory: showing the fastest with the values given; the least "
-                               f"any needs is {least:.1f} GiB per GPU of {prediction.memory_gib_available:.1f} "
-                               f"usable (tp {row.tp} pp {row.pp} dp {row.dp} cp {row.cp} interleave "
-                               f"{row.interleave} micro-batch {row.micro_batch} recompute {row.recompute} "
-                               f"zero {row.zero})")
+    prediction.flags.insert(0, f"no layout fits in memory: showing the one that needs the least with the values "
+                               f"given, {least:.1f} GiB per GPU of {prediction.memory_gib_available:.1f} usable "
+                               f"(a value you give, e.g. --interleave or --recompute, is never traded for memory)")
     return prediction
 
 

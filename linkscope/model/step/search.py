@@ -183,9 +183,8 @@ class SearchResult:
 
 
 def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> SearchResult:
-    """Fastest layout that fits in memory; if none fits, still the fastest, never one that trades the schedule
-    (interleaving, recomputation, micro-batch) for memory behind the user's back: the caller says that it does
-    not fit and what the least any layout needs is (`least_memory`)."""
+    """Fastest layout that fits in memory; if none fits, the one that needs the least among the values given (a
+    value the user gave is never traded for memory): the caller says that it does not fit (`any_fits`)."""
     layouts, gpus = usable_layouts(job, system, req)
     if len(layouts) == 0:
         raise UserError(f"no valid layout of {system.gpus} GPUs for {job.model.id} with global batch "
@@ -194,6 +193,9 @@ def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None
     check_multi_node(tiers, system.nodes)
     est = estimate_steps(job, system, layouts, tiers)
     any_fits = bool(np.any(est.fits))
-    best = int(np.argmin(np.where(est.fits, est.step_time_s, np.inf) if any_fits else est.step_time_s))
+    least_memory = int(np.argmin(est.memory_gib_per_gpu))
+    # The fastest of those that do not fit can need many times the memory (a 70B model at dp 8 on 8 GPUs):
+    # the one closest to fitting is the answer a user can act on.
+    best = int(np.argmin(np.where(est.fits, est.step_time_s, np.inf))) if any_fits else least_memory
     return SearchResult(layouts=layouts, estimate=est, best=best, evaluated=len(layouts), any_fits=any_fits,
-                        gpus=gpus, least_memory=int(np.argmin(est.memory_gib_per_gpu)))
+                        gpus=gpus, least_memory=least_memory)

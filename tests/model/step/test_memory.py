@@ -69,7 +69,7 @@ def test_fp8_does_not_change_a_lora_base_activations() -> None:
     assert activation_bytes_per_token(lora, lay)[0] > activation_bytes_per_token(job, lay)[0]
 
 
-def test_when_nothing_fits_the_fallback_keeps_the_fastest_schedule_and_says_what_does_not_fit() -> None:
+def test_when_nothing_fits_the_fallback_shows_the_least_memory_with_the_values_given() -> None:
     from linkscope.hardware.loader import load_db
     from linkscope.model.step.predict import predict_train
     from linkscope.model.step.search import LayoutRequest
@@ -79,9 +79,10 @@ def test_when_nothing_fits_the_fallback_keeps_the_fastest_schedule_and_says_what
     fixed = LayoutRequest(tp=8, pp=1, interleave=1, micro_batch=1)
     p = predict_train(job, system, fixed)
     assert not p.fits and p.least_memory_gib_per_gpu is not None
-    # The shown layout is the fastest of those given; the least-memory one is only named.
-    assert p.least_memory_gib_per_gpu <= p.memory_gib_per_gpu
-    assert p.flags[0].startswith("no layout fits in memory: showing the fastest")
+    # The shown layout is the one closest to fitting among those that keep the values given.
+    assert p.least_memory_gib_per_gpu == p.memory_gib_per_gpu
+    assert (p.parallelism.tp, p.parallelism.pp, p.parallelism.interleave, p.parallelism.micro_batch) == (8, 1, 1, 1)
+    assert p.flags[0].startswith("no layout fits in memory: showing the one that needs the least")
     assert f"{p.least_memory_gib_per_gpu:.1f} GiB per GPU" in p.flags[0]
     assert any(f.startswith("does not fit:") and "usable" in f for f in p.flags)
     # A value the user gave is kept: recomputation given as none stays none.
