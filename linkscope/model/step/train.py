@@ -16,7 +16,7 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
-from linkscope.model.comm.moe import MoeRequest, predict_moe
+from linkscope.model.comm.moe import MoeRequest, moe_constants, predict_moe
 from linkscope.model.comm.params import comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, usable_memory_gib)
@@ -170,6 +170,17 @@ def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
     return out * m.moe_layers / m.layers
 
 
+def _moe_share(ctx: _Ctx) -> float:
+    m = ctx.model
+    return m.moe_layers / m.layers if m.is_moe else 0.0
+
+
+def _moe_host_s(ctx: _Ctx) -> float:
+    """Fixed time of an average layer's forward pass for its MoE share (moe.yaml, moe_layer_overhead_us): time the
+    GPU waits on the CPU issuing an MoE layer's kernels, which does not shrink with fewer tokens."""
+    return moe_constants().moe_layer_overhead_us * 1e-6 * _moe_share(ctx)
+
+
 FLASH_BACKWARD_RATIO = 2.5
 """Backward / forward FLOPs of a fused attention kernel: its backward recomputes the scores (QK^T) from the
 saved softmax statistics and runs four more matmuls, five in all against the forward's two (Dao 2023,
@@ -295,6 +306,9 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     selective = np.where(ctx.job.attention == "flash", 0.0, attn + softmax)
     ep = _ep_comm_s(ctx)
+    # Backward issues a data and a weight gradient kernel for each forward GEMM: twice the forward's kernels.
+    fwd_compute = fwd_compute + _moe_host_s(ctx)
+    bwd_compute = bwd_compute + base_bwd_gemms * _moe_host_s(ctx)
     recompute = np.select([ctx.lay.recompute == 2, ctx.lay.recompute == 1], [fwd_compute + fwd_tp + ep, selective],
                           0.0)
     return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute, ep)

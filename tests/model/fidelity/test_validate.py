@@ -30,11 +30,14 @@ from linkscope.model.fidelity.validate import Validation, packaged_validation, r
 
 # What `linkscope validate` printed when these limits were set; a change that makes any of them worse fails.
 # Training rose from 7.0 when the 11 MLPerf LoRA entries (AMD's first training evidence) joined the joint fit.
-LOSO_MEDIAN_LIMIT_PCT = {"training": 7.5, "collectives": 6.3, "inference": 6.2}
+# Training rose from 7.4 to 9.4 when the 12 MoE training entries joined (their own LOSO median is 19%: the MoE
+# layers' fixed time is fitted on three sources, so each left out is predicted from the other two).
+LOSO_MEDIAN_LIMIT_PCT = {"training": 9.5, "collectives": 6.3, "inference": 6.2}
 # Training rose from 5.2 with the LoRA entries: they are AMD's only training evidence, so every regime that
 # holds them (lora, long-context, memory-edge) is fitted without any CDNA3 training share and predicts the
 # MI300X/MI325X runs on the A100's, 36-55% too fast.
-LORO_MEDIAN_LIMIT_PCT = {"training": 7.2, "collectives": 18.1, "inference": 5.7}
+# Training rose from 7.1 to 7.8 with the moe-training regime: left out, no MoE fixed time is fitted at all.
+LORO_MEDIAN_LIMIT_PCT = {"training": 7.9, "collectives": 18.1, "inference": 5.7}
 LORA_LOSO_MEDIAN_LIMIT_PCT = 15.0
 """The fine-tuning target: median step-time error at most 15% on 8-GPU MLPerf-class LoRA runs."""
 SHARE_STEP = float(FINE_SHARE[1] - FINE_SHARE[0])
@@ -213,3 +216,21 @@ def test_a_regime_left_out_is_predicted_from_the_others(result: Validation, db: 
         errs = [abs(loro_err_pct(r, k)) for r in result.entries if r.kind == kind for k in r.loro]
         assert max(errs) >= result.loro_median_pct(kind) >= min(errs)
         assert result.loro_median_pct(kind) <= limit, kind
+
+
+def test_moe_training_entries_form_their_regime_and_fit_the_moe_fixed_time(result: Validation,
+                                                                          db: HardwareDB) -> None:
+    from linkscope.model.comm.moe import moe_constants
+    from linkscope.model.fidelity.moe_fit import FINE_OVERHEAD_US, PRIOR_OVERHEAD_US, PricedMoeTraining, \
+        moe_training_entries
+
+    entries = moe_training_entries(load_evidence())
+    assert len({e.source for e in entries}) >= 2 and all(e.ep > 1 for e in entries)
+    members = {r.label for r in result.entries if "moe-training" in r.loro}
+    assert members == {f"{e.model} on {e.gpus} x {e.system}" for e in entries}
+    # The packaged fixed time is what the fitting procedure gives on every source.
+    priced = PricedMoeTraining(entries, db)
+    step = float(FINE_OVERHEAD_US[1] - FINE_OVERHEAD_US[0])
+    assert priced.fit() == pytest.approx(moe_constants().moe_layer_overhead_us, abs=step)
+    # Left out as a regime, nothing fits it: the prior.
+    assert priced.fit(keep=lambda e: False) == PRIOR_OVERHEAD_US

@@ -295,3 +295,31 @@ def test_dropless_imbalance_slows_the_step_against_forced_balance(db) -> None:
     skewed = estimate_steps(_job("mixtral-8x7b", 256, 4096, moe_imbalance=1.3), system, layout)
     assert float(skewed.ep_comm_exposed_s[0]) > float(balanced.ep_comm_exposed_s[0])
     assert float(skewed.compute_s[0]) > float(balanced.compute_s[0])
+
+
+def test_moe_layers_add_their_fixed_time_per_micro_batch_not_per_token(db) -> None:
+    from linkscope.model.comm.moe import moe_constants
+    from linkscope.model.fidelity.moe_fit import overhead_override
+
+    system = db.systems["hgx-b200"]
+    m = model_presets()["qwen3-30b-a3b"]
+    fixed_s = moe_constants().moe_layer_overhead_us * 1e-6
+    assert fixed_s > 0
+
+    def added_s(mb: int) -> float:
+        layout = single_layout(tp=1, pp=1, dp=8, mb=mb, zero=1, ep=8)
+        job = _job("qwen3-30b-a3b", 512, 4096)
+        with_fixed = estimate_steps(job, system, layout)
+        with overhead_override(0.0):
+            without = estimate_steps(job, system, layout)
+        return float(with_fixed.compute_s[0] - without.compute_s[0])
+
+    # Forward once, backward twice (a data and a weight gradient kernel per forward GEMM), every MoE layer of
+    # every micro-batch: four times the micro-batches at micro-batch 4 pay a quarter of it.
+    micro_batches = 512 // 8
+    assert added_s(1) == pytest.approx(3 * fixed_s * m.moe_layers * micro_batches, rel=1e-9)
+    assert added_s(4) == pytest.approx(added_s(1) / 4, rel=1e-9)
+    dense = estimate_steps(_job("llama2-7b", 64, 4096), system, single_layout(tp=1, pp=1, dp=8, zero=1))
+    with overhead_override(0.0):
+        dense_without = estimate_steps(_job("llama2-7b", 64, 4096), system, single_layout(tp=1, pp=1, dp=8, zero=1))
+    assert float(dense.step_time_s[0]) == float(dense_without.step_time_s[0])
