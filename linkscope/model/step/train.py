@@ -51,6 +51,8 @@ class StepEstimate:
     mfu: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ep_comm_exposed_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """MoE dispatch and combine (forward and backward) on the critical path."""
+    moe_fixed_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """The MoE layers' fixed time (moe.yaml moe_layer_overhead_us), forward and backward; not in compute_s."""
 
 
 @dataclass
@@ -265,6 +267,8 @@ class _LayerTimes:
     recompute: np.ndarray
     ep: np.ndarray
     """Dispatch and combine of one layer in forward (and as many again in backward)."""
+    moe_fixed: np.ndarray | float
+    """The MoE fixed time of an average layer, forward plus backward (part of fwd_compute and bwd_compute)."""
 
 
 def _adapter_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
@@ -311,7 +315,8 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     bwd_compute = bwd_compute + base_bwd_gemms * _moe_host_s(ctx)
     recompute = np.select([ctx.lay.recompute == 2, ctx.lay.recompute == 1], [fwd_compute + fwd_tp + ep, selective],
                           0.0)
-    return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute, ep)
+    return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute, ep,
+                       (1 + base_bwd_gemms) * _moe_host_s(ctx))
 
 
 def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
@@ -453,11 +458,14 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     step = m_count * stage_mb + bubble + dp + optimizer
     mem = memory_gib_per_gpu(job, system, lay)
     usable = usable_memory_gib(system.node.gpu, ctx.c)
-    est = StepEstimate(step_time_s=step, compute_s=m_count * compute_mb, recompute_s=m_count * recompute_mb,
+    moe_fixed = np.broadcast_to(m_count * layers * lt.moe_fixed, np.shape(step)).astype(float)
+    est = StepEstimate(step_time_s=step, compute_s=m_count * compute_mb - moe_fixed,
+                       recompute_s=m_count * recompute_mb,
                        tp_comm_exposed_s=m_count * layers * (lt.fwd_tp + lt.bwd_tp),
                        cp_comm_exposed_s=m_count * layers * lt.cp, pp_comm_exposed_s=m_count * pp_mb,
                        dp_comm_exposed_s=dp, bubble_s=bubble, optimizer_s=optimizer, memory_gib_per_gpu=mem,
-                       fits=mem <= usable, microbatches=m_count, ep_comm_exposed_s=m_count * ep_mb)
+                       fits=mem <= usable, microbatches=m_count, ep_comm_exposed_s=m_count * ep_mb,
+                       moe_fixed_s=moe_fixed)
     _add_rates(est, job, system, lay)
     return est
 

@@ -312,7 +312,13 @@ def test_moe_layers_add_their_fixed_time_per_micro_batch_not_per_token(db) -> No
         with_fixed = estimate_steps(job, system, layout)
         with overhead_override(0.0):
             without = estimate_steps(job, system, layout)
-        return float(with_fixed.compute_s[0] - without.compute_s[0])
+        # Its own line of the breakdown: compute is the same with or without it.
+        assert float(with_fixed.compute_s[0]) == pytest.approx(float(without.compute_s[0]), rel=1e-9)
+        assert sum(getattr(with_fixed, k)[0] for k in BREAKDOWN_KEYS) == pytest.approx(
+            float(with_fixed.step_time_s[0]), rel=1e-9)
+        assert float(with_fixed.step_time_s[0] - without.step_time_s[0]) == pytest.approx(
+            float(with_fixed.moe_fixed_s[0]), rel=1e-9)
+        return float(with_fixed.moe_fixed_s[0])
 
     # Forward once, backward twice (a data and a weight gradient kernel per forward GEMM), every MoE layer of
     # every micro-batch: four times the micro-batches at micro-batch 4 pay a quarter of it.
@@ -320,6 +326,4 @@ def test_moe_layers_add_their_fixed_time_per_micro_batch_not_per_token(db) -> No
     assert added_s(1) == pytest.approx(3 * fixed_s * m.moe_layers * micro_batches, rel=1e-9)
     assert added_s(4) == pytest.approx(added_s(1) / 4, rel=1e-9)
     dense = estimate_steps(_job("llama2-7b", 64, 4096), system, single_layout(tp=1, pp=1, dp=8, zero=1))
-    with overhead_override(0.0):
-        dense_without = estimate_steps(_job("llama2-7b", 64, 4096), system, single_layout(tp=1, pp=1, dp=8, zero=1))
-    assert float(dense.step_time_s[0]) == float(dense_without.step_time_s[0])
+    assert float(dense.moe_fixed_s[0]) == 0.0
