@@ -379,7 +379,12 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     every micro-batch, prefetching so that what outlasts the layer's compute shows, and the overlapped part
     costs a share (1 - zero3_overlap) of itself: the gathers run on SMs and HBM the layer's kernels share."""
     lay, c, m = ctx.lay, ctx.c, ctx.model
-    layer_params = m.layer_params() / lay.tp
+    # Routed experts are sharded over their expert data-parallel ranks, not over dp: a GPU gathers its own
+    # experts' shards (ep x etp apart), and the rest of the layer across dp.
+    expert = m.expert_params_per_layer()
+    layer_params = (m.layer_params() - expert) / lay.tp
+    edp = np.maximum(lay.tp * lay.cp * lay.dp // (lay.ep * lay.etp), 1)
+    expert_params = expert / (lay.ep * lay.etp)
     stride = lay.tp * lay.cp
     peft = ctx.job.peft
     # Under PEFT the frozen base is still gathered (in its stored format), but only adapter gradients reduce.
@@ -387,6 +392,12 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     grad_params = layer_params if peft is None else lora.adapter_params_per_layer(m, peft) / lay.tp
     ag = _coll(ctx, "all_gather", layer_params * weight_bytes, lay.dp, stride)
     rs = _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes, lay.dp, stride)
+    if expert:
+        expert_stride = lay.ep * lay.etp
+        ag = ag + np.where(edp > 1, _coll(ctx, "all_gather", expert_params * weight_bytes, edp, expert_stride), 0.0)
+        if peft is None:
+            rs = rs + np.where(edp > 1, _coll(ctx, "reduce_scatter", expert_params * c.grad_bytes, edp,
+                                              expert_stride), 0.0)
     per_layer = _overlapped(ag, lt.fwd_compute, c.zero3_overlap) + _overlapped(ag + rs, lt.bwd_compute,
                                                                                c.zero3_overlap)
     return np.where((lay.zero >= 3) & (lay.dp > 1), per_layer * layers * m_count, 0.0)

@@ -327,3 +327,16 @@ def test_moe_layers_add_their_fixed_time_per_micro_batch_not_per_token(db) -> No
     assert added_s(4) == pytest.approx(added_s(1) / 4, rel=1e-9)
     dense = estimate_steps(_job("llama2-7b", 64, 4096), system, single_layout(tp=1, pp=1, dp=8, zero=1))
     assert float(dense.moe_fixed_s[0]) == 0.0
+
+
+def test_zero3_of_an_moe_model_gathers_only_the_gpus_own_experts(db) -> None:
+    # NeMo AutoModel's DeepSeek-V3 on 256 H100 (FSDP over the 64 data-parallel ranks, EP 64): each GPU holds 4 of
+    # the 256 experts, so its per-layer gathers and its gathered working set are its own experts, not all of them.
+    system = db.systems["dgx-h100"].with_gpus(256)
+    job = _job("deepseek-v3", 512, 4096, moe_dispatcher="deepep")
+    narrow = estimate_steps(job, system, single_layout(tp=1, pp=4, dp=64, v=8, mb=1, zero=3, ep=8))
+    wide = estimate_steps(job, system, single_layout(tp=1, pp=4, dp=64, v=8, mb=1, zero=3, ep=64))
+    assert float(wide.dp_comm_exposed_s[0]) < float(narrow.dp_comm_exposed_s[0])
+    assert float(wide.memory_gib_per_gpu[0]) < float(narrow.memory_gib_per_gpu[0])
+    # The published step is 8.18 s; gathering every expert over dp made it several times that.
+    assert float(wide.step_time_s[0]) == pytest.approx(8.18, rel=0.15)
