@@ -189,10 +189,19 @@ saved softmax statistics and runs four more matmuls, five in all against the for
 FlashAttention-2, Section 4: "the backward pass [has] 2.5x the FLOPs of the forward")."""
 
 
+def _attention_core_width(m: ModelConfig) -> float:
+    """Mean of the QK^T and scores x V widths per token: heads x head_dim, which is the hidden size unless the
+    model gives head_dim (Qwen3's MoE models and gpt-oss: twice or 1.4x it); latent attention's keys carry the
+    rotary part too (DeepSeek-V3: 128 heads x 192 for QK^T, x 128 for scores x V)."""
+    if m.kv_lora_rank:
+        return m.heads * (m.head_dim + m.qk_rope_head_dim + (m.v_head_dim or m.head_dim)) / 2
+    return float(m.q_dim)
+
+
 def _attention_s(ctx: _Ctx) -> np.ndarray:
     """Forward attention core (QK^T and scores x V) of one layer."""
     m, lay = ctx.model, ctx.lay
-    full_flops = 2.0 * ctx.tokens * ctx.job.seq_len * m.hidden * 2 / lay.tp
+    full_flops = 2.0 * ctx.tokens * ctx.job.seq_len * _attention_core_width(m) * 2 / lay.tp
     peak = peak_tflops(ctx.system.node.gpu, "bf16")
     if ctx.job.attention == "flash":
         # The fused kernel skips the masked half of a causal score matrix.

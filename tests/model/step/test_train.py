@@ -340,3 +340,15 @@ def test_zero3_of_an_moe_model_gathers_only_the_gpus_own_experts(db) -> None:
     assert float(wide.memory_gib_per_gpu[0]) < float(narrow.memory_gib_per_gpu[0])
     # The published step is 8.18 s; gathering every expert over dp made it several times that.
     assert float(wide.step_time_s[0]) == pytest.approx(8.18, rel=0.15)
+
+
+def test_attention_core_counts_heads_times_head_dim_not_the_hidden_size(db) -> None:
+    from linkscope.model.step.train import _attention_core_width
+
+    # Qwen3-30B-A3B: 32 heads x 128 = 4096, twice its hidden size of 2048.
+    assert _attention_core_width(model_presets()["qwen3-30b-a3b"]) == 4096
+    # DeepSeek-V3's latent attention: 128 heads x (128 + 64 rotary) for QK^T and x 128 for scores x V.
+    assert _attention_core_width(model_presets()["deepseek-v3"]) == 128 * (192 + 128) / 2
+    # A model whose heads span the hidden size is unchanged.
+    m = model_presets()["llama2-70b"]
+    assert _attention_core_width(m) == m.hidden
