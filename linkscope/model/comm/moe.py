@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
@@ -58,10 +60,32 @@ class MoeConstants(BaseModel):
     meta_bytes_per_topk: int = Field(ge=0)
     latency_us: dict[str, float]
     sm_budget_share: dict[str, float]
+    moe_layer_overhead_us: float = Field(default=0.0, ge=0)
+    """Fixed time of one MoE layer's forward pass beyond its GPU work, microseconds (backward: twice): dropless
+    routing's run-time token counts keep the layer out of CUDA graphs, and the dispatcher's device-to-host copy of
+    them stops the CPU from running ahead, so the GPU waits while the CPU issues the router, permutation,
+    dispatch, expert and combine kernels one by one."""
+
+_OVERRIDES: list[MoeConstants] = []
+
+
+def moe_constants() -> MoeConstants:
+    """The MoE constants in force: the packaged ones, or those of an enclosing `moe_constants_override`."""
+    return _OVERRIDES[-1] if _OVERRIDES else packaged_moe_constants()
+
+
+@contextmanager
+def moe_constants_override(constants: MoeConstants) -> Iterator[None]:
+    """Predict with `constants` instead of the packaged ones (fitting moe_layer_overhead_us tries candidates)."""
+    _OVERRIDES.append(constants)
+    try:
+        yield
+    finally:
+        _OVERRIDES.pop()
 
 
 @functools.cache
-def moe_constants() -> MoeConstants:
+def packaged_moe_constants() -> MoeConstants:
     """data/moe.yaml, validated once."""
     try:
         constants = MoeConstants.model_validate(parse_yaml(MOE_FILE.read_text(encoding="utf-8")))

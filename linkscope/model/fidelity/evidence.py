@@ -79,6 +79,11 @@ class TrainingEntry(_Entry):
     """A LoRA fine-tune of the frozen model at this rank (None: full training)."""
     lora_targets: Literal["attn", "attn-mlp", "all"] = "attn"
     base_precision: Literal["bf16", "fp8", "nf4"] = "bf16"
+    ep: int = Field(default=1, ge=1)
+    """Expert parallelism of an MoE model (folded into the tp x cp x dp ranks, as Megatron-Core does)."""
+    etp: int = Field(default=1, ge=1)
+    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    moe_a2a_overlap: bool = False
 
     @property
     def peft(self) -> Peft | None:

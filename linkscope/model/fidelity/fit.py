@@ -38,6 +38,7 @@ from linkscope.model.fidelity.evidence import (
     TrainingEntry,
 )
 from linkscope.model.fidelity.evidence_predict import evidence_system, measured, predicted
+from linkscope.model.step.transformer import model_presets
 
 COARSE_SHARE = np.array([0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95])
 COARSE_MIX = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
@@ -162,7 +163,9 @@ class PricedSet:
     def __init__(self, evidence: EvidenceSet, db: HardwareDB, base: ComputeConstants) -> None:
         self.base = base
         self.db = db
-        self.items = [self._price(e) for e in evidence.training]
+        # MoE runs do not fit the GEMM shares: their step holds terms (dispatch and combine, the MoE layers'
+        # fixed time) the shares would absorb, so the shares stay what dense GEMMs show and MoE runs test the rest.
+        self.items = [self._price(e) for e in evidence.training if not model_presets()[e.model].is_moe]
         self.infer_items = [self._price_infer(e) for e in evidence.inference]
 
     def _price_infer(self, entry: InferenceEntry) -> _PricedInfer:

@@ -64,6 +64,8 @@ REGIMES = (
            _training(lambda e, db: e.seq_len >= LONG_CONTEXT_TOKENS)),
     Regime("lora", "training", "LoRA fine-tunes of a frozen base (adapters train, the base only runs)",
            _training(lambda e, db: e.lora_rank is not None)),
+    Regime("moe-training", "training", "mixture-of-experts models (routed experts, dispatch and combine)",
+           _training(lambda e, db: model_presets()[e.model].is_moe)),
     Regime("small-messages", "collectives", "messages under 16 MiB",
            _collective(lambda e, db: e.size_bytes < SMALL_MESSAGE_BYTES)),
     Regime("small-messages-one-node", "collectives", "messages under 16 MiB within one node",

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from linkscope.hardware.loader import HardwareDB, load_db
+from linkscope.model.comm.moe import moe_constants
 from linkscope.model.comm.params import CommFit, comm_fit, comm_fit_override
 from linkscope.model.step.compute import (
     ComputeConstants,
@@ -37,6 +38,7 @@ from linkscope.model.fidelity.evidence import (
 from linkscope.model.fidelity.comm_fit import PricedCollectives
 from linkscope.model.fidelity.evidence_predict import evidence_class, measured, predicted
 from linkscope.model.fidelity.fit import PricedSet, sources_of
+from linkscope.model.fidelity.moe_fit import PricedMoeTraining, moe_training_entries, overhead_override
 from linkscope.model.fidelity.regimes import REGIMES
 
 RANGE_QUANTILES = (10.0, 90.0)
@@ -140,8 +142,9 @@ def label_of(entry: Entry) -> str:
 
 
 def _predict_with(entries: list[Entry], db: HardwareDB, constants: ComputeConstants,
-                  comm: CommFit | None = None) -> list[float]:
-    with constants_override(constants), comm_fit_override(comm or comm_fit()):
+                  comm: CommFit | None = None, moe_overhead_us: float | None = None) -> list[float]:
+    moe_fixed = moe_constants().moe_layer_overhead_us if moe_overhead_us is None else moe_overhead_us
+    with constants_override(constants), comm_fit_override(comm or comm_fit()), overhead_override(moe_fixed):
         return [predicted(e, db) for e in entries]
 
 
@@ -153,7 +156,8 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
             "infer_gemm_share": dict(c.infer_gemm_efficiency_by_arch),
             "decode_kernel_us": c.decode_kernel_us, "decode_step_host_us": c.decode_step_host_us,
             "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us,
-            "nvls_sync_us": (comm or comm_fit()).nvls_sync_us}
+            "nvls_sync_us": (comm or comm_fit()).nvls_sync_us,
+            "moe_layer_overhead_us": moe_constants().moe_layer_overhead_us}
 
 
 def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants | None = None,
@@ -167,6 +171,8 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
         priced = PricedSet(evidence, db, constants)
     with constants_override(constants):
         priced_comm = PricedCollectives(evidence.collectives, db)
+    with constants_override(constants), comm_fit_override(comm):
+        priced_moe = PricedMoeTraining(moe_training_entries(evidence), db)
     loso = list(in_sample)
     loro: list[dict[str, float]] = [{} for _ in entries]
     for regime in REGIMES:
@@ -176,14 +182,16 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
         leave = _leaving_entries({id(entries[i]) for i in idx})
         fold = priced.fit(keep=leave)
         comm_fold = priced_comm.fit(keep=leave) if regime.kind == "collectives" else comm
-        for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold)):
+        for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold,
+                                               priced_moe.fit(keep=leave))):
             loro[i][regime.id] = value
     for source in sources_of(entries):
         idx = [i for i, e in enumerate(entries) if e.source == source]
         fold = priced.fit(keep=_leaving_out(source))
         comm_fold = priced_comm.fit(keep=_leaving_out(source)) if evidence.sources[source].kind == "collectives" \
             else comm
-        for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold)):
+        for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold,
+                                               priced_moe.fit(keep=_leaving_out(source)))):
             loso[i] = value
     results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, *evidence_class(e, db), loro=r)
                for e, p, q, r in zip(entries, in_sample, loso, loro)]

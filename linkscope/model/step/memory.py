@@ -158,8 +158,9 @@ ZERO3_LAYERS_GATHERED = 2
 def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     """What ZeRO-3 materialises beyond its shards: the gathered weights of the layers in flight and one layer's
     full gradients before their reduce-scatter."""
-    c = compute_constants()
-    layer = job.model.layer_params() / lay.tp
+    c, m = compute_constants(), job.model
+    # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks).
+    layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp + m.expert_params_per_layer() / (lay.ep * lay.etp)
     working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes)
     if job.peft is not None:
         adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp

@@ -46,7 +46,7 @@ class SystemInForce(Protocol):
     def computing(self) -> AbstractContextManager[None]: ...
 
 BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_comm_exposed_s",
-                  "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s")
+                  "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s", "moe_fixed_s")
 
 
 @dataclass
@@ -186,7 +186,8 @@ def bottleneck_sentence(breakdown: dict[str, float], step_s: float) -> str:
              "dp_comm_exposed_s": "data-parallel gradient traffic", "bubble_s": "the pipeline bubble",
              "recompute_s": "activation recomputation", "optimizer_s": "the optimizer step",
              "cp_comm_exposed_s": "context-parallel communication",
-             "ep_comm_exposed_s": "expert-parallel dispatch and combine"}
+             "ep_comm_exposed_s": "expert-parallel dispatch and combine",
+             "moe_fixed_s": "the MoE layers' fixed time (kernels issued one by one)"}
     overheads = {k: v for k, v in breakdown.items() if k in names}
     worst = max(overheads, key=lambda k: overheads[k])
     share = overheads[worst] / step_s if step_s > 0 else 0.0

@@ -51,8 +51,11 @@ def step_items(job: Job, layout: Layout) -> CommItems:
     if not layout.sequence_parallel:
         tp_items = [("all_reduce", act, (4 + 2 * replay) * per_layer)]
     kv = 2.0 * tokens * cp * m.kv_dim / tp * BF16_BYTES
-    params = (layers * m.layer_params() + m.embedding_params()) / tp
-    shard = m.layer_params() / tp
+    # A GPU trains its own routed experts only (experts / (ep x etp) of them); their reduction runs over the expert
+    # data-parallel ranks, a subset of dp, and is priced on the dp group here.
+    expert = m.expert_params_per_layer()
+    shard = (m.layer_params() - expert) / tp + expert / (layout.ep * layout.etp)
+    params = layers * shard + m.embedding_params() / tp
     weight_bytes, grad_shard = c.weight_bytes, shard
     if job.peft is not None:
         # Only the adapters train and reduce; a sharded frozen base is still gathered, in its stored format.

@@ -16,7 +16,7 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
-from linkscope.model.comm.moe import MoeRequest, predict_moe
+from linkscope.model.comm.moe import MoeRequest, moe_constants, predict_moe
 from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, sustained_tflops, usable_memory_gib)
@@ -51,6 +51,8 @@ class StepEstimate:
     mfu: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ep_comm_exposed_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """MoE dispatch and combine (forward and backward) on the critical path."""
+    moe_fixed_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """The MoE layers' fixed time (moe.yaml moe_layer_overhead_us), forward and backward; not in compute_s."""
 
 
 @dataclass
@@ -170,16 +172,36 @@ def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
     return out * m.moe_layers / m.layers
 
 
+def _moe_share(ctx: _Ctx) -> float:
+    m = ctx.model
+    return m.moe_layers / m.layers if m.is_moe else 0.0
+
+
+def _moe_host_s(ctx: _Ctx) -> float:
+    """Fixed time of an average layer's forward pass for its MoE share (moe.yaml, moe_layer_overhead_us): time the
+    GPU waits on the CPU issuing an MoE layer's kernels, which does not shrink with fewer tokens."""
+    return moe_constants().moe_layer_overhead_us * 1e-6 * _moe_share(ctx)
+
+
 FLASH_BACKWARD_RATIO = 2.5
 """Backward / forward FLOPs of a fused attention kernel: its backward recomputes the scores (QK^T) from the
 saved softmax statistics and runs four more matmuls, five in all against the forward's two (Dao 2023,
 FlashAttention-2, Section 4: "the backward pass [has] 2.5x the FLOPs of the forward")."""
 
 
+def _attention_core_width(m: ModelConfig) -> float:
+    """Mean of the QK^T and scores x V widths per token: heads x head_dim, which is the hidden size unless the
+    model gives head_dim (Qwen3's MoE models and gpt-oss: twice or 1.4x it); latent attention's keys carry the
+    rotary part too (DeepSeek-V3: 128 heads x 192 for QK^T, x 128 for scores x V)."""
+    if m.kv_lora_rank:
+        return m.heads * (m.head_dim + m.qk_rope_head_dim + (m.v_head_dim or m.head_dim)) / 2
+    return float(m.q_dim)
+
+
 def _attention_s(ctx: _Ctx) -> np.ndarray:
     """Forward attention core (QK^T and scores x V) of one layer."""
     m, lay = ctx.model, ctx.lay
-    full_flops = 2.0 * ctx.tokens * ctx.job.seq_len * m.hidden * 2 / lay.tp
+    full_flops = 2.0 * ctx.tokens * ctx.job.seq_len * _attention_core_width(m) * 2 / lay.tp
     peak = sustained_tflops(ctx.system.node.gpu, "bf16", ctx.c)
     if ctx.job.attention == "flash":
         # The fused kernel skips the masked half of a causal score matrix.
@@ -254,6 +276,8 @@ class _LayerTimes:
     recompute: np.ndarray
     ep: np.ndarray
     """Dispatch and combine of one layer in forward (and as many again in backward)."""
+    moe_fixed: np.ndarray | float
+    """The MoE fixed time of an average layer, forward plus backward (part of fwd_compute and bwd_compute)."""
 
 
 def _adapter_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
@@ -295,9 +319,13 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
     selective = np.where(ctx.job.attention == "flash", 0.0, attn + softmax)
     ep = _ep_comm_s(ctx)
+    # Backward issues a data and a weight gradient kernel for each forward GEMM: twice the forward's kernels.
+    fwd_compute = fwd_compute + _moe_host_s(ctx)
+    bwd_compute = bwd_compute + base_bwd_gemms * _moe_host_s(ctx)
     recompute = np.select([ctx.lay.recompute == 2, ctx.lay.recompute == 1], [fwd_compute + fwd_tp + ep, selective],
                           0.0)
-    return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute, ep)
+    return _LayerTimes(fwd_compute, bwd_compute, fwd_tp, bwd_tp, cp, recompute, ep,
+                       (1 + base_bwd_gemms) * _moe_host_s(ctx))
 
 
 def _logits_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
@@ -380,9 +408,15 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     nothing hides them: the first layer's gather precedes any forward compute, and the last reduce-scatter of
     a backward pass runs after its compute has finished."""
     lay, c, m = ctx.lay, ctx.c, ctx.model
-    layer_params = m.layer_params() / lay.tp
+    # Routed experts are sharded over their expert data-parallel ranks, not over dp x cp: a GPU gathers its
+    # own experts' shards (ep x etp apart), and the rest of the layer across its weight replicas.
+    expert = m.expert_params_per_layer()
+    layer_params = (m.layer_params() - expert) / lay.tp
     replicas, stride = weight_replicas(lay), lay.tp
-    if not np.any((lay.zero >= 3) & (replicas > 1)):
+    edp = np.maximum(lay.tp * lay.cp * lay.dp // (lay.ep * lay.etp), 1)
+    expert_params = expert / (lay.ep * lay.etp)
+    sharded = (lay.zero >= 3) & ((replicas > 1) | ((edp > 1) & (expert > 0)))
+    if not np.any(sharded):
         return np.zeros(len(lay))
     peft = ctx.job.peft
     # Under PEFT the frozen base is still gathered (in its stored format), but only adapter gradients reduce.
@@ -390,13 +424,20 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     grad_params = layer_params if peft is None else lora.adapter_params_per_layer(m, peft) / lay.tp
     # Each collective of the layer carries its share of the bytes and pays the collective's own latency.
     k = zero3_collectives(ctx.job)
-    ag = k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, stride)
-    rs = k * _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes / k, replicas, stride)
+    ag = np.where(replicas > 1, k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, stride), 0.0)
+    rs = np.where(replicas > 1, k * _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes / k, replicas, stride),
+                  0.0)
+    if expert:
+        expert_stride = lay.ep * lay.etp
+        ag = ag + np.where(edp > 1, _coll(ctx, "all_gather", expert_params * weight_bytes, edp, expert_stride), 0.0)
+        if peft is None:
+            rs = rs + np.where(edp > 1, _coll(ctx, "reduce_scatter", expert_params * c.grad_bytes, edp,
+                                              expert_stride), 0.0)
     fwd = _overlapped(ag, lt.fwd_compute, c.zero3_overlap)
     bwd = _overlapped(ag + rs, lt.bwd_compute, c.zero3_overlap)
     ends = (ag - fwd) + np.minimum(rs, bwd)
     per_micro_batch = (fwd + bwd) * layers + ends
-    return np.where((lay.zero >= 3) & (replicas > 1), per_micro_batch * m_count, 0.0)
+    return np.where(sharded, per_micro_batch * m_count, 0.0)
 
 
 def _overlapped(comm_s: np.ndarray, compute_s: np.ndarray, overlap: float) -> np.ndarray:
@@ -469,11 +510,14 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     step = m_count * stage_mb + bubble + dp + optimizer
     mem = memory_gib_per_gpu(job, system, lay)
     usable = usable_memory_gib(system.node.gpu, ctx.c)
-    est = StepEstimate(step_time_s=step, compute_s=m_count * compute_mb, recompute_s=m_count * recompute_mb,
+    moe_fixed = np.broadcast_to(m_count * layers * lt.moe_fixed, np.shape(step)).astype(float)
+    est = StepEstimate(step_time_s=step, compute_s=m_count * compute_mb - moe_fixed,
+                       recompute_s=m_count * recompute_mb,
                        tp_comm_exposed_s=m_count * layers * (lt.fwd_tp + lt.bwd_tp),
                        cp_comm_exposed_s=m_count * layers * lt.cp, pp_comm_exposed_s=m_count * pp_mb,
                        dp_comm_exposed_s=dp, bubble_s=bubble, optimizer_s=optimizer, memory_gib_per_gpu=mem,
-                       fits=mem <= usable, microbatches=m_count, ep_comm_exposed_s=m_count * ep_mb)
+                       fits=mem <= usable, microbatches=m_count, ep_comm_exposed_s=m_count * ep_mb,
+                       moe_fixed_s=moe_fixed)
     _add_rates(est, job, system, lay)
     return est
 

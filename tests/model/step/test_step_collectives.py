@@ -88,3 +88,16 @@ def test_deepspeed_zero3_gathers_each_weight_matrix_on_its_own(job: Job) -> None
     assert k > 1
     for (op, size, times), (op_d, size_d, times_d) in zip(fsdp, deepspeed):
         assert op == op_d and size_d == pytest.approx(size / k) and times_d == pytest.approx(times * k)
+
+
+def test_data_parallel_traffic_of_an_moe_model_counts_the_gpus_own_experts() -> None:
+    m = load_model("mixtral-8x7b")
+    job = Job(model=m, global_batch=64, seq_len=4096)
+    layout = Layout(tp=1, pp=1, dp=16, micro_batch=1, zero=3, ep=8)
+    gather = dict((op, size) for op, size, _ in step_items(job, layout)["dp"])["all_gather"]
+    expert = m.expert_params_per_layer()
+    own = (m.layer_params() - expert) + expert / 8
+    assert gather == pytest.approx(own * compute_constants().weight_bytes)
+    # With every expert on every GPU (ep 1) the layer's full weights are gathered.
+    full = dict((op, size) for op, size, _ in step_items(job, replace(layout, ep=1))["dp"])["all_gather"]
+    assert full == pytest.approx(m.layer_params() * compute_constants().weight_bytes)

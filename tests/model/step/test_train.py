@@ -348,3 +348,60 @@ def test_uneven_pipeline_stages_still_interleave(db) -> None:
     system = db.systems["dgx-h100"].with_gpus(8192)
     p = predict_train(job, system, LayoutRequest(tp=8, pp=16, interleave=8, micro_batch=1, recompute="none"))
     assert p.parallelism.interleave == 8 and p.parallelism.pp == 16
+
+
+def test_moe_layers_add_their_fixed_time_per_micro_batch_not_per_token(db) -> None:
+    from linkscope.model.comm.moe import moe_constants
+    from linkscope.model.fidelity.moe_fit import overhead_override
+
+    system = db.systems["hgx-b200"]
+    m = model_presets()["qwen3-30b-a3b"]
+    fixed_s = moe_constants().moe_layer_overhead_us * 1e-6
+    assert fixed_s > 0
+
+    def added_s(mb: int) -> float:
+        layout = single_layout(tp=1, pp=1, dp=8, mb=mb, zero=1, ep=8)
+        job = _job("qwen3-30b-a3b", 512, 4096)
+        with_fixed = estimate_steps(job, system, layout)
+        with overhead_override(0.0):
+            without = estimate_steps(job, system, layout)
+        # Its own line of the breakdown: compute is the same with or without it.
+        assert float(with_fixed.compute_s[0]) == pytest.approx(float(without.compute_s[0]), rel=1e-9)
+        assert sum(getattr(with_fixed, k)[0] for k in BREAKDOWN_KEYS) == pytest.approx(
+            float(with_fixed.step_time_s[0]), rel=1e-9)
+        assert float(with_fixed.step_time_s[0] - without.step_time_s[0]) == pytest.approx(
+            float(with_fixed.moe_fixed_s[0]), rel=1e-9)
+        return float(with_fixed.moe_fixed_s[0])
+
+    # Forward once, backward twice (a data and a weight gradient kernel per forward GEMM), every MoE layer of
+    # every micro-batch: four times the micro-batches at micro-batch 4 pay a quarter of it.
+    micro_batches = 512 // 8
+    assert added_s(1) == pytest.approx(3 * fixed_s * m.moe_layers * micro_batches, rel=1e-9)
+    assert added_s(4) == pytest.approx(added_s(1) / 4, rel=1e-9)
+    dense = estimate_steps(_job("llama2-7b", 64, 4096), system, single_layout(tp=1, pp=1, dp=8, zero=1))
+    assert float(dense.moe_fixed_s[0]) == 0.0
+
+
+def test_zero3_of_an_moe_model_gathers_only_the_gpus_own_experts(db) -> None:
+    # NeMo AutoModel's DeepSeek-V3 on 256 H100 (FSDP over the 64 data-parallel ranks, EP 64): each GPU holds 4 of
+    # the 256 experts, so its per-layer gathers and its gathered working set are its own experts, not all of them.
+    system = db.systems["dgx-h100"].with_gpus(256)
+    job = _job("deepseek-v3", 512, 4096, moe_dispatcher="deepep")
+    narrow = estimate_steps(job, system, single_layout(tp=1, pp=4, dp=64, v=8, mb=1, zero=3, ep=8))
+    wide = estimate_steps(job, system, single_layout(tp=1, pp=4, dp=64, v=8, mb=1, zero=3, ep=64))
+    assert float(wide.dp_comm_exposed_s[0]) < float(narrow.dp_comm_exposed_s[0])
+    assert float(wide.memory_gib_per_gpu[0]) < float(narrow.memory_gib_per_gpu[0])
+    # The published step is 8.18 s; gathering every expert over dp made it several times that.
+    assert float(wide.step_time_s[0]) == pytest.approx(8.18, rel=0.15)
+
+
+def test_attention_core_counts_heads_times_head_dim_not_the_hidden_size(db) -> None:
+    from linkscope.model.step.train import _attention_core_width
+
+    # Qwen3-30B-A3B: 32 heads x 128 = 4096, twice its hidden size of 2048.
+    assert _attention_core_width(model_presets()["qwen3-30b-a3b"]) == 4096
+    # DeepSeek-V3's latent attention: 128 heads x (128 + 64 rotary) for QK^T and x 128 for scores x V.
+    assert _attention_core_width(model_presets()["deepseek-v3"]) == 128 * (192 + 128) / 2
+    # A model whose heads span the hidden size is unchanged.
+    m = model_presets()["llama2-70b"]
+    assert _attention_core_width(m) == m.hidden
