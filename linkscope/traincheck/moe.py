@@ -11,7 +11,8 @@ the timed iterations of the slowest rank's time), their min/max, `dispatch_gb_pe
 (DeepEP's convention: `model.comm.moe.convention_bytes` over the time), `dispatch_bytes_per_rank` and
 `combine_bytes_per_rank` (the bytes the convention counts), `ranks_per_token`, `nodes_per_token`, `imbalance`,
 `rows_sent`/`rows_received` per rank, `predicted` (or None) with `dispatch_us`, `combine_us`, bandwidths in the
-same convention and `source`, `error_pct` for both, and `note`.
+same convention and `source`, `error_pct` for both (None where the prediction is not for the ranks measured: a GPU
+System beside CPU ranks), and `note`.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def document(cfg: MoeConfig, routing: dict[str, Any], timings: dict[str, Any], r
     }
     predicted, note = _predict(cfg, doc, resolved, per_node, backend)
     doc["predicted"] = predicted
-    doc["error_pct"] = None if predicted is None else {
+    # A GPU System's prediction beside CPU ranks' times is shown for scale, but an error between them means nothing.
+    doc["error_pct"] = None if predicted is None or note else {
         k: 100.0 * (doc[f"{k}_us"] - predicted[f"{k}_us"]) / predicted[f"{k}_us"] for k in ("dispatch", "combine")}
     doc["note"] = note
     return doc
