@@ -1,0 +1,190 @@
+"""Does `bench moe` make an all-to-all look slower than it is?
+
+On 2 (and 4) local gloo ranks, compares the dispatch and combine times `bench moe` reports with a bare
+`dist.all_to_all_single` loop moving the same bytes with the same split sizes, in the same processes. The
+`bench moe` side is its own per-rank code (`linkscope.bench.moe.loop.run_moe`: routing, the count exchange, a
+barrier before each timed exchange, the median over iterations of the slowest rank's time). The bare side takes
+the split sizes from the same routing (`route_rank` with the same seed), calls `all_to_all_single` `iters` times
+back to back with no barrier, each call under its own `perf_counter`, and takes the same statistic (the median of
+the slowest rank's time per call), so what differs is only the harness.
+
+The two alternate in adjacent pairs (which goes first alternates too). Loopback gloo on a shared machine varies a
+lot from one exchange to the next, so each direction gets the mean of the per-pair log ratios with its 95%
+confidence interval: within +-5% is PASS, wholly outside is FAIL, otherwise INCONCLUSIVE (too noisy to tell).
+
+    python benchmarks/bench_moe_overhead.py [--worlds 2,4] [--rounds 12] [--iters 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing as mp
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SHAPE = {"tokens_per_rank": 2048, "hidden": 1024, "topk": 8, "experts": 64, "skew": 1.0, "precision": "bf16"}
+WARMUP = 3
+TOLERANCE = 0.05
+T_95 = 2.2  # two-sided 95% quantile of Student's t for about 12 pairs, rounded up
+
+
+class _Capture:
+    """Rank 0's sink: keeps what `run_moe` reports."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, Any] = {}
+
+    def moe_timed(self, timings: dict[str, Any]) -> None:
+        self.timings = timings
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args: None
+
+
+def _bare_buffers(ctx: Any, cfg: Any) -> tuple[Any, ...]:
+    """Send and receive buffers of both directions with the split sizes of the same routing."""
+    import torch
+    import torch.distributed as dist
+
+    from linkscope.bench.moe.routing import route_rank
+
+    mine = route_rank(ctx.rank, cfg.tokens_per_rank, cfg.topk, cfg.experts, ctx.world, cfg.skew, cfg.seed)
+    send_splits = [int(v) for v in mine.send_counts]
+    counts = torch.tensor(send_splits, dtype=torch.int64)
+    recv_counts = torch.empty_like(counts)
+    dist.all_to_all_single(recv_counts, counts)
+    recv_splits = [int(v) for v in recv_counts.tolist()]
+    u8 = torch.uint8
+    return (torch.ones((sum(send_splits), cfg.dispatch_bytes), dtype=u8),
+            torch.empty((sum(recv_splits), cfg.dispatch_bytes), dtype=u8),
+            torch.ones((sum(recv_splits), cfg.combine_bytes), dtype=u8),
+            torch.empty((sum(send_splits), cfg.combine_bytes), dtype=u8), send_splits, recv_splits)
+
+
+def _bare(bufs: tuple[Any, ...], iters: int) -> tuple[float, float]:
+    """Median seconds per dispatch and per combine of a plain loop: each call under its own clock, no barrier, the
+    slowest rank's time per call (the statistic `bench moe` reports, so only the harness differs)."""
+    import torch
+    import torch.distributed as dist
+
+    send, recv, back_send, back_recv, send_splits, recv_splits = bufs
+    out = []
+    for args in ((recv, send, recv_splits, send_splits), (back_recv, back_send, send_splits, recv_splits)):
+        for _ in range(WARMUP):
+            dist.all_to_all_single(*args)
+        seconds = []
+        for _ in range(iters):
+            start = time.perf_counter()
+            dist.all_to_all_single(*args)
+            seconds.append(time.perf_counter() - start)
+        slowest = torch.tensor(seconds, dtype=torch.float64)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        out.append(statistics.median(slowest.tolist()))
+    return out[0], out[1]
+
+
+def _linkscope(ctx: Any, cfg: Any, sink: _Capture) -> tuple[float, float]:
+    """`bench moe`'s per-rank code; its medians of the slowest rank's time (the same on every rank)."""
+    import torch
+    import torch.distributed as dist
+
+    from linkscope.bench.moe.loop import run_moe
+
+    run_moe(ctx, cfg, sink)
+    medians = [0.0, 0.0]
+    if ctx.rank == 0:
+        medians = [statistics.median(sink.timings["dispatch_s"]), statistics.median(sink.timings["combine_s"])]
+    shared = torch.tensor(medians, dtype=torch.float64)
+    dist.broadcast(shared, src=0)
+    return float(shared[0]), float(shared[1])
+
+
+def _rank(rank: int, world: int, init_method: str, rounds: int, iters: int, q: Any) -> None:
+    from linkscope.bench.comm import init_rank
+    from linkscope.bench.layout import RankEnv
+    from linkscope.bench.moe.config import MoeConfig
+
+    ctx = init_rank(RankEnv(rank, world, rank, world, 0), "gloo", init_method, 600.0, lambda value: None)
+    cfg = MoeConfig(**SHAPE, iters=iters, warmup=WARMUP)  # type: ignore[arg-type]
+    sink = _Capture()
+    bufs = _bare_buffers(ctx, cfg)
+    pairs = []
+    for index in range(rounds):
+        if index % 2 == 0:
+            bare = _bare(bufs, iters)
+            mine = _linkscope(ctx, cfg, sink)
+        else:
+            mine = _linkscope(ctx, cfg, sink)
+            bare = _bare(bufs, iters)
+        pairs.append((bare, mine))
+    if rank == 0:
+        q.put(pairs)
+    ctx.close()
+
+
+def _verdict(low: float, high: float) -> str:
+    if low >= -TOLERANCE and high <= TOLERANCE:
+        return "PASS"
+    if high < -TOLERANCE or low > TOLERANCE:
+        return "FAIL"
+    return "INCONCLUSIVE"
+
+
+def _report(world: int, pairs: list[tuple[tuple[float, float], tuple[float, float]]]) -> list[str]:
+    verdicts = []
+    for index, phase in enumerate(("dispatch", "combine")):
+        logs = [math.log(mine[index] / bare[index]) for bare, mine in pairs]
+        mean = statistics.fmean(logs)
+        half = T_95 * statistics.stdev(logs) / math.sqrt(len(logs))
+        low, high = math.exp(mean - half) - 1, math.exp(mean + half) - 1
+        bare_us = statistics.median(b[index] for b, _ in pairs) * 1e6
+        mine_us = statistics.median(m[index] for _, m in pairs) * 1e6
+        verdicts.append(_verdict(low, high))
+        print(f"{world:>5}  {phase:<9} {bare_us:>10.1f}  {mine_us:>14.1f}  {math.exp(mean):>6.3f}  "
+              f"{low * 100:>+6.1f}..{high * 100:>+5.1f}%  {verdicts[-1]:>12}")
+    return verdicts
+
+
+def _measure(world: int, rounds: int, iters: int) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        init = "file://" + str(Path(tmp) / "rdzv")
+        procs = [ctx.Process(target=_rank, args=(r, world, init, rounds, iters, q)) for r in range(world)]
+        for p in procs:
+            p.start()
+        pairs = q.get(timeout=3600)
+        for p in procs:
+            p.join(60)
+    return pairs
+
+
+def main() -> int:
+    """Spawn the ranks per world size, collect the pairs, print the ratios; exit code 0 when none FAILs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worlds", default="2,4", help="Rank counts to run, e.g. 2,4.")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--iters", type=int, default=10)
+    args = parser.parse_args()
+    shape = ", ".join(f"{k} {v}" for k, v in SHAPE.items())
+    print(f"bench moe vs a bare all_to_all_single loop, gloo ranks; {shape}; {args.iters} iterations per timing, "
+          f"{args.rounds} adjacent pairs")
+    print(f"{'ranks':>5}  {'phase':<9} {'bare (us)':>10}  {'bench moe (us)':>14}  {'ratio':>6}  {'95% interval':>15}  "
+          f"{'verdict':>12}")
+    verdicts = []
+    for world in (int(w) for w in args.worlds.split(",")):
+        verdicts += _report(world, _measure(world, args.rounds, args.iters))
+    print(f"limit: within {TOLERANCE * 100:.0f}% of the bare loop; {verdicts.count('PASS')} PASS, "
+          f"{verdicts.count('INCONCLUSIVE')} INCONCLUSIVE, {verdicts.count('FAIL')} FAIL")
+    verdict = "FAIL" if "FAIL" in verdicts else "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
+    print(f"verdict: {verdict}")
+    return 1 if verdict == "FAIL" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
