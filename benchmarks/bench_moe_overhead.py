@@ -4,9 +4,11 @@ On 2 (and 4) local gloo ranks, compares the dispatch and combine times `bench mo
 `dist.all_to_all_single` loop moving the same bytes with the same split sizes, in the same processes. The
 `bench moe` side is its own per-rank code (`linkscope.bench.moe.loop.run_moe`: routing, the count exchange, a
 barrier before each timed exchange, the median over iterations of the slowest rank's time). The bare side takes
-the split sizes from the same routing (`route_rank` with the same seed), calls `all_to_all_single` `iters` times
-back to back with no barrier, each call under its own `perf_counter`, and takes the same statistic (the median of
-the slowest rank's time per call), so what differs is only the harness.
+the split sizes from the same routing (`route_rank` with the same seed), calls `all_to_all_single` `iters` times,
+each after a plain `dist.barrier()` and under its own `perf_counter`, and takes the same statistic (the median of
+the slowest rank's time per call), so what differs is only the harness. The last column is the same bare loop
+without the barriers, for reference: there the slowest rank's time also holds the time it waited for a peer that
+started late, which on a loaded host is most of the difference.
 
 The two alternate in adjacent pairs (which goes first alternates too). Loopback gloo on a shared machine varies a
 lot from one exchange to the next, so each direction gets the mean of the per-pair log ratios with its 95%
@@ -66,9 +68,9 @@ def _bare_buffers(ctx: Any, cfg: Any) -> tuple[Any, ...]:
             torch.empty((sum(send_splits), cfg.combine_bytes), dtype=u8), send_splits, recv_splits)
 
 
-def _bare(bufs: tuple[Any, ...], iters: int) -> tuple[float, float]:
-    """Median seconds per dispatch and per combine of a plain loop: each call under its own clock, no barrier, the
-    slowest rank's time per call (the statistic `bench moe` reports, so only the harness differs)."""
+def _bare(bufs: tuple[Any, ...], iters: int, aligned: bool) -> tuple[float, float]:
+    """Median seconds per dispatch and per combine of a plain loop: each call under its own clock, the slowest
+    rank's time per call. `aligned`: a plain `dist.barrier()` before each call, as `bench moe` times."""
     import torch
     import torch.distributed as dist
 
@@ -79,6 +81,8 @@ def _bare(bufs: tuple[Any, ...], iters: int) -> tuple[float, float]:
             dist.all_to_all_single(*args)
         seconds = []
         for _ in range(iters):
+            if aligned:
+                dist.barrier()
             start = time.perf_counter()
             dist.all_to_all_single(*args)
             seconds.append(time.perf_counter() - start)
@@ -116,12 +120,12 @@ def _rank(rank: int, world: int, init_method: str, rounds: int, iters: int, q: A
     pairs = []
     for index in range(rounds):
         if index % 2 == 0:
-            bare = _bare(bufs, iters)
+            bare = _bare(bufs, iters, True)
             mine = _linkscope(ctx, cfg, sink)
         else:
             mine = _linkscope(ctx, cfg, sink)
-            bare = _bare(bufs, iters)
-        pairs.append((bare, mine))
+            bare = _bare(bufs, iters, True)
+        pairs.append((bare, mine, _bare(bufs, iters, False)))
     if rank == 0:
         q.put(pairs)
     ctx.close()
@@ -135,22 +139,21 @@ def _verdict(low: float, high: float) -> str:
     return "INCONCLUSIVE"
 
 
-def _report(world: int, pairs: list[tuple[tuple[float, float], tuple[float, float]]]) -> list[str]:
+def _report(world: int, pairs: list[tuple[tuple[float, float], ...]]) -> list[str]:
     verdicts = []
     for index, phase in enumerate(("dispatch", "combine")):
-        logs = [math.log(mine[index] / bare[index]) for bare, mine in pairs]
+        logs = [math.log(mine[index] / bare[index]) for bare, mine, _ in pairs]
         mean = statistics.fmean(logs)
         half = T_95 * statistics.stdev(logs) / math.sqrt(len(logs))
         low, high = math.exp(mean - half) - 1, math.exp(mean + half) - 1
-        bare_us = statistics.median(b[index] for b, _ in pairs) * 1e6
-        mine_us = statistics.median(m[index] for _, m in pairs) * 1e6
+        bare_us, mine_us, loose_us = (statistics.median(p[k][index] for p in pairs) * 1e6 for k in range(3))
         verdicts.append(_verdict(low, high))
         print(f"{world:>5}  {phase:<9} {bare_us:>10.1f}  {mine_us:>14.1f}  {math.exp(mean):>6.3f}  "
-              f"{low * 100:>+6.1f}..{high * 100:>+5.1f}%  {verdicts[-1]:>12}")
+              f"{low * 100:>+6.1f}..{high * 100:>+5.1f}%  {verdicts[-1]:>12}  {loose_us:>16.1f}")
     return verdicts
 
 
-def _measure(world: int, rounds: int, iters: int) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+def _measure(world: int, rounds: int, iters: int) -> list[tuple[tuple[float, float], ...]]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
@@ -175,7 +178,7 @@ def main() -> int:
     print(f"bench moe vs a bare all_to_all_single loop, gloo ranks; {shape}; {args.iters} iterations per timing, "
           f"{args.rounds} adjacent pairs")
     print(f"{'ranks':>5}  {'phase':<9} {'bare (us)':>10}  {'bench moe (us)':>14}  {'ratio':>6}  {'95% interval':>15}  "
-          f"{'verdict':>12}")
+          f"{'verdict':>12}  {'no barrier (us)':>16}")
     verdicts = []
     for world in (int(w) for w in args.worlds.split(",")):
         verdicts += _report(world, _measure(world, args.rounds, args.iters))

@@ -69,7 +69,7 @@ def run_moe_check(cfg: MoeConfig, system_spec: str | None = None, emit: Emit | N
     env = torchrun_env()
     resolved_cfg = resolve_config(cfg, env.world if env else None)
     resolved = _resolved(system_spec, resolve_backend(resolved_cfg.run.backend))
-    result = run_moe_bench(resolved_cfg if env is None else cfg, emit)
+    result = run_moe_bench(resolved_cfg, emit)
     outcome = MoeOutcome(result)
     recorder = result.recorder
     if recorder is None or not recorder.timings.get("dispatch_s"):

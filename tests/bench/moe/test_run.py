@@ -70,11 +70,14 @@ def test_the_run_is_stored_and_read_back(measured: tuple[Path, dict]) -> None:
 @pytest.mark.parametrize("command, why", [
     (["compare"], "is a MoE dispatch/combine run, not a collective sweep"),
     (["calibrate"], "too few sizes to fit latency and bandwidth"),
+    (["report"], "is a MoE dispatch/combine run; the report draws collective sweeps"),
 ])
-def test_compare_and_calibrate_refuse_with_one_line(measured: tuple[Path, dict], command: list[str],
-                                                    why: str) -> None:
+def test_compare_calibrate_and_report_refuse_with_one_line(measured: tuple[Path, dict], command: list[str],
+                                                           why: str, tmp_path: Path) -> None:
     db, doc = measured
     args = [*command, doc["run_id"], doc["run_id"]] if command == ["compare"] else [*command, doc["run_id"]]
+    if command == ["report"]:
+        args += ["-o", str(tmp_path / "r.html")]
     result = _cli(*args, "--db", str(db))
     assert result.exit_code == 2 and why in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
