@@ -18,7 +18,7 @@ CASES = {
     "bench": (["bench"], ["-n", "-w", "--repeat", "--min-time", "--timeout", "--nproc", "-c"]),
     "p2p": (["p2p"], ["-n", "-w", "--latency-iters", "--timeout", "--nproc"]),
     "train": (TRAIN, ["-n", "-w", "--repeat", "--bucket-mb", "--timeout", "--nproc", "--dp", "--profile-steps",
-                      "--micro-batch"]),
+                      "--micro-batch", "--ep"]),
     "check": (["check"], ["--nproc", "--timeout"]),
     "moe": (MOE, ["-n", "-w", "--timeout", "--nproc", "--tokens-per-rank", "--hidden", "--topk", "--experts",
                   "--skew"]),
@@ -107,6 +107,23 @@ def test_sweep_and_scaling_points_are_checked(option: str, value: str, why: str,
 ])
 def test_bench_moe_bad_shapes_are_one_line_before_any_rank(args: list[str], why: str, tmp_path: Path) -> None:
     result = invoke(*MOE, "--backend", "gloo", *args, "--db", str(tmp_path / "r.db"))
+    assert_clean(result)
+    assert result.exit_code == 2 and why in result.output, result.output
+    assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--experts", "4", "--topk", "5"], "--topk 5 is larger than --experts 4"),
+    (["--experts", "4"], "give --experts and --topk together"),
+    (["--experts", "0", "--topk", "1"], "--experts must be at least 1"),
+    (["--experts", "3", "--topk", "1", "--ep", "2"], "ep: 2 does not divide the 3 experts"),
+    (["--experts", "4", "--topk", "1", "--ep", "4", "--nproc", "2"], "ep: 4 must be 1"),
+    (["--ep", "2"], "ep: 2 needs a mixture-of-experts model"),
+    (["--experts", "4", "--topk", "2", "--ep", "2", "--tp", "2"], "--tp cannot be combined with experts"),
+])
+def test_bench_train_bad_expert_layouts_are_one_line_before_any_rank(args: list[str], why: str,
+                                                                     tmp_path: Path) -> None:
+    result = invoke(*TRAIN, *args, "--db", str(tmp_path / "r.db"))
     assert_clean(result)
     assert result.exit_code == 2 and why in result.output, result.output
     assert not (tmp_path / "r.db").exists()
