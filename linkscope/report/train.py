@@ -23,7 +23,7 @@ def point_lines(doc: dict[str, Any]) -> list[str]:
     pred = doc.get("predicted") or {}
     steps = doc.get("steps") or {}
     layout = f"{par['layout']} dp={par['dp']}" + (f" tp={par['tp']}" if par["tp"] > 1 else "") + \
-        (f" zero={par['zero']}" if par["zero"] else "")
+        (f" zero={par['zero']}" if par["zero"] else "") + (f" ep={par['ep']}" if par.get("ep", 1) > 1 else "")
     lines = [
         f"# {doc['model']}: {doc['ranks']} ranks ({doc['backend']}), {layout}, {par['precision']}, "
         f"{doc['tokens_per_step']} tokens per step, recompute {par['recompute']}"
