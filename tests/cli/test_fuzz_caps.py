@@ -21,7 +21,7 @@ CASES = {
                       "--micro-batch", "--ep"]),
     "check": (["check"], ["--nproc", "--timeout"]),
     "moe": (MOE, ["-n", "-w", "--timeout", "--nproc", "--tokens-per-rank", "--hidden", "--topk", "--experts",
-                  "--skew"]),
+                  "--skew", "--seed"]),
 }
 
 
@@ -41,8 +41,8 @@ def test_out_of_range_numbers_are_refused_before_anything_runs(command: str, tmp
     args, flags = CASES[command]
     db = tmp_path / "r.db"
     for flag in flags:
-        for value in OUT_OF_RANGE + (["0"] if flag not in ("--min-time", "-w", "-c", "--profile-steps", "--skew")
-                                     else []):
+        for value in OUT_OF_RANGE + (["0"] if flag not in ("--min-time", "-w", "-c", "--profile-steps", "--skew",
+                                                           "--seed") else []):
             result = invoke(*args, flag, value, "--db", str(db))
             assert_clean(result)
             assert result.exit_code == 2, (flag, value, result.output)

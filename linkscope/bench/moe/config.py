@@ -9,6 +9,8 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import HOST_BYTES_PER_MESSAGE, MAX_ITERS, MAX_WARMUP, check_number
 from linkscope.model.comm.moe import MAX_EXPERTS, MAX_HIDDEN, MAX_TOKENS_PER_RANK, MOE_PRECISIONS, token_bytes
 
+MAX_SEED = 2**31 - 1
+"""`--seed`: numpy's and torch's generators take any such seed."""
 MAX_SKEW = 10.0
 """`--skew`: Zipf exponents of real routers' expert loads stay near 1; at 10 one expert takes nearly every token."""
 
@@ -38,6 +40,7 @@ class MoeConfig:
             check_number(value, flag, 1, top)
         check_number(self.warmup, "-w/--warmup", 0, MAX_WARMUP)
         check_number(self.skew, "--skew", 0, MAX_SKEW)
+        check_number(self.seed, "--seed", 0, MAX_SEED)
         if self.topk > self.experts:
             raise UserError(f"--topk {self.topk} is larger than --experts {self.experts}")
         precision = self.precision.strip().lower()
