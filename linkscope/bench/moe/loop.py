@@ -18,11 +18,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from linkscope.bench import faults
 from linkscope.bench.comm import RankContext
 from linkscope.bench.events import MoeSink
 from linkscope.bench.moe.config import MoeConfig
 from linkscope.bench.moe.routing import route_rank
 
+FAULT_OP = "moe"
+"""The test suite's fault hook fires before timed iteration `size` of this op (`bench.faults`)."""
 SRC_BYTE = 0
 """Every token row carries its source rank (mod 256) in this byte, so a misrouted row is found after the first
 exchange."""
@@ -109,7 +112,8 @@ def _timed(ctx: RankContext, iters: int, dispatch: Callable[[], None],
            combine: Callable[[], None]) -> tuple[list[float], list[float]]:
     """This rank's seconds for each timed dispatch and combine."""
     dispatch_s, combine_s = [], []
-    for _ in range(iters):
+    for i in range(iters):
+        faults.before_size(ctx.rank, FAULT_OP, i)
         ctx.barrier()
         dispatch_s.append(ctx.timer.loop_seconds(dispatch, 1, None))
         ctx.barrier()

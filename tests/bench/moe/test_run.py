@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from linkscope.bench.faults import ENV_VAR
 from linkscope.cli.main import app
 from linkscope.model.comm.moe import convention_bytes, token_bytes
 from linkscope.results.store import ResultStore
@@ -81,3 +82,16 @@ def test_compare_calibrate_and_report_refuse_with_one_line(measured: tuple[Path,
     result = _cli(*args, "--db", str(db))
     assert result.exit_code == 2 and why in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_rank_that_dies_mid_run_ends_it_incomplete_with_the_routing_kept(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_VAR, json.dumps({"action": "exit", "rank": 1, "op": "moe", "size": 1}))
+    db = tmp_path / "r.db"
+    result = _cli("bench", "moe", *SHAPE, "-n", "3", "-w", "1", "--backend", "gloo", "--nproc", "2", "--db", str(db))
+    assert result.exit_code == 3 and "rank 1" in result.output and "Traceback" not in result.output
+    with ResultStore(str(db)) as store:
+        (summary,) = store.list_runs()
+        info = store.get_run(summary.run_id)
+    assert info.kind == "moe" and info.status == "incomplete"
+    assert len(info.extra["moe"]["routing"]["counts"]) == 2 and "moe_summary" not in info.extra
