@@ -15,6 +15,7 @@ from linkscope.bench.train.moe import MoE
 from linkscope.cli.main import app
 from linkscope.model.step.scaled import scaled_model, with_experts
 from linkscope.model.step.transformer import ModelConfig, load_model
+from linkscope.report.train import point_lines
 
 SMALL = ["--model", "llama2-7b", "--layers", "2", "--hidden", "64", "--heads", "2", "--vocab", "128",
          "--seq-len", "32"]
@@ -65,3 +66,6 @@ def test_expert_parallel_training_on_two_ranks_shows_the_all_to_alls(tmp_path: P
     assert doc["parallelism"]["ep"] == 2 and doc["ranks"] == 2
     assert doc["comm_s"]["all_to_all"] > 0 and 0 <= doc["exposed_comm_s"]["all_to_all"] <= doc["comm_s"]["all_to_all"]
     assert math.isfinite(doc["loss"]["first"]) and math.isfinite(doc["loss"]["last"])
+    lines = point_lines(doc)
+    assert any(line.startswith("# exposed all-to-all per step (s): measured ") for line in lines)
+    assert "ep=2" in lines[0]
