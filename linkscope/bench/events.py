@@ -70,6 +70,22 @@ class TrainSink(Protocol):
         """The whole job is over on every rank."""
 
 
+class MoeSink(Protocol):
+    """Receives rank 0's reports of a `bench moe` run, in order."""
+
+    def started(self, infos: list[RankInfo]) -> None:
+        """Every rank has joined; here is who runs where."""
+
+    def moe_routed(self, routing: dict[str, Any]) -> None:
+        """Every rank has routed its tokens and knows what it receives."""
+
+    def moe_timed(self, timings: dict[str, Any]) -> None:
+        """Dispatch and combine are timed: the slowest rank's seconds per iteration, and wrong rows per rank."""
+
+    def finished(self) -> None:
+        """The whole job is over on every rank."""
+
+
 class NullSink:
     """For ranks other than 0: reports go nowhere."""
 

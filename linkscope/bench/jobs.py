@@ -1,4 +1,5 @@
-"""What every rank runs once it has joined the process group: a collective sweep, the p2p matrix or training steps."""
+"""What every rank runs once it has joined the process group: a collective sweep, the p2p matrix, training steps
+or MoE dispatch and combine."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Literal
 
 from linkscope.bench.comm import RankContext
 from linkscope.bench.config import BenchConfig, P2PConfig
-from linkscope.bench.events import Sink, TrainSink
+from linkscope.bench.events import MoeSink, Sink, TrainSink
+from linkscope.bench.moe.config import MoeConfig
 from linkscope.bench.train.config import TrainConfig
 from linkscope.hardware.errors import UserError
 
@@ -17,12 +19,12 @@ from linkscope.hardware.errors import UserError
 class Job:
     """A picklable description of the work, sent to every spawned rank."""
 
-    kind: Literal["bench", "p2p", "train"]
+    kind: Literal["bench", "p2p", "train", "moe"]
     """The stored run's kind (a `RunKind`)."""
-    config: BenchConfig | P2PConfig | TrainConfig
+    config: BenchConfig | P2PConfig | TrainConfig | MoeConfig
 
 
-def run_job(job: Job, ctx: RankContext, sink: Sink | TrainSink) -> None:
+def run_job(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink) -> None:
     """Report the rank layout, run the job, and wait for every rank to finish it."""
     try:
         _run(job, ctx, sink)
@@ -37,7 +39,7 @@ def _nobody_behind() -> str:
     return ""
 
 
-def run_guarded(job: Job, ctx: RankContext, sink: Sink | TrainSink,
+def run_guarded(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink,
                 behind: Callable[[], str] = _nobody_behind) -> tuple[str, str]:
     """Rank 0 under torchrun: run the job and turn how it ended into (outcome, message) for the stored run, so
     the run is recorded as failed or incomplete with its cause instead of left running.
@@ -54,7 +56,7 @@ def run_guarded(job: Job, ctx: RankContext, sink: Sink | TrainSink,
     return "complete", ""
 
 
-def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink) -> None:
+def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink) -> None:
     infos = ctx.gather_infos()
     if ctx.rank == 0:
         sink.started(infos)
@@ -69,6 +71,10 @@ def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink) -> None:
         from linkscope.bench.train.loop import run_train
 
         run_train(ctx, config, sink)  # type: ignore[arg-type]  # the training runner passes a TrainSink
+    elif isinstance(config, MoeConfig):
+        from linkscope.bench.moe.loop import run_moe
+
+        run_moe(ctx, config, sink)  # type: ignore[arg-type]  # the MoE runner passes a MoeSink
     else:
         from linkscope.bench.p2p import run_pairs
 

@@ -167,36 +167,48 @@ def p2p(
     _report_end(result)
 
 
-TRAIN_ARGS = "linkscope.bench.train_args"
+SUB_ARGS = "linkscope.bench.sub_args"
+SUBCOMMANDS = ("train", "moe")
+"""Words that are never ops: `bench train ...` and `bench moe ...` hand the rest of the line to their command."""
+
+
+def _subcommand(name: str) -> tuple[str, Any]:
+    if name == "train":
+        from linkscope.cli.train_cmd import TRAIN_HELP, train
+
+        return TRAIN_HELP, train
+    from linkscope.cli.bench_moe_cmd import MOE_HELP, moe
+
+    return MOE_HELP, moe
 
 
 class _BenchCommand(TyperCommand):
-    """`bench OPS...` measures collectives; `bench train ...` hands the rest of the line to the training command
-    (a word that is never an op, so every existing `bench` command line keeps its meaning)."""
+    """`bench OPS...` measures collectives; `bench train ...` and `bench moe ...` hand the rest of the line to their
+    own command (words that are never ops, so every existing `bench` command line keeps its meaning)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] == "train":
-            ctx.meta[TRAIN_ARGS] = args[1:]
+        if args and args[0] in SUBCOMMANDS:
+            ctx.meta[SUB_ARGS] = (args[0], args[1:])
             return []
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        rest = ctx.meta.pop(TRAIN_ARGS, None)
-        if rest is None:
+        sub = ctx.meta.pop(SUB_ARGS, None)
+        if sub is None:
             return super().invoke(ctx)
-        from linkscope.cli.train_cmd import TRAIN_HELP, train
-
+        name, rest = sub
+        help_text, function = _subcommand(name)
         sub_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-        sub_app.command("train", help=TRAIN_HELP)(train)
+        sub_app.command(name, help=help_text)(function)
         command = typer.main.get_command(sub_app)
         # Its own root, so that help and errors read `linkscope bench train`, not the ops argument of `bench`.
-        with command.make_context(f"{ctx.command_path} train", rest) as sub_ctx:
+        with command.make_context(f"{ctx.command_path} {name}", rest) as sub_ctx:
             return command.invoke(sub_ctx)
 
 
 def register(app: typer.Typer) -> None:
     """Add `bench` (and `bench train`) and `p2p` to the command line."""
     app.command("bench", cls=_BenchCommand, help=BENCH_HELP + "\n\n`linkscope bench train --help`: measure a real "
-                "training loop beside its prediction.",
+                "training loop beside its prediction. `linkscope bench moe --help`: time MoE dispatch and combine.",
                 short_help="Measure collectives with nccl-tests' semantics; store them.")(bench)
     app.command("p2p", help=P2P_HELP, short_help="Bandwidth and latency matrices between every pair of ranks.")(p2p)

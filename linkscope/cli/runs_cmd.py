@@ -14,8 +14,8 @@ from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import DbOpt, check_formats
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
-from linkscope.results.export import (format_nccl_tests_table, nccl_choice_lines, run_to_csv, run_to_json,
-                                      train_run_to_csv)
+from linkscope.results.export import (format_nccl_tests_table, moe_run_to_csv, nccl_choice_lines, run_to_csv,
+                                      run_to_json, train_run_to_csv)
 from linkscope.results.nccltests import import_nccl_tests_file
 from linkscope.results.records import RUN_KINDS, RunInfo
 from linkscope.results.store import DbLocation, ResultStore, require_existing
@@ -31,7 +31,7 @@ import_app = typer.Typer(help="Import results measured by other benchmarks (nccl
 def runs(
     ctx: typer.Context,
     db: Optional[str] = DbOption,
-    kind: Optional[str] = typer.Option(None, help="Only runs of this kind: bench, p2p, train, check or import."),
+    kind: Optional[str] = typer.Option(None, help="Only runs of this kind: bench, p2p, train, moe, check or import."),
     label: Optional[str] = typer.Option(None, help="Only runs with this label."),
     limit: Optional[int] = typer.Option(None, min=1, help="At most this many runs, newest first."),
     as_json: bool = typer.Option(False, "--json", help="JSON instead of a table."),
@@ -83,6 +83,8 @@ def show(
         console.print(pairs_table(pairs))
     if info.kind == "train":
         _print_train(info)
+    elif info.kind == "moe":
+        _print_moe(info)
     elif not rows and not pairs:
         console.print("This run has no rows.")
 
@@ -99,6 +101,15 @@ def _print_train(info: RunInfo) -> None:
     if not lines:
         steps = sum(len(p.get("steps", [])) for p in (info.extra.get("train") or {}).get("points", []))
         lines = [f"# {steps} training step(s) stored, no summary (the run ended early)"]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_moe(info: RunInfo) -> None:
+    from linkscope.report.bench_moe import moe_lines
+
+    doc = info.extra.get("moe_summary")
+    lines = moe_lines(doc) if doc else ["# no dispatch/combine timed (the run ended early)"]
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -125,7 +136,8 @@ def export(
     if as_json and output is None:
         print_json(run_to_json(info, rows, pairs))
         return
-    csv_text = train_run_to_csv(info) if info.kind == "train" else run_to_csv(rows)
+    csv_text = train_run_to_csv(info) if info.kind == "train" else moe_run_to_csv(info) if info.kind == "moe" \
+        else run_to_csv(rows)
     text = json.dumps(run_to_json(info, rows, pairs), indent=2) + "\n" if as_json else csv_text
     if output is None:
         typer.echo(text, nl=False)

@@ -17,7 +17,9 @@ TRAIN_HELP = "\n\n".join((
     "Train a Llama-style decoder on synthetic tokens on every local rank (or under torchrun) and print step time, "
     "tokens/s, TFLOPS per rank, MFU and peak memory beside the prediction for the same layout, with the error.",
     "--model takes what `predict train` takes (a preset or a YAML/JSON file); --layers/--hidden/--vocab/--seq-len "
-    "scale it down for a small machine. A few steps after the timed ones are traced with torch.profiler: the "
+    "scale it down for a small machine; --experts E --topk K make its MLPs routed experts, sharded over the ranks "
+    "with --ep (tokens dispatched and combined with all_to_all_single). A few steps after the timed ones are "
+    "traced with torch.profiler: the "
     "trace files are kept, and the time of each collective kind and the part not overlapped by compute "
     "(HolisticTraceAnalysis's definition) are printed per rank.",
     "Exit codes: 0 ok; 2 bad option, invalid layout, or a model that cannot fit (stopped before allocating); "
@@ -42,6 +44,10 @@ def train(
     fsdp: bool = typer.Option(False, "--fsdp", help="FSDP2 (fully_shard), ZeRO-3 unless --zero says otherwise."),
     zero: int = typer.Option(0, "--zero", help="1, 2 or 3: FSDP2 sharding stage (0 = DDP)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks (torch.distributed.tensor.parallel)."),
+    experts: Optional[int] = typer.Option(None, "--experts", help="Make the MLPs routed experts (MoE), this many."),
+    topk: Optional[int] = typer.Option(None, "--topk", help="Experts each token is routed to (with --experts)."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel ranks: 1, or the rank count (experts sharded, tokens "
+                                          "moved with all_to_all_single)."),
     bucket_mb: float = typer.Option(25.0, "--bucket-mb", help="DDP gradient bucket size (MB)."),
     no_overlap: bool = typer.Option(False, "--no-overlap", help="Reduce gradients after backward, not during."),
     grad_compression: str = typer.Option("none", "--grad-compression", help="none, fp16, bf16 or powersgd."),
@@ -68,7 +74,7 @@ def train(
     from linkscope.bench.config import RunOptions
     from linkscope.bench.train.config import TrainConfig
     from linkscope.hardware.errors import UserError
-    from linkscope.model.step.scaled import scaled_model
+    from linkscope.model.step.scaled import scaled_model, with_experts
     from linkscope.model.step.transformer import load_model
     from linkscope.traincheck.session import TrainRequest, run_request
 
@@ -78,13 +84,14 @@ def train(
     if dp is not None and nproc is not None and dp * tp != nproc:
         raise UserError(f"--dp {dp} x --tp {tp} is {dp * tp} ranks, but --nproc is {nproc}; give one of --dp and "
                         "--nproc")
-    spec = scaled_model(load_model(model), layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
+    spec = with_experts(scaled_model(load_model(model), layers=layers, hidden=hidden, heads=heads, vocab=vocab,
+                                     seq_len=seq_len), experts, topk)
     run = RunOptions(backend=backend, nproc=nproc or (dp * tp if dp else None), timeout_s=timeout, label=label,
                      db_path=db, quiet=quiet or as_json, oversubscribe=oversubscribe)
     cfg = TrainConfig(model=spec, micro_batch=micro_batch, iters=iters, warmup=warmup, repeat=repeat, fsdp=fsdp,
                       zero=zero, tp=tp, bucket_mb=bucket_mb, overlap=not no_overlap,
                       grad_compression=grad_compression, recompute=recompute, precision=precision,
-                      profile_steps=profile_steps, lora_rank=lora, lora_targets=lora_targets, run=run)
+                      profile_steps=profile_steps, lora_rank=lora, lora_targets=lora_targets, ep=ep, run=run)
     outcome = run_request(TrainRequest(cfg, system, sweep, scaling))
     _print(outcome, as_json)
 

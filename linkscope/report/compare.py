@@ -54,8 +54,8 @@ def environment(info: RunInfo) -> dict[str, str | None]:
 def _check_comparable(runs: list[tuple[RunInfo, list[CollectiveRow]]]) -> None:
     """Only collective sweeps compare: a training run or a p2p matrix would fill the table with dashes."""
     for info, rows in runs:
-        if info.kind in ("train", "p2p"):
-            what = "a training run" if info.kind == "train" else "a p2p matrix"
+        if info.kind in ("train", "p2p", "moe"):
+            what = {"train": "a training run", "p2p": "a p2p matrix", "moe": "a MoE dispatch/combine run"}[info.kind]
             raise UserError(f"run {info.run_id} is {what}, not a collective sweep; compare compares bench, check and "
                             f"import runs (see `linkscope runs show {info.run_id}`)")
         if not rows:

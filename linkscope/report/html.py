@@ -99,8 +99,9 @@ def render_report(runs: list[tuple[RunInfo, list[CollectiveRow], list[PairRow]]]
     """The whole page as one string; the first plot carries plotly.js inline, the others reuse it."""
     for info, rows, pairs in runs:
         # A page with nothing of a run on it would look like a rendering fault: say why instead.
-        if info.kind == "train":
-            raise UserError(f"run {info.run_id} is a training run; the report draws collective sweeps and p2p "
+        if info.kind in ("train", "moe"):
+            what = "a training run" if info.kind == "train" else "a MoE dispatch/combine run"
+            raise UserError(f"run {info.run_id} is {what}; the report draws collective sweeps and p2p "
                             f"matrices (see `linkscope runs show {info.run_id}`)")
         if not rows and not pairs and info.kind != "check" and "check" not in info.extra:
             raise UserError(f"run {info.run_id} has no measurements to draw (status {info.status})")

@@ -23,7 +23,7 @@ def point_lines(doc: dict[str, Any]) -> list[str]:
     pred = doc.get("predicted") or {}
     steps = doc.get("steps") or {}
     layout = f"{par['layout']} dp={par['dp']}" + (f" tp={par['tp']}" if par["tp"] > 1 else "") + \
-        (f" zero={par['zero']}" if par["zero"] else "")
+        (f" zero={par['zero']}" if par["zero"] else "") + (f" ep={par['ep']}" if par.get("ep", 1) > 1 else "")
     lines = [
         f"# {doc['model']}: {doc['ranks']} ranks ({doc['backend']}), {layout}, {par['precision']}, "
         f"{doc['tokens_per_step']} tokens per step, recompute {par['recompute']}"
@@ -55,6 +55,12 @@ def _trace_lines(doc: dict[str, Any]) -> list[str]:
         return []
     lines = [f"# communication per step (s): {_kinds(doc['comm_s'])}; not overlapped by compute: "
              f"{_kinds(doc['exposed_comm_s'])}"]
+    exposed_a2a = doc["exposed_comm_s"].get("all_to_all")
+    if exposed_a2a is not None:
+        # Expert parallelism's dispatch and combine, side by side with what the step model charges for them.
+        predicted = ((doc.get("predicted") or {}).get("breakdown") or {}).get("ep_comm_exposed_s")
+        lines.append(f"# exposed all-to-all per step (s): measured {exposed_a2a:.4g}, predicted "
+                     f"{_num(predicted)} (ep_comm_exposed_s)")
     for r in trace["ranks"]:
         lines.append(f"#   rank {r['rank']}: compute {r['compute_s']:.4g} s, comm {_kinds(r['comm_s'])}, "
                      f"exposed {_kinds(r['exposed_comm_s'])}, overlap {_num(r['overlap_pct'], '.1f')}%")

@@ -161,6 +161,26 @@ def train_run_to_csv(info: RunInfo) -> str:
     return "\n".join(lines) + "\n"
 
 
+MOE_CSV_FIELDS = ("phase", "ranks", "nodes", "tokens_per_rank", "hidden", "topk", "experts", "skew", "precision",
+                  "time_us", "time_us_min", "time_us_max", "gb_per_s", "bytes_per_rank", "imbalance",
+                  "predicted_time_us", "error_pct")
+
+
+def moe_run_to_csv(info: RunInfo) -> str:
+    """A `bench moe` run as CSV: one line for dispatch, one for combine (GB/s in DeepEP's convention)."""
+    doc = info.extra.get("moe_summary") or {}
+    lines = [",".join(MOE_CSV_FIELDS)]
+    for phase in ("dispatch", "combine") if doc else ():
+        values = {**doc["shape"], "phase": phase, "ranks": doc["ranks"], "nodes": doc["nodes"],
+                  "time_us": doc[f"{phase}_us"], "time_us_min": doc[f"{phase}_us_min"],
+                  "time_us_max": doc[f"{phase}_us_max"], "gb_per_s": doc[f"{phase}_gb_per_s"],
+                  "bytes_per_rank": doc[f"{phase}_bytes_per_rank"], "imbalance": doc["imbalance"],
+                  "predicted_time_us": (doc.get("predicted") or {}).get(f"{phase}_us"),
+                  "error_pct": (doc.get("error_pct") or {}).get(phase)}
+        lines.append(",".join("" if values.get(k) is None else str(values[k]) for k in MOE_CSV_FIELDS))
+    return "\n".join(lines) + "\n"
+
+
 def nccl_choice_lines(rows: Sequence[CollectiveRow],
                       predicted: dict[tuple[str, int], tuple[str, str]] | None = None) -> list[str]:
     """`#`-comment lines (below an nccl-tests table, so the table stays as nccl-tests prints it): per op and size

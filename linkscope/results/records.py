@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 RunStatus = Literal["running", "complete", "incomplete", "failed"]
-RunKind = Literal["bench", "p2p", "import", "check", "train"]
+RunKind = Literal["bench", "p2p", "import", "check", "train", "moe"]
 RUN_KINDS: tuple[str, ...] = get_args(RunKind)
 Placement = Literal["out_of_place", "in_place"]
 

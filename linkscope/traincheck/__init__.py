@@ -7,4 +7,5 @@ machine's interconnect (`check/`).
 
 - `session`: one `bench train` invocation end to end; `predict`: the prediction beside a measurement;
   `document`: one point's `--json` document; `verdicts`: the winner of a sweep, the efficiency of a scaling.
+- `moe`: `bench moe`'s dispatch and combine (measured in `bench/moe/`) beside the prediction for the same routing.
 """

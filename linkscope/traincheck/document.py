@@ -37,7 +37,7 @@ def _parallelism(settings: dict[str, Any]) -> dict[str, Any]:
             "bucket_mb": settings["bucket_mb"], "overlap": settings["overlap"],
             "grad_compression": settings["grad_compression"], "recompute": settings["recompute"],
             "precision": settings["precision"], "micro_batch": settings["micro_batch"],
-            "lora_rank": settings.get("lora_rank", 0)}
+            "lora_rank": settings.get("lora_rank", 0), "ep": settings.get("ep", 1)}
 
 
 def _losses(point: TrainPoint) -> dict[str, float | None]:

@@ -59,12 +59,12 @@ def _job(cfg: TrainConfig, ranks: int, precision: str) -> Job:
 
 def predicted_layout(cfg: TrainConfig, ranks: int) -> dict[str, Any]:
     """The measured layout as the prediction states it."""
-    return {"tp": cfg.tp, "dp": max(ranks // cfg.tp, 1), "pp": 1, "zero": cfg.zero, "micro_batch": cfg.micro_batch,
-            "recompute": cfg.recompute}
+    return {"tp": cfg.tp, "dp": max(ranks // cfg.tp, 1), "pp": 1, "ep": cfg.ep, "zero": cfg.zero,
+            "micro_batch": cfg.micro_batch, "recompute": cfg.recompute}
 
 
 def _request(cfg: TrainConfig, ranks: int) -> LayoutRequest:
-    return measured_request(cfg.micro_batch, ranks, cfg.tp, cfg.zero, cfg.recompute)
+    return measured_request(cfg.micro_batch, ranks, cfg.tp, cfg.zero, cfg.recompute, cfg.ep)
 
 
 def _on_system(cfg: TrainConfig, ranks: int, precision: str, resolved: ResolvedSystem) -> Prediction:

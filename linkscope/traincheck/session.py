@@ -109,7 +109,8 @@ def _settings(plan: TrainPlan, ranks: int, precision: str) -> dict[str, Any]:
     return {**plan.settings, "model": asdict(cfg.model), "micro_batch": cfg.micro_batch, "ranks": ranks,
             "tp": cfg.tp, "zero": cfg.zero, "recompute": cfg.recompute, "precision": precision,
             "layout": cfg.layout_on(ranks), "bucket_mb": cfg.bucket_mb, "overlap": cfg.overlap,
-            "grad_compression": cfg.grad_compression, "lora_rank": cfg.lora_rank, "lora_targets": cfg.lora_targets}
+            "grad_compression": cfg.grad_compression, "lora_rank": cfg.lora_rank, "lora_targets": cfg.lora_targets,
+            "ep": cfg.ep}
 
 
 def prepare_plans(req: TrainRequest, plans: list[TrainPlan]) -> tuple[list[TrainPlan], list[Prediction | None], str]:

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, replace
 
 from linkscope.bench.config import RunOptions
 from linkscope.hardware.errors import UserError
-from linkscope.hardware.limits import (MAX_BUCKET_MB, MAX_ITERS, MAX_PROFILE_STEPS, MAX_REPEAT, MAX_WARMUP,
-                                       check_number)
+from linkscope.hardware.limits import (MAX_BUCKET_MB, MAX_GPUS, MAX_ITERS, MAX_PROFILE_STEPS, MAX_REPEAT,
+                                       MAX_WARMUP, check_number)
 from linkscope.model.step.peft import TARGETS, Peft
 from linkscope.model.step.transformer import ModelConfig
 
@@ -49,6 +49,9 @@ class TrainConfig:
     """LoRA adapters of this rank on the frozen decoder (0: every weight trains)."""
     lora_targets: str = "attn"
     seed: int = 0
+    ep: int = 1
+    """Expert-parallel ranks of an MoE model: 1 = every rank holds every expert; the rank count = each rank holds
+    its share, and tokens move with all_to_all_single."""
     run: RunOptions = field(default_factory=RunOptions)
 
     @property
@@ -109,18 +112,19 @@ def _check_counts(cfg: TrainConfig) -> None:
     for flag, value, low, high in (("-n/--iters", cfg.iters, 1, MAX_ITERS), ("-w/--warmup", cfg.warmup, 0, MAX_WARMUP),
                                    ("--repeat", cfg.repeat, 1, MAX_REPEAT),
                                    ("--profile-steps", cfg.profile_steps, 0, MAX_PROFILE_STEPS),
-                                   ("--micro-batch", cfg.micro_batch, 1, MAX_ITERS)):
+                                   ("--micro-batch", cfg.micro_batch, 1, MAX_ITERS), ("--ep", cfg.ep, 1, MAX_GPUS)):
         check_number(value, flag, low, high)
 
 
 def check_layout(cfg: TrainConfig, world: int) -> None:
     """What only the rank count rules out, before any rank starts (exit 2, one line)."""
     m = cfg.model
-    if m.is_moe or m.kv_lora_rank or m.q_dim != m.hidden:
-        # The CPU-rank model is a dense decoder with heads x head_dim = hidden; anything else would be measured
-        # as a different model than the one named.
-        what = "a mixture-of-experts model" if m.is_moe else "a model whose heads x head_dim is not its hidden size"
-        raise UserError(f"bench train builds dense models only; {m.id} is {what}", field="model")
+    if m.kv_lora_rank or m.q_dim != m.hidden:
+        # The CPU-rank model is a decoder with heads x head_dim = hidden; anything else would be measured as a
+        # different model than the one named.
+        raise UserError(f"bench train builds models whose heads x head_dim is their hidden size; {m.id} is not one",
+                        field="model")
+    _check_experts(cfg, world)
     if cfg.tp > 1:
         if world < 2:
             raise UserError(f"{cfg.tp} needs at least 2 ranks, but the run has {world}", field="tp")
@@ -137,6 +141,23 @@ def check_layout(cfg: TrainConfig, world: int) -> None:
                             f"run tp x dp ranks (e.g. --nproc {2 * cfg.tp})", field="tp")
     if cfg.grad_compression == "powersgd" and world < 2:
         raise UserError("powersgd needs at least 2 ranks", field="grad_compression")
+
+
+def _check_experts(cfg: TrainConfig, world: int) -> None:
+    """Expert parallelism as the synthetic decoder runs it: DDP over every rank, experts sharded over all of them."""
+    m = cfg.model
+    if not m.is_moe:
+        if cfg.ep > 1:
+            raise UserError(f"{cfg.ep} needs a mixture-of-experts model (--experts E --topk K)", field="ep")
+        return
+    if cfg.ep not in (1, world):
+        raise UserError(f"{cfg.ep} must be 1 (every rank holds every expert) or the {world} ranks (experts "
+                        "sharded over all of them)", field="ep")
+    if m.experts % cfg.ep:
+        raise UserError(f"{cfg.ep} does not divide the {m.experts} experts of {m.id}", field="ep")
+    for used, what in ((cfg.tp > 1, "--tp"), (cfg.zero > 0, "--fsdp/--zero"), (cfg.lora_rank > 0, "--lora")):
+        if used:
+            raise UserError(f"bench train runs MoE models with DDP only; {what} cannot be combined with experts")
 
 
 def check_backend(cfg: TrainConfig, backend: str) -> None:

@@ -59,7 +59,7 @@ class Trainer:
         self.base_rss_gib = current_rss_gib()
         self.precision = resolved_precision(cfg, ctx.backend)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-        model = Decoder(cfg.model, cfg.recompute)
+        model = Decoder(cfg.model, cfg.recompute, cfg.ep, ctx.rank if cfg.ep > 1 else 0, ctx.group)
         if cfg.peft is not None:
             add_lora(model, cfg.peft)
         model = model.to(ctx.device)

@@ -74,12 +74,13 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     """SwiGLU (three matrices) or GELU (two)."""
 
-    def __init__(self, m: ModelConfig) -> None:
+    def __init__(self, m: ModelConfig, width: int | None = None) -> None:
         super().__init__()
+        width = width or m.ffn_hidden
         self.gated = m.gated_mlp
-        self.up = nn.Linear(m.hidden, m.ffn_hidden, bias=False)
-        self.gate = nn.Linear(m.hidden, m.ffn_hidden, bias=False) if m.gated_mlp else None
-        self.down = nn.Linear(m.ffn_hidden, m.hidden, bias=False)
+        self.up = nn.Linear(m.hidden, width, bias=False)
+        self.gate = nn.Linear(m.hidden, width, bias=False) if m.gated_mlp else None
+        self.down = nn.Linear(width, m.hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (batch, seq, hidden)."""
@@ -89,14 +90,14 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One pre-norm decoder layer."""
+    """One pre-norm decoder layer; in an MoE layer the MLP is routed experts (`bench.train.moe`)."""
 
-    def __init__(self, m: ModelConfig) -> None:
+    def __init__(self, m: ModelConfig, moe: nn.Module | None = None) -> None:
         super().__init__()
         self.attn_norm = RMSNorm(m.hidden)
         self.attn = Attention(m)
         self.mlp_norm = RMSNorm(m.hidden)
-        self.mlp = MLP(m)
+        self.mlp = moe if moe is not None else MLP(m)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x: (batch, seq, hidden)."""
@@ -107,12 +108,18 @@ class Block(nn.Module):
 class Decoder(nn.Module):
     """The whole model: embedding, `layers` blocks, final norm, output projection."""
 
-    def __init__(self, m: ModelConfig, recompute: str = "none") -> None:
+    def __init__(self, m: ModelConfig, recompute: str = "none", ep: int = 1, ep_rank: int = 0,
+                 group: torch.distributed.ProcessGroup | None = None) -> None:
+        """`ep` > 1 shards an MoE model's experts over the ranks of `group` (None = every rank), this one
+        `ep_rank`."""
+        from linkscope.bench.train.moe import MoE
+
         super().__init__()
         self.config = m
         self.recompute = recompute
         self.embed = nn.Embedding(m.vocab, m.hidden)
-        self.layers = nn.ModuleList(Block(m) for _ in range(m.layers))
+        self.layers = nn.ModuleList(Block(m, MoE(m, ep, ep_rank, group) if is_moe_layer(m, i) else None)
+                                    for i in range(m.layers))
         self.norm = RMSNorm(m.hidden)
         self.head = nn.Linear(m.hidden, m.vocab, bias=False)
 
@@ -127,6 +134,22 @@ class Decoder(nn.Module):
             else:
                 x = layer(x, cos, sin)
         return self.head(self.norm(x))
+
+
+def is_moe_layer(m: ModelConfig, index: int) -> bool:
+    """Whether layer `index` has routed experts: after the first dense layers, every `moe_layer_interval`-th one,
+    as `ModelConfig.moe_layers` counts them."""
+    first = m.first_dense_layers + m.moe_layer_interval - 1
+    return m.is_moe and index >= first and (index - first) % m.moe_layer_interval == 0
+
+
+def expert_parameter_names(model: nn.Module) -> list[str]:
+    """Names of the routed experts' parameters: each rank holds its own, so data parallelism must not average
+    them."""
+    from linkscope.bench.train.moe import MoE
+
+    return [f"{name}.experts.{pname}" for name, module in model.named_modules() if isinstance(module, MoE)
+            and module.ep > 1 for pname, _ in module.experts.named_parameters()]
 
 
 def loss_of(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

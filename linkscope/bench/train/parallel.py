@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from linkscope.bench.train.config import TrainConfig
 from linkscope.bench.train.lora import lora_plan
-from linkscope.bench.train.model import Decoder
+from linkscope.bench.train.model import Decoder, expert_parameter_names
 
 if TYPE_CHECKING:
     from torch.nn.parallel import DistributedDataParallel
@@ -75,6 +75,10 @@ def _ddp(model: Decoder, cfg: TrainConfig, device: torch.device, dp_mesh: Device
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index] if device.type == "cuda" else None
+    own = expert_parameter_names(model)
+    if own:
+        # Expert-parallel experts are this rank's own; averaging them with other ranks' experts would be wrong.
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, own)
     ddp = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=cfg.bucket_mb, device_mesh=dp_mesh,
                                   process_group=group if dp_mesh is None else None)
     group = dp_mesh.get_group() if dp_mesh is not None else group
@@ -83,7 +87,7 @@ def _ddp(model: Decoder, cfg: TrainConfig, device: torch.device, dp_mesh: Device
         return Wrapped(ddp, nullcontext, lambda: None, data_rank, data_ranks)
     # The parameters as DDP holds them: after a forward of a tensor-parallel model, the module's attributes are
     # DTensor views of these, and the gradients land here.
-    params = list(ddp.parameters())
+    params = list(ddp.parameters()) if not own else [p for n, p in model.named_parameters() if n not in set(own)]
     # DDP always overlaps; without it backward runs unsynchronised and the buckets are reduced afterwards.
     return Wrapped(ddp, ddp.no_sync, lambda: reduce_after_backward(params, cfg.bucket_mb, data_ranks, group),
                    data_rank, data_ranks)

@@ -43,6 +43,11 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
     info = store.get_run(run_id)
     if info.kind == "p2p":
         raise UserError(f"run {info.run_id} is a p2p matrix; calibrate a collective sweep (`linkscope bench`)")
+    if info.kind == "moe":
+        # One shape gives two message sizes (dispatch and combine); latency and bandwidth need a sweep to separate.
+        raise UserError(f"run {info.run_id} times one MoE shape, too few sizes to fit latency and bandwidth; "
+                        "calibrate an all_to_all sweep (`linkscope bench all_to_all`) and pass it to `bench moe` as "
+                        "--system profile:NAME")
     if offering is not None and offering not in db.offerings:
         raise UserError(f"unknown offering '{offering}' (see `linkscope catalog`)", field="offering")
     if offering is not None:

@@ -49,10 +49,11 @@ def measured_job(model: ModelConfig, micro_batch: int, ranks: int, tp: int, prec
                precision="bf16" if precision == "fp32" else precision, dp_overlap=overlap, peft=peft)
 
 
-def measured_request(micro_batch: int, ranks: int, tp: int, zero: int, recompute: str) -> LayoutRequest:
-    """The one layout a point measured (nothing searched)."""
+def measured_request(micro_batch: int, ranks: int, tp: int, zero: int, recompute: str,
+                     ep: int = 1) -> LayoutRequest:
+    """The one layout a point measured (nothing searched; `ep` matters for an MoE model only)."""
     return LayoutRequest(tp=tp, pp=1, dp=max(ranks // tp, 1), cp=1, interleave=1, micro_batch=micro_batch,
-                         recompute=recompute, zero=zero, sequence_parallel=False)
+                         recompute=recompute, zero=zero, sequence_parallel=False, ep=ep)
 
 
 def _settings_job(settings: dict[str, Any]) -> tuple[Job, LayoutRequest, int]:
@@ -61,7 +62,8 @@ def _settings_job(settings: dict[str, Any]) -> tuple[Job, LayoutRequest, int]:
     rank = int(settings.get("lora_rank", 0))
     peft = Peft(rank=rank, targets=str(settings.get("lora_targets", "attn"))) if rank else None
     job = measured_job(model, mb, ranks, tp, str(settings["precision"]), bool(settings.get("overlap", True)), peft)
-    return job, measured_request(mb, ranks, tp, int(settings["zero"]), str(settings["recompute"])), ranks
+    return job, measured_request(mb, ranks, tp, int(settings["zero"]), str(settings["recompute"]),
+                                 int(settings.get("ep", 1))), ranks
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,9 @@ class MoeRequest:
     kernel: str = "normal"
     max_nodes_per_token: int | None = None
     imbalance: float = 1.0
+    one_copy_per_rank: bool = False
+    """`nccl` kernel: a token travels once per distinct destination rank (a deduplicating all-to-allv, as
+    `bench moe` moves it) instead of once per expert."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,19 @@ def token_bytes(hidden: int, topk: int, precision: str) -> tuple[float, float]:
     return float(dispatch), float(hidden * BF16_BYTES)
 
 
+def convention_bytes(tokens: float, copy_bytes: float, ranks_per_token: float, nodes_per_token: float,
+                     nodes: int) -> float:
+    """DeepEP's bytes of one rank's dispatch or combine: inside one NVLink domain (one node), every token copy a
+    destination rank receives, one per distinct destination rank; across nodes, one per distinct destination
+    node, the sender's own included."""
+    return tokens * (ranks_per_token if nodes == 1 else nodes_per_token) * copy_bytes
+
+
+def convention_gb_per_s(counted_bytes: float, time_us: float) -> float:
+    """Bandwidth in DeepEP's convention: the bytes `convention_bytes` counts over the time (GB/s, 10^9 B/s)."""
+    return counted_bytes / (1000.0 * time_us)
+
+
 def _rdma_gb_per_s(tiers: CommTiers, ppn: int) -> float:
     return float(tiers.inter_bw(ppn)) / ppn
 
@@ -218,16 +234,18 @@ def _one_way(tiers: CommTiers, req: MoeRequest, copy_bytes: float, fixed_us: flo
     hot = req.imbalance
     t = req.tokens_per_rank
     if req.kernel == "normal":
-        received = t * ranks * copy_bytes
+        received = convention_bytes(t, copy_bytes, ranks, node_hits, 1)
         nvl_us = received * hot * (ppn - 1) / ppn / (1000.0 * nvl_gb_per_s) if ppn > 1 else 0.0
         if nodes == 1:
-            return nvl_us + fixed_us, received, received / (1000.0 * (nvl_us + fixed_us)), tiers.intra_hw
-        counted = t * node_hits * copy_bytes
+            return nvl_us + fixed_us, received, convention_gb_per_s(received, nvl_us + fixed_us), tiers.intra_hw
+        counted = convention_bytes(t, copy_bytes, ranks, node_hits, nodes)
         remote = counted * (nodes - 1) / nodes
         rdma_us = remote * hot / (1000.0 * _rdma_gb_per_s(tiers, ppn) * share)
         time_us = max(nvl_us, rdma_us) + fixed_us
-        return time_us, counted, counted / (1000.0 * time_us), "rdma" if rdma_us >= nvl_us else tiers.intra_hw
-    sent = t * req.topk * copy_bytes
+        return time_us, counted, convention_gb_per_s(counted, time_us), "rdma" if rdma_us >= nvl_us else \
+            tiers.intra_hw
+    per_token = ranks if req.kernel == "nccl" and req.one_copy_per_rank else req.topk
+    sent = t * per_token * copy_bytes
     if req.kernel == "low-latency":
         local = sent * (ppn - 1) / req.ep * hot
         remote = sent * (req.ep - ppn) / req.ep * hot

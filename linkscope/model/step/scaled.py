@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from linkscope.hardware.errors import UserError
-from linkscope.model.step.transformer import ModelConfig
+from linkscope.hardware.limits import check_number
+from linkscope.model.step.transformer import MAX_EXPERTS, ModelConfig
 
 
 def _check(value: int | None, flag: str) -> None:
@@ -38,4 +39,19 @@ def _narrowed(m: ModelConfig, out: ModelConfig, width: int, heads: int | None) -
     ratio = max(1, m.heads // m.kv_heads)
     kv_heads = n_heads // ratio if n_heads % ratio == 0 and n_heads >= ratio else n_heads
     ffn = max(8, round(m.ffn_hidden * width / m.hidden / 8) * 8)
-    return replace(out, hidden=width, heads=n_heads, kv_heads=kv_heads, ffn_hidden=ffn)
+    expert_ffn = max(8, round(m.moe_ffn_hidden * width / m.hidden / 8) * 8) if m.moe_ffn_hidden else 0
+    return replace(out, hidden=width, heads=n_heads, kv_heads=kv_heads, ffn_hidden=ffn, moe_ffn_hidden=expert_ffn)
+
+
+def with_experts(m: ModelConfig, experts: int | None, topk: int | None) -> ModelConfig:
+    """`m` with routed experts of its MLP's width (`--experts E --topk K`); `m` itself when neither is given."""
+    if experts is None and topk is None:
+        return m
+    if experts is None or topk is None:
+        raise UserError("give --experts and --topk together")
+    for value, flag in ((experts, "--experts"), (topk, "--topk")):
+        check_number(value, flag, 1, MAX_EXPERTS)
+    if topk > experts:
+        raise UserError(f"--topk {topk} is larger than --experts {experts}")
+    return replace(m, experts=experts, topk=topk, moe_ffn_hidden=m.moe_ffn_hidden or m.ffn_hidden,
+                   id=f"{m.id}-{experts}e-top{topk}")

@@ -139,7 +139,17 @@ def test_progress_counters_read_as_steps() -> None:
     assert where(21) == "while tracing"
 
 
-def test_moe_models_are_refused_rather_than_measured_as_dense() -> None:
+def test_moe_layouts_the_synthetic_decoder_cannot_run_are_refused() -> None:
     moe = scaled_model(load_model("mixtral-8x7b"), hidden=64, layers=1)
-    with pytest.raises(UserError, match="^model: bench train builds dense models only; .* mixture-of-experts"):
-        check_layout(TrainConfig(model=moe), 2)
+    assert moe.is_moe and moe.moe_ffn_hidden == 224  # the experts narrow with the model
+    check_layout(TrainConfig(model=moe, ep=2), 2)
+    check_layout(TrainConfig(model=moe, ep=1), 2)
+    with pytest.raises(UserError, match="^ep: 2 must be 1 .* or the 4 ranks"):
+        check_layout(TrainConfig(model=moe, ep=2), 4)
+    with pytest.raises(UserError, match="^ep: 3 does not divide the 8 experts"):
+        check_layout(TrainConfig(model=moe, ep=3), 3)
+    with pytest.raises(UserError, match="--tp cannot be combined with experts"):
+        check_layout(TrainConfig(model=moe, tp=2), 2)
+    dense = scaled_model(load_model("llama2-7b"), hidden=64, layers=1)
+    with pytest.raises(UserError, match="^ep: 2 needs a mixture-of-experts model"):
+        check_layout(TrainConfig(model=dense, ep=2), 2)
