@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from rich.markup import escape
 
+from linkscope.bench.train.config import DEFAULT_MICRO_BATCH
 from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, OversubscribeOpt, RunDbOpt, TimeoutOpt
 
@@ -36,7 +37,7 @@ def train(
     heads: Optional[int] = typer.Option(None, "--heads", help="Attention heads (with --hidden)."),
     vocab: Optional[int] = typer.Option(None, "--vocab", help="Use this vocabulary size."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per sequence."),
-    micro_batch: int = typer.Option(2, "--micro-batch", help="Sequences per rank per step."),
+    micro_batch: int = typer.Option(DEFAULT_MICRO_BATCH, "--micro-batch", help="Sequences per rank per step."),
     iters: int = typer.Option(10, "-n", "--iters", help="Timed steps per repeat."),
     warmup: int = typer.Option(3, "-w", "--warmup", help="Untimed steps before timing."),
     repeat: int = typer.Option(1, "--repeat", help="Whole runs of warmup + iters."),

@@ -42,6 +42,11 @@ def _rate(value: float, digits: int = 0) -> str:
     return f"{value:,.{digits}f}" if value >= 1 or value == 0 else f"{value:.3g}"
 
 
+def _count(value: float) -> str:
+    """A parameter count in B, or M below a billion (a small model is never "0.0 B")."""
+    return f"{value / 1e9:.1f} B" if value >= 1e9 else f"{value / 1e6:.1f} M"
+
+
 def _gib(value: float) -> str:
     """GiB to one decimal, or two significant figures below 0.1 (never a bare 0.0 for a real amount)."""
     return f"{value:.1f}" if value >= 0.1 or value == 0 else f"{value:.2g}"
@@ -98,9 +103,9 @@ def train_table(p: TrainPrediction) -> Table:
               f"micro-batch {par.micro_batch}  recompute {par.recompute}  zero {par.zero}"
               f"{'  +SP' if par.sequence_parallel else ''}"
               f"{f'  ep {par.ep}  etp {par.etp}' if par.ep * par.etp > 1 else ''}")
-    params = f"{p.total_params / 1e9:.1f} B"
+    params = _count(p.total_params)
     if p.active_params != p.total_params:
-        params += f" ({p.active_params / 1e9:.1f} B active per token)"
+        params += f" ({_count(p.active_params)} active per token)"
     rows: list[tuple[str, str]] = [
             ("parameters", params),
             ("assumed batch", f"global batch {p.global_batch} x seq len {p.seq_len} tokens"),

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from linkscope.bench.config import RunOptions
 from linkscope.hardware.errors import UserError
+from linkscope.model.calibration.train_fit import BENCH_MICRO_BATCH
 from linkscope.hardware.limits import (MAX_BUCKET_MB, MAX_GPUS, MAX_ITERS, MAX_PROFILE_STEPS, MAX_REPEAT,
                                        MAX_WARMUP, check_number)
 from linkscope.model.step.peft import TARGETS, Peft
@@ -15,6 +16,7 @@ COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 RECOMPUTES = ("none", "full")
 PRECISIONS = ("fp32", "bf16", "fp16")
 SWEEP_KEYS = ("bucket-mb", "grad-compression")
+DEFAULT_MICRO_BATCH = BENCH_MICRO_BATCH
 
 
 @dataclass
@@ -22,7 +24,7 @@ class TrainConfig:
     """One training measurement: the model, the per-rank batch, the layout and how long to time it."""
 
     model: ModelConfig
-    micro_batch: int = 2
+    micro_batch: int = DEFAULT_MICRO_BATCH
     """Sequences per rank per step."""
     iters: int = 10
     warmup: int = 3

@@ -27,6 +27,10 @@ from linkscope.hardware.errors import UserError
 from linkscope.model.step.job import Job
 from linkscope.model.step.transformer import ModelConfig
 
+BENCH_MICRO_BATCH = 2
+"""Sequences per rank per step of `bench train` unless --micro-batch says otherwise (no gradient accumulation):
+the step this fitted model describes, and so the batch a profile prediction assumes unless told."""
+
 if TYPE_CHECKING:  # profiles load this module, and the step model loads profiles: the prediction is imported late
     from linkscope.model.step.predict import TrainPrediction
 

@@ -101,6 +101,20 @@ def test_a_model_the_host_holds_gets_cpu_figures_without_nonsense(tmp_path: Path
     assert doc["rank_kind"] == "CPU rank" and doc["step_time_s"] > 0 and doc["memory_gib_available"] > 0
 
 
+def test_a_profile_prediction_defaults_to_the_step_bench_train_measured(tmp_path: Path) -> None:
+    # Without --global-batch the profile's own kind of step (2 sequences per rank, no accumulation), not the
+    # ~4M tokens of a pre-training job on each CPU rank.
+    save_profile(new_profile("cpu-vm", "r", 2, 1, "gloo", {}, None, None, "", train=GOOD_TRAIN.as_dict()))
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("id: tiny\nlayers: 2\nhidden: 128\nheads: 4\nvocab: 512\nseq_len: 64\nsource: test\n"
+                    "as_of: 2026-12-03\n")
+    out = _cli(["predict", "train", "--system", "profile:cpu-vm", "-m", str(tiny), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["global_batch"] == 2 * 2
+    text = _cli(["predict", "train", "--system", "profile:cpu-vm", "-m", str(tiny)]).stdout
+    assert "0.0 B" not in text and " M" in text
+
+
 def _stored_run(db: Path, backend: str) -> str:
     with ResultStore(db) as store:
         info = RunInfo(kind="bench", label="", world_size=2, backend=backend, versions={}, nccl_env={}, system=None,
