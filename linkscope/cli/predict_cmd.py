@@ -1,11 +1,14 @@
-"""`linkscope predict collective|train|infer|scaling`: parse, call the model, print."""
+"""`linkscope predict collective|train|infer|scaling`: parse, call the model, print.
+
+What one command alone uses (its table, the inference and scaling models) is imported inside it, so that
+`predict train --json` starts without rich's tables or the other commands' models.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
 import typer
 
 from linkscope.advise.inputs import batch_and_length
@@ -25,15 +28,13 @@ from linkscope.model.comm.moe import (KERNELS, MOE_PRECISIONS, MoeRequest, check
                                      predict_moe)
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
-from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
-                                        check_experts_fit, estimate_inference, pick_tp, summary)
 from linkscope.model.step.job import Job
-from linkscope.model.step.predict import TrainPrediction, predict_train_on
-from linkscope.model.step.scaling import predict_scaling
+from linkscope.model.step.predict import predict_train_on
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig, load_model
-from linkscope.report.predict import (collective_table, infer_table, moe_table, scaling_reasons, scaling_table,
-                                      train_table)
+
+if TYPE_CHECKING:
+    from linkscope.model.step.predict import TrainPrediction
 
 predict_app = typer.Typer(help="Predict collectives, training steps, inference and scaling on any System.",
                           no_args_is_help=True)
@@ -69,6 +70,8 @@ def collective(
     if as_json:
         print_json([r.as_dict() for r in rows] if sweep else rows[0].as_dict())
     else:
+        from linkscope.report.predict import collective_table
+
         console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
         if rows[0].range_basis:
             console.print(f"ranges from {rows[0].range_basis}", highlight=False, markup=False, soft_wrap=True)
@@ -163,6 +166,8 @@ def train(
     if as_json:
         print_json(prediction.as_dict())
     else:
+        from linkscope.report.predict import train_table
+
         console.print(train_table(prediction))
 
 
@@ -197,6 +202,11 @@ def infer(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Prefill time, per-token decode time, tokens/s per GPU and per user, and the TP all-reduce share."""
+    import numpy as np
+
+    from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
+                                            check_experts_fit, estimate_inference, pick_tp, summary)
+
     for flag, value in (("--batch", batch), ("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
         check_option(value, flag)
     check_option(latency_budget, "--latency-budget")
@@ -228,6 +238,8 @@ def infer(
     if as_json:
         print_json({**data, "latency_budget": latency_budget})
     else:
+        from linkscope.report.predict import infer_table
+
         console.print(infer_table(data, latency_budget))
 
 
@@ -253,6 +265,8 @@ def scaling(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Speedup and scaling efficiency from one node to N nodes for a training job."""
+    from linkscope.model.step.scaling import predict_scaling
+
     check_option(nodes, "--nodes")
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
@@ -266,6 +280,8 @@ def scaling(
     if as_json:
         print_json({"system": system, "model": spec.id, "note": note, "points": [p.as_dict() for p in points]})
     else:
+        from linkscope.report.predict import scaling_reasons, scaling_table
+
         mode = "strong" if strong else "weak"
         title = (f"{spec.id} on {system} ({mode} scaling, global batch {job.global_batch} x seq len {job.seq_len} "
                  f"at {nodes} node{'s' if nodes > 1 else ''})")
@@ -310,6 +326,8 @@ def moe(
     if as_json:
         print_json(prediction.as_dict())
     else:
+        from linkscope.report.predict import moe_table
+
         console.print(moe_table(prediction, f"MoE {kernel} on {system}: ep {ep} ({prediction.nodes} node"
                                             f"{'s' * (prediction.nodes > 1)}), {tokens_per_rank} tokens x top-"
                                             f"{topk} of {experts} experts, hidden {hidden}, {precision} dispatch"))
