@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from linkscope.advise.inputs import batch_and_length
-from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EpOpt, EtpOpt, FrameworkOpt,
                                    GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt,
@@ -21,12 +20,9 @@ from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt
                                    check_option, check_zero, choice, peft_of, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
-from linkscope.model.calibration.train_fit import TrainFit, predict_on_fit
 from linkscope.model.comm.moe import (KERNELS, MOE_PRECISIONS, MoeRequest, check_imbalance, check_request,
                                      predict_moe)
-from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.job import Job
 from linkscope.model.step.predict import predict_train_on
@@ -34,6 +30,8 @@ from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig, load_model
 
 if TYPE_CHECKING:
+    from linkscope.model.calibration.profiles import Profile
+    from linkscope.model.calibration.train_fit import TrainFit
     from linkscope.model.step.predict import TrainPrediction
 
 predict_app = typer.Typer(help="Predict collectives, training steps, inference and scaling on any System.",
@@ -56,6 +54,10 @@ def collective(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Time, algbw and busbw of one collective, which algorithm NCCL would pick and what limits it."""
+    from linkscope.bench.sizes import parse_size
+    from linkscope.model.calibration.profiles import load_profile, predict_from_profile
+    from linkscope.model.comm.predict import predict_sizes
+
     nbytes = parse_size(size, "--bytes")
     if nbytes > MAX_BYTES:
         raise UserError(f"--bytes must be at most {MAX_BYTES} (1 PiB) (got {nbytes})")
@@ -174,6 +176,7 @@ def train(
 def _on_fit(fit: TrainFit, profile: Profile, job: Job, gpus: int | None, tp: int | None, dp: int | None,
             zero: int | None, recompute: str) -> TrainPrediction:
     """`predict train` on a profile's step model fitted on CPU ranks: the layout given, nothing searched."""
+    from linkscope.model.calibration.train_fit import predict_on_fit
     from linkscope.traincheck.predict import available_host_gib
 
     tp_n = tp or 1
