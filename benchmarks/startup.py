@@ -3,8 +3,11 @@
 Runs `linkscope predict train` (JSON) and `linkscope --help` as fresh processes, and the reference
 `python -c "import numpy, pydantic, typer, rich, yaml"`, in interleaved rounds (so a busy machine slows all of them
 alike); prints the median wall time of each and the ratio command / reference (target <= 1.6: the command line
-costs little beyond its libraries). Every process may cache its bytecode, as an installed package's is cached
-(with PYTHONDONTWRITEBYTECODE set, linkscope would compile its sources on each start while the libraries would not).
+costs little beyond its libraries). For scale it also times a bare typer app whose one command has as many options
+as `predict train` and does nothing: what parsing such a command costs before any of linkscope runs (typer builds
+a pydantic validator per option, which imports pydantic's machinery that `import pydantic` alone defers). Every
+process may cache its bytecode, as an installed package's is cached (with PYTHONDONTWRITEBYTECODE set, linkscope
+would compile its sources on each start while the libraries would not).
 
     python benchmarks/startup.py [--repeat 7]
 """
@@ -25,6 +28,25 @@ COMMANDS = {
                       "--json"],
     "--help": [sys.executable, "-m", "linkscope", "--help"],
 }
+BARE_OPTIONS = 30
+"""`predict train`'s options besides --json."""
+_BARE_SIGNATURE = ", ".join(f"o{i}: Optional[str] = typer.Option(None)" for i in range(BARE_OPTIONS))
+BARE_TYPER = [sys.executable, "-c", f"""
+from typing import Optional
+import numpy, pydantic, typer, rich, yaml
+app, group = typer.Typer(), typer.Typer()
+app.add_typer(group, name="predict")
+
+@app.callback()
+def root(version: bool = typer.Option(False, "--version")) -> None:
+    pass
+
+@group.command("train")
+def train({_BARE_SIGNATURE}, as_json: bool = typer.Option(False, "--json")) -> None:
+    print("{{}}")
+
+app()
+""", "predict", "train", "--json"]
 
 
 def wall_s(argv: list[str]) -> float:
@@ -51,9 +73,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=11, help="Rounds (the median of each command is printed).")
     args = parser.parse_args()
-    medians = medians_s({"reference": REFERENCE, **COMMANDS}, args.repeat)
+    medians = medians_s({"reference": REFERENCE, "bare typer": BARE_TYPER, **COMMANDS}, args.repeat)
     reference_s = medians.pop("reference")
+    bare_s = medians.pop("bare typer")
     print(f"{'import numpy, pydantic, typer, rich, yaml':<44} {reference_s:6.3f} s")
+    print(f"{f'a bare typer command with {BARE_OPTIONS + 1} options':<44} {bare_s:6.3f} s  "
+          f"{bare_s / reference_s:4.2f}x the imports (for scale)")
     worst = 0.0
     for name, took_s in medians.items():
         ratio = took_s / reference_s

@@ -5,17 +5,35 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, cast
 from collections.abc import Callable
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from linkscope.hardware.errors import FaultError, UserError
 
-console = Console()
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _ConsoleOnFirstUse:
+    """A rich Console made when first used: importing rich's console costs a command that prints JSON or one
+    line a noticeable share of its start-up, for nothing."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return getattr(self._console, name)
+
+
+console = cast("Console", _ConsoleOnFirstUse(stderr=False))
+err_console = cast("Console", _ConsoleOnFirstUse(stderr=True))
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -30,6 +48,8 @@ FLAG_NAMES: dict[str, str] = {"warmup": "-w/--warmup", "iters": "-n/--iters", "r
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:
     """Print one line on stderr and exit."""
+    from rich.markup import escape
+
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 

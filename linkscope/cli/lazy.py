@@ -7,6 +7,7 @@ command) never imports the modules of the other commands and what they pull in b
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
@@ -34,6 +35,9 @@ def module_commands(module: str) -> dict[str, click.Command]:
     add a module's sub-commands twice)."""
     app = typer.Typer()
     importlib.import_module(module).register(app)
+    if not gc.isenabled():  # main() held collection back while the command loaded (see there)
+        gc.freeze()
+        gc.enable()
     return dict(typer.main.get_group(app).commands)
 
 

@@ -1,15 +1,17 @@
-"""`linkscope predict collective|train|infer|scaling`: parse, call the model, print."""
+"""`linkscope predict collective|train|infer|scaling`: parse, call the model, print.
+
+What one command alone uses (its table, the inference and scaling models) is imported inside it, so that
+`predict train --json` starts without rich's tables or the other commands' models.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
 import typer
 
 from linkscope.advise.inputs import batch_and_length
-from linkscope.bench.sizes import parse_size
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EpOpt, EtpOpt, FrameworkOpt,
                                    GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt,
@@ -18,22 +20,19 @@ from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt
                                    check_option, check_zero, choice, peft_of, pp_opt, tp_opt)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
-from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
-from linkscope.model.calibration.train_fit import BENCH_MICRO_BATCH, TrainFit, predict_on_fit
 from linkscope.model.comm.moe import (KERNELS, MOE_PRECISIONS, MoeRequest, check_imbalance, check_request,
                                      predict_moe)
-from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.step.compute import PRECISIONS
-from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
-                                        check_experts_fit, estimate_inference, pick_tp, summary)
 from linkscope.model.step.job import Job
-from linkscope.model.step.predict import TrainPrediction, predict_train_on
-from linkscope.model.step.scaling import predict_scaling
+from linkscope.model.step.predict import predict_train_on
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig, load_model
-from linkscope.report.predict import (collective_table, infer_table, moe_table, scaling_reasons, scaling_table,
-                                      train_table)
+
+if TYPE_CHECKING:
+    from linkscope.model.calibration.profiles import Profile
+    from linkscope.model.calibration.train_fit import TrainFit
+    from linkscope.model.step.predict import TrainPrediction
 
 predict_app = typer.Typer(help="Predict collectives, training steps, inference and scaling on any System.",
                           no_args_is_help=True)
@@ -55,6 +54,10 @@ def collective(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Time, algbw and busbw of one collective, which algorithm NCCL would pick and what limits it."""
+    from linkscope.bench.sizes import parse_size
+    from linkscope.model.calibration.profiles import load_profile, predict_from_profile
+    from linkscope.model.comm.predict import predict_sizes
+
     nbytes = parse_size(size, "--bytes")
     if nbytes > MAX_BYTES:
         raise UserError(f"--bytes must be at most {MAX_BYTES} (1 PiB) (got {nbytes})")
@@ -69,6 +72,8 @@ def collective(
     if as_json:
         print_json([r.as_dict() for r in rows] if sweep else rows[0].as_dict())
     else:
+        from linkscope.report.predict import collective_table
+
         console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
         if rows[0].range_basis:
             console.print(f"ranges from {rows[0].range_basis}", highlight=False, markup=False, soft_wrap=True)
@@ -145,6 +150,8 @@ def train(
             raise UserError("--peft: a profile's fitted step model covers full training only; use a System")
         # A profile's step model describes `bench train` steps (a micro-batch per rank, no accumulation), so its
         # default batch is that step's, not the ~4M tokens of a pre-training job.
+        from linkscope.model.calibration.train_fit import BENCH_MICRO_BATCH
+
         default_batch = BENCH_MICRO_BATCH * (gpus or resolved.profile.ranks) // (auto_int(tp, "--tp") or 1)
         fit_job = _job(spec, global_batch or max(default_batch, 1), seq_len, "bf16",
                        dp_overlap=True if dp_overlap is None else dp_overlap)
@@ -167,12 +174,15 @@ def train(
     if as_json:
         print_json(prediction.as_dict())
     else:
+        from linkscope.report.predict import train_table
+
         console.print(train_table(prediction))
 
 
 def _on_fit(fit: TrainFit, profile: Profile, job: Job, gpus: int | None, tp: int | None, dp: int | None,
             zero: int | None, recompute: str) -> TrainPrediction:
     """`predict train` on a profile's step model fitted on CPU ranks: the layout given, nothing searched."""
+    from linkscope.model.calibration.train_fit import predict_on_fit
     from linkscope.traincheck.predict import available_host_gib
 
     tp_n = tp or 1
@@ -201,6 +211,11 @@ def infer(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Prefill time, per-token decode time, tokens/s per GPU and per user, and the TP all-reduce share."""
+    import numpy as np
+
+    from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
+                                            check_experts_fit, estimate_inference, pick_tp, summary)
+
     for flag, value in (("--batch", batch), ("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
         check_option(value, flag)
     check_option(latency_budget, "--latency-budget")
@@ -232,6 +247,8 @@ def infer(
     if as_json:
         print_json({**data, "latency_budget": latency_budget})
     else:
+        from linkscope.report.predict import infer_table
+
         console.print(infer_table(data, latency_budget))
 
 
@@ -257,6 +274,8 @@ def scaling(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Speedup and scaling efficiency from one node to N nodes for a training job."""
+    from linkscope.model.step.scaling import predict_scaling
+
     check_option(nodes, "--nodes")
     check_option(global_batch, "--global-batch")
     check_option(seq_len, "--seq-len")
@@ -270,6 +289,8 @@ def scaling(
     if as_json:
         print_json({"system": system, "model": spec.id, "note": note, "points": [p.as_dict() for p in points]})
     else:
+        from linkscope.report.predict import scaling_reasons, scaling_table
+
         mode = "strong" if strong else "weak"
         title = (f"{spec.id} on {system} ({mode} scaling, global batch {job.global_batch} x seq len {job.seq_len} "
                  f"at {nodes} node{'s' if nodes > 1 else ''})")
@@ -314,6 +335,8 @@ def moe(
     if as_json:
         print_json(prediction.as_dict())
     else:
+        from linkscope.report.predict import moe_table
+
         console.print(moe_table(prediction, f"MoE {kernel} on {system}: ep {ep} ({prediction.nodes} node"
                                             f"{'s' * (prediction.nodes > 1)}), {tokens_per_rank} tokens x top-"
                                             f"{topk} of {experts} experts, hidden {hidden}, {precision} dispatch"))

@@ -46,9 +46,25 @@ class HardwareDB:
     gpus: dict[str, GpuSpec] = field(default_factory=dict)
     links: dict[str, LinkSpec] = field(default_factory=dict)
     systems: dict[str, System] = field(default_factory=dict)
-    offerings: dict[str, Offering] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     _aliases: dict[str, str] = field(default_factory=dict)
+    _offerings: dict[str, Offering] | None = field(default=None, repr=False)
+    _unread_offering_files: tuple[Path, ...] = field(default=(), repr=False)
+
+    @property
+    def offerings(self) -> dict[str, Offering]:
+        """The cloud offerings, by id.
+
+        The packaged offering files are most of the data (a command naming one preset needs none of them), so
+        when no other file adds or reprices an offering they are read and validated here, on first use."""
+        if self._offerings is None:
+            files, self._unread_offering_files = self._unread_offering_files, ()
+            self._offerings = _packaged_offerings(self, files)
+        return self._offerings
+
+    @offerings.setter
+    def offerings(self, value: dict[str, Offering]) -> None:
+        self._offerings = value
 
     def gpu(self, name: str) -> GpuSpec | None:
         """Look a GPU up by id or alias, ignoring case, spaces and dashes."""
@@ -97,8 +113,15 @@ def user_data_files() -> list[Path]:
 
 def packaged_files() -> list[Path]:
     """The data files shipped with linkscope."""
-    return [DATA_DIR / "links.yaml", DATA_DIR / "gpus.yaml", DATA_DIR / "presets.yaml",
-            *sorted((DATA_DIR / "offerings").glob("*.yaml"))]
+    return [*_packaged_base_files(), *_packaged_offering_files()]
+
+
+def _packaged_base_files() -> list[Path]:
+    return [DATA_DIR / "links.yaml", DATA_DIR / "gpus.yaml", DATA_DIR / "presets.yaml"]
+
+
+def _packaged_offering_files() -> list[Path]:
+    return sorted((DATA_DIR / "offerings").glob("*.yaml"))
 
 
 # libyaml's C parser is an order of magnitude faster than the pure-Python one; start-up time matters here.
@@ -204,19 +227,22 @@ class _Pending:
     price_overrides: list[tuple[str, PriceOverride]] = field(default_factory=list)
 
 
-_SECTIONS = {"provider", "gpus", "links", "systems", "offerings", "price_overrides"}
+_SECTIONS = frozenset({"provider", "gpus", "links", "systems", "offerings", "price_overrides"})
+_OFFERING_SECTIONS = frozenset({"provider", "offerings"})
+"""What a packaged offering file may hold: it is read only when offerings are needed, so it cannot add GPUs,
+links or Systems, nor reprice another file's offering."""
 
 
-def _read_file(path: Path, pending: _Pending) -> None:
+def _read_file(path: Path, pending: _Pending, sections: frozenset[str] = _SECTIONS) -> None:
     file = str(path)
     doc = read_yaml(path)
     if doc is None:
         return
     if not isinstance(doc, dict):
         raise DataError(file, "expected a mapping with sections gpus, links, systems, offerings")
-    unknown = sorted(set(doc) - _SECTIONS)
+    unknown = sorted(set(doc) - sections)
     if unknown:
-        raise DataError(file, f"unknown section '{unknown[0]}' (expected one of {', '.join(sorted(_SECTIONS))})")
+        raise DataError(file, f"unknown section '{unknown[0]}' (expected one of {', '.join(sorted(sections))})")
     provider = doc.get("provider")
     for label, raw in _entries(doc, "links", file):
         pending.links.append((file, _validate(LinkEntry, raw, file, label)))
@@ -380,29 +406,61 @@ def _apply_override(o: Offering, p: PriceOverride) -> Offering:
 
 def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -> HardwareDB:
     """Read packaged data, the user's config directory and `extra_files` into one validated HardwareDB."""
-    paths = [*packaged_files(), *(user_data_files() if include_user else []), *(Path(p) for p in extra_files)]
+    user = user_data_files() if include_user else []
+    offering_files = _packaged_offering_files()
+    others = [*user, *(Path(p) for p in extra_files)]
+    paths = [*_packaged_base_files(), *offering_files, *others]
     pending = _Pending()
-    user = set(user_data_files()) if include_user else set()
-    for path in paths:
+    for path in _packaged_base_files():
+        _read_file(path, pending)
+    for path in others:
         if path in user:
             _read_user_file(path, pending)
         else:
             _read_file(path, pending)
+    # Another file's offering must be checked against the packaged ids, and its price override applied: then the
+    # packaged offerings are read now, in the same order (and with the same messages) as if nothing were deferred.
+    eager = bool(pending.offerings or pending.price_overrides)
+    if eager:
+        packaged = _Pending()
+        for path in offering_files:
+            _read_file(path, packaged, _OFFERING_SECTIONS)
+        pending.offerings[:0] = packaged.offerings
     _check_unique("link", ((f, e.id) for f, e in pending.links))
     _check_unique("GPU", ((f, e.id) for f, e in pending.gpus))
     _check_unique("system", ((f, e.id) for f, e in pending.systems))
-    _check_unique("offering", ((f, f"{p}/{e.instance}") for f, p, e in pending.offerings))
+    if eager:
+        _check_unique("offering", ((f, f"{p}/{e.instance}") for f, p, e in pending.offerings))
     db = HardwareDB(files=paths)
     db.links = {e.id: _link_spec(e) for _, e in pending.links}
     _add_gpus(db, pending.gpus)
     builder = NodeBuilder(db)
     for file, e in pending.systems:
         db.systems[e.id] = _system(e, builder.build(e, file, e.id), "preset" if _packaged(file) else "file")
+    if eager:
+        db.offerings = _built_offerings(db, pending)
+        _apply_overrides(db, pending.price_overrides, {str(p) for p in user})
+    else:
+        db._unread_offering_files = tuple(offering_files)
+    return db
+
+
+def _packaged_offerings(db: HardwareDB, files: Iterable[Path]) -> dict[str, Offering]:
+    """The offerings of the packaged offering files, validated and built against `db`'s GPUs and links."""
+    pending = _Pending()
+    for path in files:
+        _read_file(path, pending, _OFFERING_SECTIONS)
+    _check_unique("offering", ((f, f"{p}/{e.instance}") for f, p, e in pending.offerings))
+    return _built_offerings(db, pending)
+
+
+def _built_offerings(db: HardwareDB, pending: _Pending) -> dict[str, Offering]:
+    builder = NodeBuilder(db)
+    offerings = {}
     for file, provider, o in pending.offerings:
         offering = _offering(provider, o, builder.build(o, file, f"{provider}/{o.instance}"))
-        db.offerings[offering.id] = offering
-    _apply_overrides(db, pending.price_overrides, {str(p) for p in user})
-    return db
+        offerings[offering.id] = offering
+    return offerings
 
 
 def _apply_overrides(db: HardwareDB, overrides: list[tuple[str, PriceOverride]], user_files: set[str]) -> None:

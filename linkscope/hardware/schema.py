@@ -23,8 +23,9 @@ MAX_COUNT = 10_000_000
 
 
 class _Strict(BaseModel):
-    # allow_inf_nan=False: `.inf` or `.nan` in a rate or price is a typo, never a measurement.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # allow_inf_nan=False: `.inf` or `.nan` in a rate or price is a typo, never a measurement. defer_build: a
+    # validator is built when a file first needs it (a preset needs no offering schema), not on every start.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 class Provenance(_Strict):

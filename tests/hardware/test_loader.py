@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import date
+from pathlib import Path
 
 import pytest
 
+from linkscope.hardware import loader
+from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import load_db
 
 REQUIRED_GPUS = ["V100-SXM2-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIe-80GB", "H100-SXM5-80GB",
@@ -66,3 +70,35 @@ def test_link_rates_are_per_direction(db) -> None:
     assert db.links["ib-hdr"].gbit_per_s == 200
     assert db.links["pcie5"].bw_gb_per_s == 63
     assert db.links["efa"].bw_gb_per_s is None
+
+
+def _one_offering(path: Path) -> Path:
+    path.write_text("provider: acme\nofferings:\n  - {instance: big.8x, gpu: H100, gpus: 8, scale_up: {kind: nvswitch},"
+                    " source: acme price list, as_of: 2026-11-01}\n")
+    return path
+
+
+def test_offerings_read_on_first_use_equal_those_read_with_a_file_that_adds_one(tmp_path: Path) -> None:
+    # Another file's offering makes the packaged ones load at once (its id must be checked against theirs); a
+    # command that never asks for offerings reads them on first use. Both ways give the same catalog.
+    on_use = load_db(include_user=False)
+    at_once = load_db([_one_offering(tmp_path / "acme.yaml")], include_user=False)
+    assert at_once.offerings.pop("acme/big.8x").provider == "acme"
+    assert on_use.offerings == at_once.offerings
+    assert on_use.systems == at_once.systems and on_use.gpus == at_once.gpus
+    assert on_use.files == at_once.files[:-1]
+
+
+def test_a_packaged_offering_file_holds_only_a_provider_and_offerings(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Read only when offerings are needed, it could not add a GPU or System that a command asked for before.
+    data = tmp_path / "data"
+    shutil.copytree(loader.DATA_DIR, data)
+    (data / "offerings" / "acme.yaml").write_text(
+        (data / "offerings" / "aws.yaml").read_text().replace("provider: aws", "provider: acme")
+        + "\ngpus: []\n")
+    monkeypatch.setattr(loader, "DATA_DIR", data)
+    db = load_db(include_user=False)
+    assert "dgx-h100" in db.systems
+    with pytest.raises(DataError, match=r"acme\.yaml: unknown section 'gpus' \(expected one of offerings, provider\)"):
+        len(db.offerings)

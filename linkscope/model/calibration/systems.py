@@ -12,17 +12,21 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.system import System
-from linkscope.model.calibration.profiles import (Profile, calibrated_tiers, load_profile, profile_for_offering,
-                                                  profile_system)
 from linkscope.model.calibration.train_compute import ComputeScale, compute_scaling, profile_scale, scale_note
-from linkscope.model.calibration.train_fit import TrainFit
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
+
+if TYPE_CHECKING:
+    # Profiles (and the fits and run records they rebuild) are imported where a profile is read: a preset
+    # resolves without them, and a command's start-up pays for what it uses.
+    from linkscope.model.calibration.profiles import Profile
+    from linkscope.model.calibration.train_fit import TrainFit
 
 PROFILE_SCHEME = "profile"
 
@@ -99,6 +103,9 @@ class ResolvedSystem:
 
 
 def _from_profile(spec: str, profile: Profile, db: HardwareDB) -> ResolvedSystem:
+    from linkscope.model.calibration.profiles import calibrated_tiers, profile_system
+    from linkscope.model.calibration.train_fit import TrainFit
+
     fit = TrainFit.from_dict(profile.train) if profile.train is not None else None
     if profile.system is None:
         missing = (f"profile '{profile.name}' was measured on {profile.backend} ranks without a GPU System; "
@@ -111,6 +118,8 @@ def _from_profile(spec: str, profile: Profile, db: HardwareDB) -> ResolvedSystem
 def resolve_offering(offering: Offering) -> ResolvedSystem:
     """An offering with the newest profile measured on it (its tiers and compute scale), else as the catalog
     promises it. A profile that cannot describe the offering leaves the catalog figures, and says why."""
+    from linkscope.model.calibration.profiles import calibrated_tiers, profile_for_offering
+
     plain = ResolvedSystem.plain(offering.system)
     plain = replace(plain, spec=offering.id)
     try:
@@ -134,6 +143,8 @@ def resolve_offering(offering: Offering) -> ResolvedSystem:
 def _unsized(spec: str, db: HardwareDB) -> ResolvedSystem:
     name = split_profile(spec)
     if name is not None:
+        from linkscope.model.calibration.profiles import load_profile
+
         return _from_profile(spec, load_profile(name), db)
     key = spec.strip()
     if key not in db.systems and key in db.offerings:
