@@ -20,7 +20,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.profiles import Profile, load_profile, predict_from_profile
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
-from linkscope.model.calibration.train_fit import BENCH_MICRO_BATCH, TrainFit, predict_on_fit
+from linkscope.model.calibration.train_fit import TrainFit, bench_global_batch, predict_on_fit
 from linkscope.model.comm.moe import (KERNELS, MOE_PRECISIONS, MoeRequest, check_imbalance, check_request,
                                      predict_moe)
 from linkscope.model.comm.predict import predict_sizes
@@ -145,8 +145,8 @@ def train(
             raise UserError("--peft: a profile's fitted step model covers full training only; use a System")
         # A profile's step model describes `bench train` steps (a micro-batch per rank, no accumulation), so its
         # default batch is that step's, not the ~4M tokens of a pre-training job.
-        default_batch = BENCH_MICRO_BATCH * (gpus or resolved.profile.ranks) // (auto_int(tp, "--tp") or 1)
-        fit_job = _job(spec, global_batch or max(default_batch, 1), seq_len, "bf16",
+        default_batch = bench_global_batch(gpus or resolved.profile.ranks, auto_int(tp, "--tp") or 1)
+        fit_job = _job(spec, global_batch or default_batch, seq_len, "bf16",
                        dp_overlap=True if dp_overlap is None else dp_overlap)
         prediction = _on_fit(resolved.train_fit, resolved.profile, fit_job, gpus, auto_int(tp, "--tp"),
                              auto_int(dp, "--dp"), zero, recompute)

@@ -64,6 +64,12 @@ class TrainShape:
         return max(self.ranks // self.tp, 1)
 
 
+def bench_global_batch(ranks: int, tp: int = 1) -> int:
+    """The global batch of one `bench train` step on `ranks` ranks with tensor parallelism `tp`: BENCH_MICRO_BATCH
+    sequences per data-parallel rank, at least one sequence."""
+    return max(BENCH_MICRO_BATCH * ranks // tp, 1)
+
+
 def features(s: TrainShape) -> dict[str, float]:
     """The step's work on one rank, per FEATURES."""
     m = s.model
