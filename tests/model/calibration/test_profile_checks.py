@@ -117,7 +117,7 @@ def test_a_profile_prediction_defaults_to_the_step_bench_train_measured(tmp_path
     params = load_model(str(tiny)).total_params()
     assert doc["total_params"] == doc["trainable_params"] == params > 0 and doc["frozen_params"] == 0
     text = _cli(["predict", "train", "--system", "profile:cpu-vm", "-m", str(tiny)]).stdout
-    assert "0.0 B" not in text and f"{params / 1e6:.1f} M" in text
+    assert "0.0 B" not in text and f"{params / 1e3:.1f} K" in text
 
 
 def _stored_run(db: Path, backend: str) -> str:
