@@ -199,4 +199,4 @@ def peak_tflops(gpu: GpuSpec, precision: str) -> float:
 def sustained_tflops(gpu: GpuSpec, precision: str, c: ComputeConstants) -> float:
     """The dense peak at the clock the GPU holds under dense GEMMs: what the GEMM and attention shares are
     shares of. MFU stays against the datasheet peak (`peak_tflops`)."""
-    return gpu.dense_tflops(precision) * c.dense_clock_share(gpu.family, precision)
+    return peak_tflops(gpu, precision) * c.dense_clock_share(gpu.family, precision)
