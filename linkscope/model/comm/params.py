@@ -104,7 +104,7 @@ def nccl_tuning() -> NcclTuning:
 
 @functools.cache
 def packaged_comm_fit() -> CommFit:
-    """The fitted constant as packaged, loaded once."""
+    """The fitted constants as packaged, loaded once."""
     return _load(DATA_DIR / "comm_fit.yaml", CommFit)
 
 
@@ -112,7 +112,7 @@ _COMM_FIT_OVERRIDE: list[CommFit] = []
 
 
 def comm_fit() -> CommFit:
-    """The fitted constant in force: an override (a fit being evaluated) or the packaged one."""
+    """The fitted constants in force: an override (a fit being evaluated) or the packaged ones."""
     return _COMM_FIT_OVERRIDE[-1] if _COMM_FIT_OVERRIDE else packaged_comm_fit()
 
 
