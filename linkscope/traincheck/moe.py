@@ -130,9 +130,9 @@ def _predict(cfg: MoeConfig, doc: dict[str, Any], resolved: ResolvedSystem | Non
         return None, NO_CPU_MODEL
     if resolved.found_tiers is None and resolved.profile is not None:
         fit = resolved.profile.fit(FIT_OP)
-        hottest = [max(max(doc["rows_sent"]), max(doc["rows_received"])) * b
-                   for b in (cfg.dispatch_bytes, cfg.combine_bytes)]
-        d_us, c_us = (float(v) for v in fit.predict_us(hottest, doc["ranks"]))
+        hottest_bytes = [max(max(doc["rows_sent"]), max(doc["rows_received"])) * b
+                         for b in (cfg.dispatch_bytes, cfg.combine_bytes)]
+        d_us, c_us = (float(v) for v in fit.predict_us(hottest_bytes, doc["ranks"]))
         source = f"profile {resolved.profile.name} ({FIT_OP} fit at the busiest rank's bytes)"
         return _prediction(doc, d_us, c_us, source), ""
     req = MoeRequest(ep=doc["ranks"], tokens_per_rank=cfg.tokens_per_rank, hidden=cfg.hidden, topk=cfg.topk,
