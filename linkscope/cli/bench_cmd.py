@@ -207,7 +207,7 @@ class _BenchCommand(TyperCommand):
 
 
 def register(app: typer.Typer) -> None:
-    """Add `bench` (and `bench train`) and `p2p` to the command line."""
+    """Add `bench` (with `bench train` and `bench moe`) and `p2p` to the command line."""
     app.command("bench", cls=_BenchCommand, help=BENCH_HELP + "\n\n`linkscope bench train --help`: measure a real "
                 "training loop beside its prediction. `linkscope bench moe --help`: time MoE dispatch and combine.",
                 short_help="Measure collectives with nccl-tests' semantics; store them.")(bench)

@@ -150,10 +150,10 @@ def train(
             raise UserError("--peft: a profile's fitted step model covers full training only; use a System")
         # A profile's step model describes `bench train` steps (a micro-batch per rank, no accumulation), so its
         # default batch is that step's, not the ~4M tokens of a pre-training job.
-        from linkscope.model.calibration.train_fit import BENCH_MICRO_BATCH
+        from linkscope.model.calibration.train_fit import bench_global_batch
 
-        default_batch = BENCH_MICRO_BATCH * (gpus or resolved.profile.ranks) // (auto_int(tp, "--tp") or 1)
-        fit_job = _job(spec, global_batch or max(default_batch, 1), seq_len, "bf16",
+        default_batch = bench_global_batch(gpus or resolved.profile.ranks, auto_int(tp, "--tp") or 1)
+        fit_job = _job(spec, global_batch or default_batch, seq_len, "bf16",
                        dp_overlap=True if dp_overlap is None else dp_overlap)
         prediction = _on_fit(resolved.train_fit, resolved.profile, fit_job, gpus, auto_int(tp, "--tp"),
                              auto_int(dp, "--dp"), zero, recompute)

@@ -5,15 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _num(value: float | None, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{digits}g}"
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1f}%"
+from linkscope.report.train import _num, _pct
 
 
 def moe_lines(doc: dict[str, Any]) -> list[str]:
@@ -34,9 +26,9 @@ def moe_lines(doc: dict[str, Any]) -> list[str]:
     ]
     for phase in ("dispatch", "combine"):
         lines.append(
-            f"  {phase:<10} {_num(doc[f'{phase}_us'], 5):>11} {_num(doc[f'{phase}_us_min']):>10} "
+            f"  {phase:<10} {_num(doc[f'{phase}_us'], '.5g'):>11} {_num(doc[f'{phase}_us_min']):>10} "
             f"{_num(doc[f'{phase}_us_max']):>10} {_num(doc[f'{phase}_gb_per_s']):>9} "
-            f"{_num(predicted.get(f'{phase}_us'), 5):>13} {_num(predicted.get(f'{phase}_gb_per_s')):>10} "
+            f"{_num(predicted.get(f'{phase}_us'), '.5g'):>13} {_num(predicted.get(f'{phase}_gb_per_s')):>10} "
             f"{_pct(errors.get(phase)):>8}")
     lines.append(f"# median over {doc['iters']} iterations of the slowest rank's time; GB/s in DeepEP's convention "
                  "(token copies a rank receives inside a node, once per destination node across nodes)")

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from linkscope.hardware.errors import UserError
-from linkscope.results.records import CollectiveRow, RunInfo
+from linkscope.results.records import NOT_A_SWEEP, CollectiveRow, RunInfo
 
 DEFAULT_SIZES = (8, 1 << 20, 64 << 20, 1 << 30)
 
@@ -52,10 +52,11 @@ def environment(info: RunInfo) -> dict[str, str | None]:
 
 
 def _check_comparable(runs: list[tuple[RunInfo, list[CollectiveRow]]]) -> None:
-    """Only collective sweeps compare: a training run or a p2p matrix would fill the table with dashes."""
+    """Only collective sweeps compare: a training run, a p2p matrix or a MoE run would fill the table with
+    dashes."""
     for info, rows in runs:
-        if info.kind in ("train", "p2p", "moe"):
-            what = {"train": "a training run", "p2p": "a p2p matrix", "moe": "a MoE dispatch/combine run"}[info.kind]
+        if info.kind in NOT_A_SWEEP:
+            what = NOT_A_SWEEP[info.kind]
             raise UserError(f"run {info.run_id} is {what}, not a collective sweep; compare compares bench, check and "
                             f"import runs (see `linkscope runs show {info.run_id}`)")
         if not rows:

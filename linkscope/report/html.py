@@ -10,7 +10,7 @@ import html
 from typing import Any
 
 from linkscope.hardware.errors import UserError
-from linkscope.results.records import CollectiveRow, PairRow, RunInfo
+from linkscope.results.records import NOT_A_SWEEP, CollectiveRow, PairRow, RunInfo
 
 _STATUS_COLOURS = {"PASS": "#1a7f37", "WARN": "#9a6700", "FAIL": "#cf222e", "SKIP": "#6e7781"}
 
@@ -100,7 +100,7 @@ def render_report(runs: list[tuple[RunInfo, list[CollectiveRow], list[PairRow]]]
     for info, rows, pairs in runs:
         # A page with nothing of a run on it would look like a rendering fault: say why instead.
         if info.kind in ("train", "moe"):
-            what = "a training run" if info.kind == "train" else "a MoE dispatch/combine run"
+            what = NOT_A_SWEEP[info.kind]
             raise UserError(f"run {info.run_id} is {what}; the report draws collective sweeps and p2p "
                             f"matrices (see `linkscope runs show {info.run_id}`)")
         if not rows and not pairs and info.kind != "check" and "check" not in info.extra:

@@ -43,8 +43,12 @@ def _rate(value: float, digits: int = 0) -> str:
 
 
 def _count(value: float) -> str:
-    """A parameter count in B, or M below a billion (a small model is never "0.0 B")."""
-    return f"{value / 1e9:.1f} B" if value >= 1e9 else f"{value / 1e6:.1f} M"
+    """A parameter count in B, M below a billion, K below a million (a small model is never "0.0 B" or "0.0 M")."""
+    if value >= 1e9:
+        return f"{value / 1e9:.1f} B"
+    if value >= 1e6:
+        return f"{value / 1e6:.1f} M"
+    return f"{value / 1e3:.1f} K" if value >= 1e3 else f"{value:.0f}"
 
 
 def _gib(value: float) -> str:
@@ -160,7 +164,8 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
                                  "p10..p90)"),
             ("TP all-reduce share of prefill", f"{data['tp_allreduce_share_prefill']:.0%}"),
             ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
-            ("memory per GPU", f"{data['memory_gib_per_gpu']:.1f} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
+            ("memory per GPU",
+             f"{_gib(data['memory_gib_per_gpu'])} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
             ("ranges from", data["range_basis"])]
     if wide:
         rows.insert(-2, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))

@@ -24,6 +24,7 @@ from typing import Any
 from linkscope.bench.comm import resolve_backend
 from linkscope.bench.layout import torchrun_env
 from linkscope.bench.moe.config import MoeConfig
+from linkscope.bench.moe.routing import load_imbalance
 from linkscope.bench.moe.runner import Emit, MoeRunResult, resolve_config, run_moe_bench
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
@@ -94,8 +95,7 @@ def document(cfg: MoeConfig, routing: dict[str, Any], timings: dict[str, Any], r
     nodes = -(-world // per_node)
     sent = [sum(row) for row in counts]
     received = [sum(row[d] for row in counts) for d in range(world)]
-    mean_rows = sum(sent) / world
-    imbalance = max(max(sent), max(received)) / mean_rows if mean_rows else 1.0
+    imbalance = load_imbalance(counts)
     rpt, npt = float(routing["ranks_per_token"]), float(routing["nodes_per_token"])
     dispatch, combine = _us(timings["dispatch_s"]), _us(timings["combine_s"])
     d_bytes = convention_bytes(cfg.tokens_per_rank, cfg.dispatch_bytes, rpt, npt, nodes)
@@ -130,9 +130,9 @@ def _predict(cfg: MoeConfig, doc: dict[str, Any], resolved: ResolvedSystem | Non
         return None, NO_CPU_MODEL
     if resolved.found_tiers is None and resolved.profile is not None:
         fit = resolved.profile.fit(FIT_OP)
-        hottest = [max(max(doc["rows_sent"]), max(doc["rows_received"])) * b
-                   for b in (cfg.dispatch_bytes, cfg.combine_bytes)]
-        d_us, c_us = (float(v) for v in fit.predict_us(hottest, doc["ranks"]))
+        hottest_bytes = [max(max(doc["rows_sent"]), max(doc["rows_received"])) * b
+                         for b in (cfg.dispatch_bytes, cfg.combine_bytes)]
+        d_us, c_us = (float(v) for v in fit.predict_us(hottest_bytes, doc["ranks"]))
         source = f"profile {resolved.profile.name} ({FIT_OP} fit at the busiest rank's bytes)"
         return _prediction(doc, d_us, c_us, source), ""
     req = MoeRequest(ep=doc["ranks"], tokens_per_rank=cfg.tokens_per_rank, hidden=cfg.hidden, topk=cfg.topk,

@@ -30,10 +30,12 @@ def _nothing_spawned(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a rank was spawned for an input that should have been refused")
 
-    monkeypatch.setattr(launch, "launch_local", refuse)
+    # The runners first (setting by name imports them): a runner imported while `launch` is patched would bind
+    # `refuse` as its own launch_local, and undoing the patch would then restore `refuse` for later tests.
     monkeypatch.setattr("linkscope.bench.runner.launch_local", refuse)
     monkeypatch.setattr("linkscope.bench.train.runner.launch_local", refuse)
     monkeypatch.setattr("linkscope.bench.moe.runner.launch_local", refuse)
+    monkeypatch.setattr(launch, "launch_local", refuse)
 
 
 @pytest.mark.parametrize("command", sorted(CASES))

@@ -136,8 +136,3 @@ def where_label(cfg: MoeConfig) -> Callable[[int], str]:
         return f"in dispatch/combine {min(done + 1, cfg.iters)} of {cfg.iters}"
 
     return where
-
-
-def total_advances(cfg: MoeConfig) -> int:
-    """How far a run moves a rank's progress counter after joining."""
-    return 2 + cfg.iters

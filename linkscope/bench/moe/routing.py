@@ -50,10 +50,17 @@ class Routing:
 
     @property
     def imbalance(self) -> float:
-        """The busiest rank's rows (sent or received, whichever is larger) over the mean: 1 = even."""
-        load = np.maximum(self.counts.sum(axis=1), self.counts.sum(axis=0))
-        mean = float(self.counts.sum()) / self.world
-        return float(load.max()) / mean if mean > 0 else 1.0
+        """The busiest rank's rows over the mean (`load_imbalance`): 1 = even."""
+        return load_imbalance(self.counts)
+
+
+def load_imbalance(counts: np.ndarray | list[list[int]]) -> float:
+    """Of a world x world matrix of rows sent from rank s to rank d: the busiest rank's rows (sent or received,
+    whichever is larger) over the mean; 1 = even, and 1 where nothing moves."""
+    rows = np.asarray(counts)
+    load = np.maximum(rows.sum(axis=1), rows.sum(axis=0))
+    mean = float(rows.sum()) / rows.shape[0]
+    return float(load.max()) / mean if mean > 0 else 1.0
 
 
 def expert_weights(experts: int, skew: float, seed: int) -> np.ndarray:

@@ -64,6 +64,12 @@ class TrainShape:
         return max(self.ranks // self.tp, 1)
 
 
+def bench_global_batch(ranks: int, tp: int = 1) -> int:
+    """The global batch of one `bench train` step on `ranks` ranks with tensor parallelism `tp`: BENCH_MICRO_BATCH
+    sequences per data-parallel rank, at least one sequence."""
+    return max(BENCH_MICRO_BATCH * ranks // tp, 1)
+
+
 def features(s: TrainShape) -> dict[str, float]:
     """The step's work on one rank, per FEATURES."""
     m = s.model
@@ -271,7 +277,8 @@ def predict_on_fit(fit: TrainFit, name: str, job: Job, tp: int, dp: int, zero: i
         system=f"profile:{name}", model=job.model.id, gpus=ranks, nodes=1, global_batch=job.global_batch,
         seq_len=job.seq_len, precision="fp32", step_time_s=step, tokens_per_s=tokens / step, tflops_per_gpu=tflops,
         mfu=0.0, memory_gib_per_gpu=memory, memory_gib_available=(host_gib or 0.0) / ranks, fits=True,
-        breakdown=breakdown, rank_kind="CPU rank",
+        breakdown=breakdown, rank_kind="CPU rank", total_params=job.model.total_params(),
+        active_params=job.model.active_params(), trainable_params=job.model.total_params(),
         parallelism=Layout(tp=tp, pp=1, dp=dp, micro_batch=job.global_batch // dp, recompute=recompute, zero=zero),
         bottleneck=bottleneck_sentence(breakdown, step),
         flags=[f"CPU ranks only: fitted on {fit.points} measured point(s) of CPU ranks (median fit error "

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
@@ -35,6 +34,7 @@ from linkscope.hardware.errors import DataError, UserError
 from linkscope.hardware.loader import parse_yaml
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.tiers import CommTiers, check_multi_node
+from linkscope.model.in_force import InForce
 from linkscope.model.ranges.accuracy import time_range
 
 KERNELS = ("normal", "low-latency", "nccl")
@@ -66,22 +66,15 @@ class MoeConstants(BaseModel):
     them stops the CPU from running ahead, so the GPU waits while the CPU issues the router, permutation,
     dispatch, expert and combine kernels one by one."""
 
-_OVERRIDES: list[MoeConstants] = []
-
 
 def moe_constants() -> MoeConstants:
     """The MoE constants in force: the packaged ones, or those of an enclosing `moe_constants_override`."""
-    return _OVERRIDES[-1] if _OVERRIDES else packaged_moe_constants()
+    return _IN_FORCE.get()
 
 
-@contextmanager
-def moe_constants_override(constants: MoeConstants) -> Iterator[None]:
+def moe_constants_override(constants: MoeConstants) -> AbstractContextManager[None]:
     """Predict with `constants` instead of the packaged ones (fitting moe_layer_overhead_us tries candidates)."""
-    _OVERRIDES.append(constants)
-    try:
-        yield
-    finally:
-        _OVERRIDES.pop()
+    return _IN_FORCE.override(constants)
 
 
 @functools.cache
@@ -96,6 +89,9 @@ def packaged_moe_constants() -> MoeConstants:
         if set(table) != set(KERNELS):
             raise DataError(str(MOE_FILE), f"needs exactly the kernels {', '.join(KERNELS)}")
     return constants
+
+
+_IN_FORCE = InForce(packaged_moe_constants)
 
 
 @dataclass(frozen=True)

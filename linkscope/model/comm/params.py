@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml
+from linkscope.model.in_force import InForce
 
 DATA_DIR = Path(__file__).parents[1] / "data"
 
@@ -104,26 +104,21 @@ def nccl_tuning() -> NcclTuning:
 
 @functools.cache
 def packaged_comm_fit() -> CommFit:
-    """The fitted constant as packaged, loaded once."""
+    """The fitted constants as packaged, loaded once."""
     return _load(DATA_DIR / "comm_fit.yaml", CommFit)
 
 
-_COMM_FIT_OVERRIDE: list[CommFit] = []
+_COMM_FIT = InForce(packaged_comm_fit)
 
 
 def comm_fit() -> CommFit:
-    """The fitted constant in force: an override (a fit being evaluated) or the packaged one."""
-    return _COMM_FIT_OVERRIDE[-1] if _COMM_FIT_OVERRIDE else packaged_comm_fit()
+    """The fitted constants in force: an override (a fit being evaluated) or the packaged ones."""
+    return _COMM_FIT.get()
 
 
-@contextmanager
-def comm_fit_override(fit: CommFit) -> Iterator[None]:
+def comm_fit_override(fit: CommFit) -> AbstractContextManager[None]:
     """Predict collectives with `fit` inside the block (leave-one-source-out folds, the fitting grid)."""
-    _COMM_FIT_OVERRIDE.append(fit)
-    try:
-        yield
-    finally:
-        _COMM_FIT_OVERRIDE.pop()
+    return _COMM_FIT.override(fit)
 
 
 def with_nvls_fit(overhead_us: float, sync_us: float) -> CommFit:

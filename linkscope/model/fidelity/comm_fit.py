@@ -15,7 +15,7 @@ import numpy as np
 
 from linkscope.hardware.loader import HardwareDB
 from linkscope.model.comm.params import CommFit, comm_fit_override, packaged_comm_fit, with_nvls_fit
-from linkscope.model.fidelity.evidence import CollectiveEntry
+from linkscope.model.fidelity.evidence import CollectiveEntry, equal_source_weights
 from linkscope.model.fidelity.evidence_predict import measured, predicted
 
 OVERHEAD_GRID_US = np.round(np.arange(0.0, 20.001, 0.5), 2)
@@ -50,9 +50,7 @@ class PricedCollectives:
         if not mask.any():
             return prior
         rows = self.log_err[mask]
-        sources = [e.source for e, m in zip(self.entries, mask) if m]
-        counts = {s: sources.count(s) for s in set(sources)}
-        weight = np.array([1.0 / counts[s] for s in sources])
+        weight = np.array(equal_source_weights([e.source for e, m in zip(self.entries, mask) if m]))
         loss = (weight[:, None] * rows**2).sum(axis=0)
         if np.ptp(loss) < 1e-12:
             return prior

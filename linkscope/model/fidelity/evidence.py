@@ -214,6 +214,13 @@ def calibration_entries() -> list[TrainingEntry]:
             for c in CASES]
 
 
+def equal_source_weights(sources: list[str]) -> list[float]:
+    """Per entry, named by its source: 1 / (that source's entries), so that each source weighs the same in a
+    loss whatever its number of rows."""
+    counts = {s: sources.count(s) for s in set(sources)}
+    return [1.0 / counts[s] for s in sources]
+
+
 def _read_evidence_file(path: Path) -> EvidenceFile:
     raw = parse_yaml_text(read_data_text(path), str(path))
     try:

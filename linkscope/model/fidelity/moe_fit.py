@@ -15,7 +15,7 @@ import numpy as np
 
 from linkscope.hardware.loader import HardwareDB
 from linkscope.model.comm.moe import moe_constants, moe_constants_override
-from linkscope.model.fidelity.evidence import Entry, EvidenceSet, TrainingEntry
+from linkscope.model.fidelity.evidence import Entry, EvidenceSet, TrainingEntry, equal_source_weights
 from linkscope.model.fidelity.evidence_predict import measured, predicted
 from linkscope.model.step.transformer import model_presets
 
@@ -56,9 +56,6 @@ class PricedMoeTraining:
         kept = [i for i, e in enumerate(self.entries) if keep(e)]
         if not kept:
             return PRIOR_OVERHEAD_US
-        counts: dict[str, int] = {}
-        for i in kept:
-            counts[self.entries[i].source] = counts.get(self.entries[i].source, 0) + 1
-        weights = np.array([1.0 / counts[self.entries[i].source] for i in kept])
+        weights = np.array(equal_source_weights([self.entries[i].source for i in kept]))
         loss = weights @ self.log_err[kept] ** 2
         return float(FINE_OVERHEAD_US[int(np.argmin(loss))])

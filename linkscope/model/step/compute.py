@@ -6,8 +6,7 @@ Vectorized: every argument may be a numpy array (one element per candidate layou
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml
 from linkscope.hardware.specs import GpuSpec
+from linkscope.model.in_force import InForce
 
 COMPUTE_FILE = Path(__file__).parents[1] / "data" / "compute.yaml"
 PRECISIONS = ("bf16", "fp16", "fp8")
@@ -123,22 +123,14 @@ def _fallback_keys(arch: str, fmt: str) -> list[str]:
     return keys
 
 
-_OVERRIDES: list[ComputeConstants] = []
-
-
 def compute_constants() -> ComputeConstants:
     """The compute constants in force: the packaged ones, or those of an enclosing `constants_override`."""
-    return _OVERRIDES[-1] if _OVERRIDES else packaged_constants()
+    return _IN_FORCE.get()
 
 
-@contextmanager
-def constants_override(constants: ComputeConstants) -> Iterator[None]:
+def constants_override(constants: ComputeConstants) -> AbstractContextManager[None]:
     """Predict with `constants` instead of the packaged ones (the fitting procedure tries candidates)."""
-    _OVERRIDES.append(constants)
-    try:
-        yield
-    finally:
-        _OVERRIDES.pop()
+    return _IN_FORCE.override(constants)
 
 
 @functools.cache
@@ -149,6 +141,9 @@ def packaged_constants() -> ComputeConstants:
     except ValidationError as exc:
         err = exc.errors()[0]
         raise DataError(str(COMPUTE_FILE), err["msg"], field=".".join(map(str, err["loc"]))) from None
+
+
+_IN_FORCE = InForce(packaged_constants)
 
 
 REFERENCE_GEMM_TFLOPS = 312.0
@@ -199,4 +194,4 @@ def peak_tflops(gpu: GpuSpec, precision: str) -> float:
 def sustained_tflops(gpu: GpuSpec, precision: str, c: ComputeConstants) -> float:
     """The dense peak at the clock the GPU holds under dense GEMMs: what the GEMM and attention shares are
     shares of. MFU stays against the datasheet peak (`peak_tflops`)."""
-    return gpu.dense_tflops(precision) * c.dense_clock_share(gpu.family, precision)
+    return peak_tflops(gpu, precision) * c.dense_clock_share(gpu.family, precision)

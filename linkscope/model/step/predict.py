@@ -245,14 +245,14 @@ def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers
     prediction = summarize(job, system, result)
     if result.any_fits:
         return prediction
-    least = float(result.estimate.memory_gib_per_gpu[result.least_memory])
-    prediction.least_memory_gib_per_gpu = least
+    least_gib = float(result.estimate.memory_gib_per_gpu[result.least_memory_index])
+    prediction.least_memory_gib_per_gpu = least_gib
     if req.ep is not None and job.model.is_moe:
         raise UserError(f"the experts of {job.model.id} do not fit at ep {req.ep}: the smallest layout needs "
-                        f"{least:.1f} GiB per GPU of {prediction.memory_gib_available:.1f}; "
+                        f"{least_gib:.1f} GiB per GPU of {prediction.memory_gib_available:.1f}; "
                         f"raise ep or add GPUs", field="ep")
     prediction.flags.insert(0, f"no layout fits in memory: showing the one that needs the least with the values "
-                               f"given, {least:.1f} GiB per GPU of {prediction.memory_gib_available:.1f} usable "
+                               f"given, {least_gib:.1f} GiB per GPU of {prediction.memory_gib_available:.1f} usable "
                                f"(a value you give, e.g. --interleave or --recompute, is never traded for memory)")
     return prediction
 

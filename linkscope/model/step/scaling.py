@@ -80,8 +80,8 @@ def _point(job: Job, resolved: SystemInForce, req: LayoutRequest) -> ScalingPoin
     except UserError as exc:
         return replace(base, reason=str(exc))
     if not p.fits:
-        least = p.least_memory_gib_per_gpu if p.least_memory_gib_per_gpu is not None else p.memory_gib_per_gpu
-        return replace(base, reason=f"does not fit in memory: needs {least:.0f} GiB per GPU at best, "
+        least_gib = p.least_memory_gib_per_gpu if p.least_memory_gib_per_gpu is not None else p.memory_gib_per_gpu
+        return replace(base, reason=f"does not fit in memory: needs {least_gib:.0f} GiB per GPU at best, "
                                     f"{p.memory_gib_available:.0f} GiB usable")
     return replace(base, gpus=p.gpus, fits=True, step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, mfu=p.mfu,
                    parallelism=p.parallelism, step_time_s_range=p.step_time_s_range,

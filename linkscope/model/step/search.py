@@ -178,7 +178,7 @@ class SearchResult:
     any_fits: bool
     gpus: int = 0
     """GPUs the layouts use (fewer than the System's where no layout divides its nodes; 0: all of them)."""
-    least_memory: int = -1
+    least_memory_index: int = -1
     """Index of the layout that needs the least memory (-1: not searched)."""
 
 
@@ -193,9 +193,9 @@ def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None
     check_multi_node(tiers, system.nodes)
     est = estimate_steps(job, system, layouts, tiers)
     any_fits = bool(np.any(est.fits))
-    least_memory = int(np.argmin(est.memory_gib_per_gpu))
+    least_memory_index = int(np.argmin(est.memory_gib_per_gpu))
     # The fastest of those that do not fit can need many times the memory (a 70B model at dp 8 on 8 GPUs):
     # the one closest to fitting is the answer a user can act on.
-    best = int(np.argmin(np.where(est.fits, est.step_time_s, np.inf))) if any_fits else least_memory
+    best = int(np.argmin(np.where(est.fits, est.step_time_s, np.inf))) if any_fits else least_memory_index
     return SearchResult(layouts=layouts, estimate=est, best=best, evaluated=len(layouts), any_fits=any_fits,
-                        gpus=gpus, least_memory=least_memory)
+                        gpus=gpus, least_memory_index=least_memory_index)

@@ -16,6 +16,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.model.calibration.calibrate import OpFit, Segment
 from linkscope.model.calibration.profiles import load_profile, new_profile, save_profile
 from linkscope.model.calibration.train_fit import TrainFit
+from linkscope.model.step.transformer import load_model
 from linkscope.results.records import RunInfo
 from linkscope.results.store import ResultStore
 
@@ -110,9 +111,13 @@ def test_a_profile_prediction_defaults_to_the_step_bench_train_measured(tmp_path
                     "as_of: 2026-12-03\n")
     out = _cli(["predict", "train", "--system", "profile:cpu-vm", "-m", str(tiny), "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.stdout)["global_batch"] == 2 * 2
+    doc = json.loads(out.stdout)
+    assert doc["global_batch"] == 2 * 2
+    # Full training on a profile: every parameter of the model trains.
+    params = load_model(str(tiny)).total_params()
+    assert doc["total_params"] == doc["trainable_params"] == params > 0 and doc["frozen_params"] == 0
     text = _cli(["predict", "train", "--system", "profile:cpu-vm", "-m", str(tiny)]).stdout
-    assert "0.0 B" not in text and " M" in text
+    assert "0.0 B" not in text and f"{params / 1e3:.1f} K" in text
 
 
 def _stored_run(db: Path, backend: str) -> str:

@@ -12,7 +12,7 @@ from linkscope.hardware.loader import load_db
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.infer import InferJob, best_batch_for_budget, estimate_inference
 from linkscope.model.calibration.systems import ResolvedSystem
-from linkscope.model.step.scaling import node_counts, predict_scaling
+from linkscope.model.step.scaling import SUPERLINEAR_EFFICIENCY, node_counts, predict_scaling
 from linkscope.model.step.predict import predict_train
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
@@ -124,7 +124,7 @@ def test_a_count_where_nothing_fits_has_no_figures_and_speedup_starts_after_it(d
 def test_efficiency_above_100_percent_is_explained_by_the_baseline_layout(db) -> None:
     job = Job(model=model_presets()["llama2-70b"], global_batch=1024, seq_len=4096)
     points, note = predict_scaling(job, ResolvedSystem.plain(db.systems["dgx-h100"]), 8, LayoutRequest())
-    above = [p.nodes for p in points if (p.efficiency or 0.0) > 1.005]
+    above = [p.nodes for p in points if (p.efficiency or 0.0) > SUPERLINEAR_EFFICIENCY]
     assert above, [p.efficiency for p in points]
     assert f"efficiency above 100% at {', '.join(map(str, above))} nodes" in note
     assert f"(MFU {points[1].mfu:.0%})" in note

@@ -8,7 +8,7 @@ import pytest
 
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.job import Job
-from linkscope.model.step.layout import single_layout
+from linkscope.model.step.layout import Layouts, single_layout
 from linkscope.model.step.memory import GIB, activation_bytes_per_token, memory_gib_per_gpu
 from linkscope.model.step.transformer import model_presets
 
@@ -18,19 +18,26 @@ def _job(model: str, batch: int, seq_len: int = 8192, precision: str = "bf16") -
 
 
 def test_context_parallel_ranks_share_the_sharded_optimizer() -> None:
-    # Context-parallel ranks hold the same weights, so the distributed optimizer shards over dp x cp: at the same
-    # tokens per GPU, cp 2 x dp 4 holds the optimizer shard of dp 8.
+    # Context-parallel ranks hold the same weights, so the distributed optimizer shards over dp x cp: cp 2 x dp 4
+    # holds the optimizer shard of dp 8.
+    from linkscope.model.step.memory import _second_embedding_bytes, _state_bytes
     job, c = _job("llama3-8b", 128), compute_constants()
-    cp2 = memory_gib_per_gpu(job, None, single_layout(tp=1, pp=1, dp=4, cp=2, mb=1, zero=1))[0]
-    no_cp = memory_gib_per_gpu(job, None, single_layout(tp=1, pp=1, dp=4, cp=1, mb=1, zero=1))[0]
+
+    def layout(dp: int, cp: int) -> Layouts:
+        return single_layout(tp=1, pp=1, dp=dp, cp=cp, mb=1, zero=1)
+
+    def state_gib(dp: int, cp: int) -> float:
+        return float(_state_bytes(job, layout(dp, cp))[0] + _second_embedding_bytes(job, layout(dp, cp))[0]) / GIB
+
+    assert state_gib(4, 2) == pytest.approx(state_gib(8, 1))
     m = job.model
     params = m.layers * m.layer_params() + 2 * m.embedding_params()
     optimizer_saved_gib = params * c.optimizer_bytes * (1 / 4 - 1 / 8) / GIB
-    activations_saved_gib = no_cp - cp2 - optimizer_saved_gib
-    # What is left is the halved activations and logits of the shorter local sequence.
-    assert activations_saved_gib > 0
-    assert no_cp - cp2 == pytest.approx(optimizer_saved_gib + activations_saved_gib)
-    assert optimizer_saved_gib > 5.0
+    assert state_gib(4, 1) - state_gib(4, 2) == pytest.approx(optimizer_saved_gib)
+    # Beyond the state, the shorter local sequence halves the activations and logits.
+    cp2 = float(memory_gib_per_gpu(job, None, layout(4, 2))[0])
+    no_cp = float(memory_gib_per_gpu(job, None, layout(4, 1))[0])
+    assert no_cp - cp2 > optimizer_saved_gib
 
 
 def test_the_first_stage_is_busiest_and_the_logits_stay_on_the_last() -> None:
