@@ -30,7 +30,7 @@ LAYERS = 8
 """Distinct layers' weights rotated per timed call: 8 x 1.7 GB in BF16 is far beyond the 60 MB L2."""
 
 
-def _time_us(fn: Callable[[], object], repeat: int = 50, warmup: int = 5) -> float:
+def time_us(fn: Callable[[], object], repeat: int = 50, warmup: int = 5) -> float:
     """Median time of one call of `fn`, by CUDA events around each call."""
     import torch
     for _ in range(warmup):
@@ -47,14 +47,28 @@ def _time_us(fn: Callable[[], object], repeat: int = 50, warmup: int = 5) -> flo
     return statistics.median(times)
 
 
+def captured(fn: Callable[[], object]) -> Any:
+    """A CUDA graph of `fn`, run once on a side stream first (as capture requires of cuBLAS and the allocator)."""
+    import torch
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
 def hbm(results: dict[str, Any]) -> float:
     """Achieved copy and read bandwidth in GB/s; returns the copy's."""
     import torch
     n_bytes = 4 * 2**30
     src = torch.randn(n_bytes // 2, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
-    copy_us = _time_us(lambda: dst.copy_(src), repeat=20)
-    read_us = _time_us(lambda: src.sum(dtype=torch.float32), repeat=20)
+    copy_us = time_us(lambda: dst.copy_(src), repeat=20)
+    read_us = time_us(lambda: src.sum(dtype=torch.float32), repeat=20)
     results["copy_gb_per_s"] = 2 * n_bytes / copy_us / 1e3
     results["read_gb_per_s"] = n_bytes / read_us / 1e3
     return float(results["copy_gb_per_s"])
@@ -70,20 +84,13 @@ def launches(results: dict[str, Any]) -> None:
         for _ in range(n):
             x.add_(1.0)
 
-    results["eager_launch_us"] = _time_us(eager, repeat=10) / n
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        eager()
-    torch.cuda.current_stream().wait_stream(stream)
-    with torch.cuda.graph(graph):
-        eager()
-    results["graph_kernel_us"] = _time_us(graph.replay, repeat=10) / n
+    results["eager_launch_us"] = time_us(eager, repeat=10) / n
+    graph = captured(eager)
+    results["graph_kernel_us"] = time_us(graph.replay, repeat=10) / n
     empty = torch.cuda.CUDAGraph()
     with torch.cuda.graph(empty):
         x.add_(1.0)
-    results["graph_replay_one_kernel_us"] = _time_us(empty.replay, repeat=50)
+    results["graph_replay_one_kernel_us"] = time_us(empty.replay, repeat=50)
 
 
 def _layer_shapes() -> list[tuple[str, int, int]]:
@@ -131,15 +138,8 @@ def layer_gemms(results: dict[str, Any], copy_gb_per_s: float) -> None:
                 for layer in weights:
                     for (_, k, _), w in zip(_layer_shapes(), layer, strict=True):
                         mm(acts[k], w.t())
-            graph = torch.cuda.CUDAGraph()
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                step()
-            torch.cuda.current_stream().wait_stream(stream)
-            with torch.cuda.graph(graph):
-                step()
-            layer_us = _time_us(graph.replay, repeat=30) / LAYERS
+            graph = captured(step)
+            layer_us = time_us(graph.replay, repeat=30) / LAYERS
             gb_per_s = weight_bytes / layer_us / 1e3
             rows.append({"precision": name, "batch": batch, "rows_run": pad, "layer_us": layer_us,
                          "weight_bytes": weight_bytes, "weight_read_gb_per_s": gb_per_s,

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from gpu_decode_floor import captured, time_us  # the sibling script: one timer, one capture
 
 HIDDEN = 8192
 HEADS, KV_HEADS, HEAD_DIM = 64, 8, 128
@@ -28,23 +29,6 @@ LAYERS = 80
 CONTEXT = 2048
 BATCHES = (1, 8, 32)
 TPS = (1, 2)
-
-
-def _time_us(fn: Callable[[], object], repeat: int = 20, warmup: int = 3) -> float:
-    """Median time of one call of `fn`, by CUDA events around each call."""
-    import torch
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times: list[float] = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
 
 
 def _layer_fn(torch: Any, batch: int, tp: int) -> tuple[Callable[[int], None], int]:
@@ -109,15 +93,8 @@ def measure(results: dict[str, Any]) -> None:
             def step(layer: Callable[[int], None] = layer) -> None:
                 for i in range(LAYERS):
                     layer(i)
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                step()
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                step()
-            layer_us = _time_us(graph.replay) / LAYERS
+            graph = captured(step)
+            layer_us = time_us(graph.replay, repeat=20, warmup=3) / LAYERS
             rows.append({"tp": tp, "batch": batch, "layer_us": layer_us, "kernels": kernels,
                          "us_per_kernel": layer_us / kernels if kernels else None, "kv_bytes_per_layer": kv_bytes})
             del graph, layer
