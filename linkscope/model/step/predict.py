@@ -170,14 +170,15 @@ def _flags(job: Job, system: System, row: Layout, est: StepEstimate, i: int) -> 
     return flags
 
 
-def _ep_reason(job: Job, system: System, row: Layout) -> str:
-    """Where the chosen expert parallelism sits and what it trades."""
+def _ep_reason(job: Job, system: System, row: Layout, given: bool = False) -> str:
+    """Where the chosen expert parallelism sits and what it trades (or that the user chose it)."""
     m, per_node = job.model, system.node.gpus
     where = "inside one NVLink domain" if row.ep * row.etp <= per_node else \
         f"across {-(-row.ep * row.etp // per_node)} nodes (dispatch and combine cross the network)"
     return (f"ep {row.ep} x etp {row.etp} {where}: {m.experts // row.ep} of {m.experts} experts per GPU, "
-            f"{job.moe_dispatcher} dispatcher; the fastest fitting of the ep sizes searched (a smaller ep keeps "
-            f"all-to-all on NVLink but holds more expert weights per GPU)")
+            f"{job.moe_dispatcher} dispatcher; " + ("as given (--ep)" if given else
+            "the fastest fitting of the ep sizes searched (a smaller ep keeps all-to-all on NVLink but holds more "
+            "expert weights per GPU)"))
 
 
 def bottleneck_sentence(breakdown: dict[str, float], step_s: float) -> str:
@@ -243,6 +244,8 @@ def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers
     validate_request(job, system, req)
     result = search(job, system, req, tiers)
     prediction = summarize(job, system, result)
+    if req.ep is not None and job.model.is_moe:
+        prediction.expert_layout = _ep_reason(job, system, result.layouts.row(result.best), given=True)
     if result.any_fits:
         return prediction
     least_gib = float(result.estimate.memory_gib_per_gpu[result.least_memory_index])

@@ -253,7 +253,9 @@ def test_moe_training_searches_expert_parallelism_and_counts_dispatch_and_combin
     job = _job("mixtral-8x7b", 256, 4096)
     chosen = predict_train(job, system, LayoutRequest(tp=1, pp=1))
     assert chosen.parallelism.ep > 1 and chosen.breakdown["ep_comm_exposed_s"] > 0
-    assert f"ep {chosen.parallelism.ep}" in chosen.expert_layout
+    assert f"ep {chosen.parallelism.ep}" in chosen.expert_layout and "searched" in chosen.expert_layout
+    given = predict_train(job, system, LayoutRequest(tp=1, pp=1, ep=8))
+    assert given.expert_layout.endswith("as given (--ep)") and "searched" not in given.expert_layout
     # Expert parallelism 1: no all-to-all, but every GPU holds all experts' weights.
     alone = estimate_steps(job, system, single_layout(tp=1, pp=1, dp=16, zero=1, ep=1))
     spread = estimate_steps(job, system, single_layout(tp=1, pp=1, dp=16, zero=1, ep=8))
