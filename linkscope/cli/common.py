@@ -28,7 +28,12 @@ class _ConsoleOnFirstUse:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(stderr=self._stderr)
+            made = Console(stderr=self._stderr)
+            # rich pins the width and height to $COLUMNS/$LINES as they are at creation; made at import, as it
+            # was, it read them at each print instead, which a caller that sets them per call (a test runner)
+            # relies on.
+            made._width = made._height = None
+            self._console = made
         return getattr(self._console, name)
 
 

@@ -66,3 +66,19 @@ def test_predict_train_on_a_preset_loads_only_what_it_prints() -> None:
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.splitlines()[-1]) == [[], False, True]
     assert json.loads("\n".join(out.splitlines()[:-1]))["model"] == "llama2-7b"
+
+
+def test_the_console_made_on_first_use_reads_columns_at_each_print(monkeypatch) -> None:
+    # Made while one call set COLUMNS=40, it must not keep that width for a later call that sets 200.
+    import io
+
+    from linkscope.cli.common import _ConsoleOnFirstUse
+
+    lazy = _ConsoleOnFirstUse(stderr=False)
+    monkeypatch.setenv("COLUMNS", "40")
+    assert lazy.width == 40
+    monkeypatch.setenv("COLUMNS", "200")
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    lazy.print("x" * 150, highlight=False)
+    assert out.getvalue() == "x" * 150 + "\n"
