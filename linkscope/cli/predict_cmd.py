@@ -21,8 +21,7 @@ from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
-from linkscope.model.comm.moe import (KERNELS, MOE_PRECISIONS, MoeRequest, check_imbalance, check_request,
-                                     predict_moe)
+from linkscope.hardware.limits import check_imbalance
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.job import Job
 from linkscope.model.step.predict import predict_train_on
@@ -322,6 +321,8 @@ def moe(
     """One MoE dispatch and combine on EP ranks. Bandwidth follows DeepEP's convention: inside the NVLink domain,
     bytes of token copies a rank receives over the time; across nodes, bytes counted once per destination node
     (the sender's own included) over the time."""
+    from linkscope.model.comm.moe import KERNELS, MOE_PRECISIONS, MoeRequest, check_request, predict_moe
+
     req = MoeRequest(ep=ep, tokens_per_rank=tokens_per_rank, hidden=hidden, topk=topk, experts=experts,
                      precision=choice(precision, "--precision", MOE_PRECISIONS),
                      kernel=choice(kernel, "--kernel", KERNELS), max_nodes_per_token=max_nodes_per_token,

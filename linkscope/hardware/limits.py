@@ -63,3 +63,16 @@ def check_host_memory(need_bytes: float, available_bytes: float | None, what: st
     if available_bytes is not None and need_bytes > available_bytes:
         raise UserError(f"{what} needs about {need_bytes / 2**30:,.1f} GiB of host memory, but only "
                         f"{available_bytes / 2**30:,.1f} GiB is available")
+
+
+MAX_IMBALANCE = 1000.0
+"""Largest routing imbalance (the hottest expert rank's load over the mean) an MoE input may state."""
+
+
+def check_imbalance(value: float, flag: str) -> float:
+    """`value` if it is a routing imbalance (busiest rank's load over the mean, 1 to MAX_IMBALANCE), else a
+    UserError naming `flag`."""
+    if not math.isfinite(value) or not 1.0 <= value <= MAX_IMBALANCE:
+        raise UserError(f"{flag} must be between 1 and {MAX_IMBALANCE:g}, the hottest rank's load over the "
+                        f"mean (got {value})")
+    return value

@@ -54,14 +54,15 @@ def test_help_imports_no_command_module_and_a_command_only_its_own() -> None:
 
 
 def test_predict_train_on_a_preset_loads_only_what_it_prints() -> None:
-    # What a JSON answer about a preset never needs: rich's console and tables, other commands' models, the
-    # offering catalog (its schema is built only when an offering file is read). Collection is back on once
-    # the command has loaded, for long-running commands.
+    # What a JSON answer about a preset never needs: rich's console and tables, other commands' models, the MoE
+    # model (a dense model's step never prices dispatch and combine), the offering catalog (its schema is built
+    # only when an offering file is read). Collection is back on once the command has loaded, for long-running
+    # commands.
     code = ("import gc, json, sys\nfrom linkscope.cli.main import main\nsys.argv[0] = 'linkscope'\ntry:\n    main()\n"
             "except SystemExit:\n    pass\nfrom linkscope.hardware.schema import OfferingEntry\n"
             "print(json.dumps([sorted(m for m in ('rich.console', 'rich.table', 'linkscope.model.step.infer', "
-            "'linkscope.model.calibration.profiles') if m in sys.modules), OfferingEntry.__pydantic_complete__, "
-            "gc.isenabled()]))\n")
+            "'linkscope.model.calibration.profiles', 'linkscope.model.comm.moe') if m in sys.modules), "
+            "OfferingEntry.__pydantic_complete__, gc.isenabled()]))\n")
     args = ["predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.splitlines()[-1]) == [[], False, True]

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from linkscope.hardware.errors import DataError, UserError
+from linkscope.hardware.limits import check_imbalance
 from linkscope.hardware.loader import parse_yaml
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.tiers import CommTiers, check_multi_node
@@ -44,7 +45,6 @@ BF16_BYTES = 2
 MAX_TOKENS_PER_RANK = 10_000_000
 MAX_EXPERTS = 100_000
 MAX_HIDDEN = 10_000_000
-MAX_IMBALANCE = 1000.0
 RANGE_KIND = "moe"
 
 
@@ -156,15 +156,6 @@ def check_request(req: MoeRequest) -> None:
     if req.max_nodes_per_token is not None and req.max_nodes_per_token < 1:
         raise UserError(f"--max-nodes-per-token must be at least 1 (got {req.max_nodes_per_token})")
     check_imbalance(req.imbalance, "--imbalance")
-
-
-def check_imbalance(value: float, flag: str) -> float:
-    """`value` if it is a routing imbalance (busiest rank's load over the mean, 1 to MAX_IMBALANCE), else a
-    UserError naming `flag`."""
-    if not math.isfinite(value) or not 1.0 <= value <= MAX_IMBALANCE:
-        raise UserError(f"{flag} must be between 1 and {MAX_IMBALANCE:g}, the hottest rank's load over the "
-                        f"mean (got {value})")
-    return value
 
 
 def _p_hit(experts: int, held: int, topk: int) -> float:

@@ -16,7 +16,6 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
-from linkscope.model.comm.moe import MoeRequest, moe_constants, predict_moe
 from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, sustained_tflops, usable_memory_gib)
@@ -153,6 +152,9 @@ def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
     out = np.zeros(len(lay))
     if not m.is_moe:
         return out
+    # Imported here: a dense model's step never needs the MoE model or its data file.
+    from linkscope.model.comm.moe import MoeRequest, predict_moe
+
     kernel, precision = ("normal", "fp8" if ctx.job.precision == "fp8" else "bf16") \
         if ctx.job.moe_dispatcher == "deepep" else ("nccl", "bf16")
     tokens = np.broadcast_to(ctx.tokens / lay.tp, (len(lay),))
@@ -180,6 +182,10 @@ def _moe_share(ctx: _Ctx) -> float:
 def _moe_host_s(ctx: _Ctx) -> float:
     """Fixed time of an average layer's forward pass for its MoE share (moe.yaml, moe_layer_overhead_us): time the
     GPU waits on the CPU issuing an MoE layer's kernels, which does not shrink with fewer tokens."""
+    if not ctx.model.is_moe:
+        return 0.0
+    from linkscope.model.comm.moe import moe_constants
+
     return moe_constants().moe_layer_overhead_us * 1e-6 * _moe_share(ctx)
 
 
