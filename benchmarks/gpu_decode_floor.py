@@ -61,6 +61,15 @@ def captured(fn: Callable[[], object]) -> Any:
     return graph
 
 
+def missing_cuda(script: str) -> str | None:
+    """Why `script` cannot run here (no torch, no CUDA device), or None when it can."""
+    try:
+        import torch
+    except ImportError:
+        return f"{script}: torch is not installed"
+    return None if torch.cuda.is_available() else f"{script}: needs a CUDA device; none is visible"
+
+
 def hbm(results: dict[str, Any]) -> float:
     """Achieved copy and read bandwidth in GB/s; returns the copy's."""
     import torch
@@ -153,14 +162,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="Write every figure to this file.")
     args = parser.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gpu_decode_floor: torch is not installed", file=sys.stderr)
+    why = missing_cuda("gpu_decode_floor")
+    if why:
+        print(why, file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("gpu_decode_floor: needs a CUDA device; none is visible", file=sys.stderr)
-        return 2
+    import torch
     results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     copy_gb_per_s = hbm(results)
     launches(results)

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpu_decode_floor import captured, time_us  # the sibling script: one timer, one capture
+from gpu_decode_floor import captured, missing_cuda, time_us  # the sibling script: one timer, one capture
 
 HIDDEN = 8192
 HEADS, KV_HEADS, HEAD_DIM = 64, 8, 128
@@ -107,14 +107,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", help="Write every figure to this file.")
     args = parser.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gpu_decode_kernels: torch is not installed", file=sys.stderr)
+    why = missing_cuda("gpu_decode_kernels")
+    if why:
+        print(why, file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("gpu_decode_kernels: needs a CUDA device; none is visible", file=sys.stderr)
-        return 2
+    import torch
     results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     measure(results)
     print(f"{results['device']}, torch {results['torch']}")

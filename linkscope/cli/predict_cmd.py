@@ -147,15 +147,8 @@ def train(
     if resolved.train_fit is not None and resolved.profile is not None:
         if adapters is not None:
             raise UserError("--peft: a profile's fitted step model covers full training only; use a System")
-        # A profile's step model describes `bench train` steps (a micro-batch per rank, no accumulation), so its
-        # default batch is that step's, not the ~4M tokens of a pre-training job.
-        from linkscope.model.calibration.train_fit import bench_global_batch
-
-        default_batch = bench_global_batch(gpus or resolved.profile.ranks, auto_int(tp, "--tp") or 1)
-        fit_job = _job(spec, global_batch or default_batch, seq_len, "bf16",
-                       dp_overlap=True if dp_overlap is None else dp_overlap)
-        prediction = _on_fit(resolved.train_fit, resolved.profile, fit_job, gpus, auto_int(tp, "--tp"),
-                             auto_int(dp, "--dp"), zero, recompute)
+        prediction = _on_fit(resolved.train_fit, resolved.profile, spec, global_batch, seq_len, dp_overlap, gpus,
+                             auto_int(tp, "--tp"), auto_int(dp, "--dp"), zero, recompute)
     else:
         job = _job(spec, global_batch, seq_len, precision,
                    attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
@@ -178,14 +171,19 @@ def train(
         console.print(train_table(prediction))
 
 
-def _on_fit(fit: TrainFit, profile: Profile, job: Job, gpus: int | None, tp: int | None, dp: int | None,
-            zero: int | None, recompute: str) -> TrainPrediction:
-    """`predict train` on a profile's step model fitted on CPU ranks: the layout given, nothing searched."""
-    from linkscope.model.calibration.train_fit import predict_on_fit
+def _on_fit(fit: TrainFit, profile: Profile, spec: ModelConfig, global_batch: int | None, seq_len: int | None,
+            dp_overlap: bool | None, gpus: int | None, tp: int | None, dp: int | None, zero: int | None,
+            recompute: str) -> TrainPrediction:
+    """`predict train` on a profile's step model fitted on CPU ranks: the layout given, nothing searched. The
+    model describes `bench train` steps (a micro-batch per rank, no accumulation), so the default batch is that
+    step's, not the ~4M tokens of a pre-training job."""
+    from linkscope.model.calibration.train_fit import bench_global_batch, predict_on_fit
     from linkscope.traincheck.predict import available_host_gib
 
     tp_n = tp or 1
     ranks = gpus or profile.ranks
+    job = _job(spec, global_batch or bench_global_batch(ranks, tp_n), seq_len, "bf16",
+               dp_overlap=True if dp_overlap is None else dp_overlap)
     return predict_on_fit(fit, profile.name, job, tp_n, dp or max(ranks // tp_n, 1), zero or 0,
                           "none" if recompute in ("auto", "none") else recompute, available_host_gib())
 
