@@ -14,6 +14,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("LINKSCOPE_DB", str(home / "runs.db"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "xdg-data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "xdg-cache"))
 
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import gc
 import importlib
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -18,6 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:  # annotations only: this typer vendors click as typer._click; older typers depend on click
     from typer import _click as click
+    from typer.models import CommandInfo
 
 
 @dataclass(frozen=True)
@@ -38,34 +39,91 @@ def module_commands(module: str) -> dict[str, click.Command]:
     if not gc.isenabled():  # main() held collection back while the command loaded (see there)
         gc.freeze()
         gc.enable()
-    return dict(typer.main.get_group(app).commands)
+    # Typer would build every sub-command of a group (signature, annotations, a validator per option): for
+    # `predict train`, its three siblings cost more than the command itself. The groups are built empty, then
+    # given their sub-commands as a mapping that builds one when it is looked up.
+    groups = {info.name: info.typer_instance for info in app.registered_groups if info.typer_instance is not None}
+    registered = {name: owner.registered_commands for name, owner in groups.items()}
+    for owner in groups.values():
+        owner.registered_commands = []
+    try:
+        commands = dict(typer.main.get_group(app).commands)
+    finally:
+        for name, owner in groups.items():
+            owner.registered_commands = registered[name]
+    for name, owner in groups.items():
+        group = commands.get(name or "")
+        if isinstance(group, TyperGroup):
+            group.commands = _Leaves(owner)
+    return commands
 
 
-class _Commands(MutableMapping[str, "click.Command"]):
-    """Every name of the table; a command is built (its module imported) when it is looked up."""
+class _LazyCommands(MutableMapping[str, "click.Command"]):
+    """Command names known up front, each command built on its first lookup; commands added later are kept as
+    given (click's and typer's own mapping protocol)."""
 
-    def __init__(self, entries: tuple[LazyCommand, ...]) -> None:
-        self._modules = {entry.name: entry.module for entry in entries}
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = dict.fromkeys(names)
         self._added: dict[str, click.Command] = {}
 
+    def _build(self, name: str) -> click.Command:
+        raise NotImplementedError
+
     def __getitem__(self, name: str) -> click.Command:
-        if name in self._added:
-            return self._added[name]
-        return module_commands(self._modules[name])[name]
+        if name not in self._added:
+            if name not in self._names:
+                raise KeyError(name)
+            return self._build(name)
+        return self._added[name]
 
     def __setitem__(self, name: str, command: click.Command) -> None:
         self._added[name] = command
 
     def __delitem__(self, name: str) -> None:
         self._added.pop(name, None)
-        self._modules.pop(name, None)
+        self._names.pop(name, None)
 
     def __iter__(self) -> Iterator[str]:
-        yield from self._modules
-        yield from (name for name in self._added if name not in self._modules)
+        yield from self._names
+        yield from (name for name in self._added if name not in self._names)
 
     def __len__(self) -> int:
-        return len(self._modules.keys() | self._added.keys())
+        return len(self._names.keys() | self._added.keys())
+
+
+class _Commands(_LazyCommands):
+    """Every name of the root's table; a command is built (its module imported) when it is looked up."""
+
+    def __init__(self, entries: tuple[LazyCommand, ...]) -> None:
+        super().__init__(entry.name for entry in entries)
+        self._modules = {entry.name: entry.module for entry in entries}
+
+    def _build(self, name: str) -> click.Command:
+        return module_commands(self._modules[name])[name]
+
+
+class _Leaves(_LazyCommands):
+    """A typer group's sub-commands, each built by typer the first time it is looked up."""
+
+    def __init__(self, owner: typer.Typer) -> None:
+        self._infos = {_leaf_name(info): info for info in owner.registered_commands}
+        super().__init__(self._infos)
+        self._owner = owner
+        self._built: dict[str, click.Command] = {}
+
+    def _build(self, name: str) -> click.Command:
+        if name not in self._built:
+            single = typer.Typer(add_completion=False, rich_markup_mode=self._owner.rich_markup_mode,
+                                 pretty_exceptions_short=self._owner.pretty_exceptions_short)
+            single.registered_commands = [self._infos[name]]
+            # One command and no callback: typer.main.get_command returns that command itself.
+            self._built[name] = typer.main.get_command(single)
+        return self._built[name]
+
+
+def _leaf_name(info: CommandInfo) -> str:
+    assert info.callback is not None
+    return info.name or typer.main.get_command_name(info.callback.__name__)
 
 
 class LazyGroup(TyperGroup):

@@ -8,6 +8,7 @@ must be unique across all files.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 import warnings
@@ -19,6 +20,7 @@ from collections.abc import Iterable
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from linkscope.hardware import parsed_cache
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.schema import (
     GpuEntry,
@@ -154,8 +156,13 @@ _YAML_LOADER = _UniqueKeys
 
 
 def parse_yaml(text: str) -> Any:
-    """yaml.safe_load with the C parser when PyYAML was built with it."""
-    return yaml.load(text, Loader=_YAML_LOADER)  # a safe loader either way
+    """yaml.safe_load with the C parser when PyYAML was built with it, kept in the parsed-file cache."""
+    cached = parsed_cache.lookup(text)
+    if not parsed_cache.is_miss(cached):
+        return cached
+    value = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader either way
+    parsed_cache.store(text, value)
+    return value
 
 
 def read_data_text(path: Path) -> str:
@@ -480,7 +487,9 @@ def _apply_overrides(db: HardwareDB, overrides: list[tuple[str, PriceOverride]],
                                         f"delete the file: rm '{file}')"), stacklevel=3)
 
 
+@functools.lru_cache(maxsize=64)
 def _packaged(file: str) -> bool:
+    # Cached: every preset of a file asks, and resolving a path walks it one lstat per component.
     return Path(file).resolve().is_relative_to(DATA_DIR.resolve())
 
 

@@ -83,3 +83,27 @@ def test_the_console_made_on_first_use_reads_columns_at_each_print(monkeypatch) 
     monkeypatch.setattr("sys.stdout", out)
     lazy.print("x" * 150, highlight=False)
     assert out.getvalue() == "x" * 150 + "\n"
+
+
+def test_a_group_builds_only_the_sub_command_that_runs() -> None:
+    # Typer builds a command's parameters (signature, annotations, a validator per option) when it makes the
+    # command: `predict train` must not pay for collective, infer, scaling and moe.
+    code = ("import json, sys, typer.main\nfrom linkscope.cli.main import app\nbuilt = []\n"
+            "make = typer.main.get_command_from_info\n"
+            "def counted(command_info, **kw):\n    built.append(command_info.callback.__name__)\n"
+            "    return make(command_info, **kw)\n"
+            "typer.main.get_command_from_info = counted\ntry:\n    app(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps(built))\n")
+    args = ["predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == ["train"]
+
+
+def test_a_group_lists_and_suggests_every_sub_command() -> None:
+    listed = run_cli("predict", "--help")
+    assert listed.exit_code == 0
+    for name in ("collective", "train", "infer", "scaling", "moe"):
+        assert f"│ {name} " in listed.stdout
+    mistyped = run_cli("predict", "trian")
+    assert mistyped.exit_code == 2
+    assert "Did you mean 'train'?" in mistyped.output

@@ -1,0 +1,130 @@
+"""Parsed YAML kept as JSON, so that a command does not rebuild the same data files' objects on every start.
+
+libyaml parses in C, but PyYAML still builds every key and value in Python: the nine data files `predict train`
+reads cost it about as much time as the rest of the command's own work. JSON of the same values loads an order of
+magnitude faster. An entry is keyed by the SHA-256 of the text (with PyYAML's version and this format's number), so
+an edited file is simply a new entry and a stale one is never read. The cache is an optimisation only: a file in it
+that cannot be read, decoded or written is ignored, and the text is parsed as if there were no cache.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CACHE_DIR_ENV = "LINKSCOPE_CACHE_DIR"
+"""Overrides the platform's cache directory; set and empty, no cache is read or written."""
+MAX_ENTRIES = 256
+"""Beyond this many parsed files, the oldest are removed (each edit of a file adds one)."""
+_FORMAT = 1
+_DATE = "\x00date"
+_DATETIME = "\x00datetime"
+_MISS = object()
+
+
+class _Uncacheable(Exception):
+    """A value JSON cannot carry back unchanged: a key that is not a string, a set, bytes, a shared node."""
+
+
+def cache_dir() -> Path | None:
+    """Where parsed files are kept: $LINKSCOPE_CACHE_DIR/yaml, else the platform's cache dir; None when disabled."""
+    configured = os.environ.get(CACHE_DIR_ENV)
+    if configured is not None:
+        return Path(configured) / "yaml" if configured else None
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("linkscope")) / "yaml"
+
+
+def lookup(text: str) -> Any:
+    """The value parsed earlier from exactly `text`, else the module's `_MISS` marker (see `is_miss`)."""
+    path = _entry(text)
+    if path is None:
+        return _MISS
+    try:
+        return json.loads(path.read_bytes(), object_hook=_decode_object)
+    except (OSError, ValueError, TypeError, RecursionError):
+        return _MISS
+
+
+def is_miss(value: Any) -> bool:
+    """Whether `lookup` found nothing."""
+    return value is _MISS
+
+
+def store(text: str, value: Any) -> None:
+    """Keep `value`, parsed from `text`, for the next start; silently nothing when it cannot be kept."""
+    path = _entry(text)
+    if path is None:
+        return
+    try:
+        encoded = json.dumps(_encode(value, set()), ensure_ascii=False, separators=(",", ":"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(path, encoded.encode("utf-8"))
+        _prune(path.parent)
+    except (_Uncacheable, OSError, ValueError, RecursionError):
+        return
+
+
+def _entry(text: str) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    digest = hashlib.sha256(f"{_FORMAT}:{yaml.__version__}:".encode() + text.encode("utf-8", "surrogatepass"))
+    return folder / f"{digest.hexdigest()}.json"
+
+
+def _encode(value: Any, seen: set[int]) -> Any:
+    """`value` as JSON-ready data, dates tagged; raises _Uncacheable for anything JSON would change."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dt.datetime):
+        return {_DATETIME: value.isoformat()}
+    if isinstance(value, dt.date):
+        return {_DATE: value.isoformat()}
+    if not isinstance(value, (list, dict)) or id(value) in seen:
+        # A YAML alias makes two places share one object; JSON would make them two copies.
+        raise _Uncacheable(type(value).__name__)
+    seen.add(id(value))
+    if isinstance(value, list):
+        return [_encode(item, seen) for item in value]
+    if not all(isinstance(key, str) for key in value) or _DATE in value or _DATETIME in value:
+        raise _Uncacheable("mapping key")
+    return {key: _encode(item, seen) for key, item in value.items()}
+
+
+def _decode_object(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1:
+        if _DATE in obj:
+            return dt.date.fromisoformat(obj[_DATE])
+        if _DATETIME in obj:
+            return dt.datetime.fromisoformat(obj[_DATETIME])
+    return obj
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write through a temporary file in the same folder, so a reader never sees half an entry."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except OSError:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _prune(folder: Path) -> None:
+    entries = list(folder.glob("*.json"))
+    if len(entries) <= MAX_ENTRIES:
+        return
+    by_age = sorted(entries, key=lambda p: p.stat().st_mtime)
+    for old in by_age[: len(entries) - MAX_ENTRIES]:
+        old.unlink(missing_ok=True)
