@@ -61,7 +61,7 @@ def evidence_fit() -> None:
     db, evidence = load_db(include_user=False), load_evidence()
     comm = PricedCollectives(evidence.collectives, db).fit()
     print("comm_fit.yaml (evidence fit): nvls_chunk_overhead_us", comm.nvls_chunk_overhead_us,
-          "nvls_sync_us", comm.nvls_sync_us)
+          "nvls_sync_us", comm.nvls_sync_us, "nccl_call_host_us", comm.nccl_call_host_us)
     with comm_fit_override(comm):
         fitted = PricedSet(evidence, db, compute.packaged_constants()).fit()
     print("compute.yaml (evidence fit):", fitted_summary(fitted, comm))

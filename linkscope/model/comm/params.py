@@ -68,6 +68,9 @@ class CommFit(_Strict):
     nvls_sync_us: float = Field(ge=0)
     """What one single-node NVLS all-reduce costs beyond NCCL's 25 us before its first byte moves."""
     prior_nvls_sync_us: float = Field(ge=0)
+    nccl_call_host_us: float = Field(default=5.0, gt=0)
+    """Host time one thread spends issuing one NCCL collective on one GPU (enqueue and kernel launch)."""
+    prior_nccl_call_host_us: float = Field(default=5.0, gt=0)
 
 
 class FabricTraits(_Strict):
@@ -121,10 +124,13 @@ def comm_fit_override(fit: CommFit) -> AbstractContextManager[None]:
     return _COMM_FIT.override(fit)
 
 
-def with_nvls_fit(overhead_us: float, sync_us: float) -> CommFit:
-    """The packaged fit with another NVLS per-chunk overhead and single-node synchronisation cost."""
-    return packaged_comm_fit().model_copy(update={"nvls_chunk_overhead_us": float(overhead_us),
-                                                  "nvls_sync_us": float(sync_us)})
+def with_nvls_fit(overhead_us: float, sync_us: float, call_host_us: float | None = None) -> CommFit:
+    """The packaged fit with another NVLS per-chunk overhead and single-node synchronisation cost (and, when
+    given, another host time per NCCL call)."""
+    packaged = packaged_comm_fit()
+    return packaged.model_copy(update={
+        "nvls_chunk_overhead_us": float(overhead_us), "nvls_sync_us": float(sync_us),
+        "nccl_call_host_us": packaged.nccl_call_host_us if call_host_us is None else float(call_host_us)})
 
 
 @functools.cache

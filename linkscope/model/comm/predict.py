@@ -12,6 +12,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.ranges.accuracy import spread, time_range
 from linkscope.model.comm.collectives import candidates, collective_time
+from linkscope.model.comm.issue import issued_time_us
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
 from linkscope.results.busbw import algbw_gb_per_s, bus_factors
 
@@ -75,8 +76,10 @@ def _why_not(algo: str, tiers: CommTiers, nodes: int) -> str:
 
 
 def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | None = None,
-                  algo: str = "auto", tiers: CommTiers | None = None) -> list[CollectivePrediction]:
-    """Predict `op` at each size on `gpus` GPUs of `system` (all of it by default)."""
+                  algo: str = "auto", tiers: CommTiers | None = None,
+                  gpus_per_thread: int = 1) -> list[CollectivePrediction]:
+    """Predict `op` at each size on `gpus` GPUs of `system` (all of it by default), as nccl-tests measures it
+    with one thread driving `gpus_per_thread` GPUs (`-g`; 1: one process per GPU)."""
     ranks, nodes = layout_for(system, gpus)
     tiers = tiers or comm_tiers(system)
     check_multi_node(tiers, nodes)
@@ -85,16 +88,20 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
         raise UserError("sizes must be positive")
     _check_algo(op, tiers, size, ranks, nodes, algo)
     result = collective_time(op, tiers, size, ranks, nodes, algo)
+    gpu_time_us = result.time_us
+    times_us = issued_time_us(gpu_time_us, gpus_per_thread) if ranks > 1 else gpu_time_us
+    host = f"host (issuing {gpus_per_thread} GPU{'s' if gpus_per_thread > 1 else ''} from one thread)"
     factor = float(bus_factors(op, ranks))
     out = []
     basis = spread("collectives", system, nodes).basis
     for i, nbytes in enumerate(sizes_bytes):
-        time_us = float(result.time_us[i])
+        time_us = float(times_us[i])
+        bottleneck = host if time_us > gpu_time_us[i] else str(result.bottleneck[i])
         algbw = algbw_gb_per_s(nbytes, time_us)
         out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=nodes,
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
-                                        bottleneck=str(result.bottleneck[i]),
+                                        bottleneck=bottleneck,
                                         time_us_range=time_range(time_us, "collectives", system, nodes),
                                         range_basis=basis))
     return out

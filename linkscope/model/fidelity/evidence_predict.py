@@ -63,7 +63,8 @@ def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
     """Time (us) or busbw (GB/s) of the entry's collective."""
     system = evidence_system(entry.system, db)
     system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
-    row = predict_sizes(system, entry.op, [entry.size_bytes], entry.gpus, entry.algo)[0]
+    row = predict_sizes(system, entry.op, [entry.size_bytes], entry.gpus, entry.algo,
+                        gpus_per_thread=entry.gpus_per_thread)[0]
     return row.time_us if entry.metric == "time_us" else row.busbw
 
 

@@ -157,6 +157,7 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
             "decode_kernel_us": c.decode_kernel_us, "decode_step_host_us": c.decode_step_host_us,
             "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us,
             "nvls_sync_us": (comm or comm_fit()).nvls_sync_us,
+            "nccl_call_host_us": (comm or comm_fit()).nccl_call_host_us,
             "moe_layer_overhead_us": moe_constants().moe_layer_overhead_us}
 
 
