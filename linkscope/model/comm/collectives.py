@@ -92,6 +92,16 @@ def _overheads(t: CommTiers, proto: int) -> float:
     return t.net_overhead_us() * (3.0 if proto == 2 else 1.0)
 
 
+def _net_extra_us(t: CommTiers, proto: int) -> float:
+    """The fabric's software path per NET hop; twice for Simple where the receiver flushes (FabricTraits)."""
+    return t.net_latency_us_extra * (2.0 if proto == 2 and t.net_simple_flush else 1.0)
+
+
+def _allowed(t: CommTiers, proto: int) -> bool:
+    """Whether NCCL may use the protocol at all (NCCL_PROTO)."""
+    return PROTOCOLS[proto] in t.protocols
+
+
 def _channel_units(s: _Shape, proto: int, ring_ll: bool, halve_threads: bool = True) -> np.ndarray:
     """How many full channels' worth of threads NCCL launches for a collective of this size.
 
@@ -134,7 +144,7 @@ def _ring_latency(t: CommTiers, s: _Shape, proto: int, nsteps: np.ndarray, ninte
     overhead = _overheads(t, proto)
     intra = np.full_like(s.n, tune.hw_latency_us[t.intra_hw]["ring"][proto])
     intra = np.where(s.nn > 1, np.maximum(intra, overhead), intra)
-    inter = tune.hw_latency_us["net"]["ring"][proto] + overhead * (2 if proto == 2 else 1) + t.net_latency_us_extra
+    inter = tune.hw_latency_us["net"]["ring"][proto] + overhead * (2 if proto == 2 else 1) + _net_extra_us(t, proto)
     return tune.base_latency_us["ring"][proto] + (nsteps - ninter) * intra + ninter * inter
 
 
@@ -157,6 +167,7 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     times, names = [], []
     per_channel = np.asarray(tune.per_channel_max_ring_ll128_bw[t.arch])[_node_index(s.nn)]
     for proto, bw in enumerate(bws):
+        bw = bw if _allowed(t, proto) else np.zeros_like(bw)
         # Small and mid-size messages run on the channels NCCL launches for them, each at its own cap.
         bw = np.minimum(bw, _channel_units(s, proto, ring_ll=proto == 0) * _per_channel_bw(per_channel, proto, bw))
         lat = _ring_latency(t, s, proto, nsteps, ninter)
@@ -185,6 +196,7 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     tree_ch_ll128 = np.asarray(tune.per_channel_max_tree_ll128_bw[t.arch])[_node_index(s.nn)]
     times, names = [], []
     for proto, bw in enumerate(bws):
+        bw = bw if _allowed(t, proto) else np.zeros_like(bw)
         correction = np.where(in_table, np.asarray(tune.tree_correction[proto])[np.minimum(log_size, 22)], 1.0)
         cap = _channel_units(s, proto, False, False) * (
             np.minimum(tree_ch_simple, 2.0 * bw / tune.coll_channels) if proto == 2 else
@@ -192,7 +204,7 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
         algbw = np.minimum(bw, cap) * tune.tree_pattern_factor * 0.5 * correction
         overhead = _overheads(t, proto)
         intra_lat = tune.hw_latency_us[t.intra_hw]["tree"][proto]
-        inter_lat = tune.hw_latency_us["net"]["tree"][proto] + overhead + t.net_latency_us_extra
+        inter_lat = tune.hw_latency_us["net"]["tree"][proto] + overhead + _net_extra_us(t, proto)
         lat = tune.base_latency_us["tree"][proto] + 2 * ((s.ppn - 1) * intra_lat + np.log2(s.nn) * inter_lat)
         transfer = np.where(algbw > 0, s.size / (1000.0 * algbw), INF)
         times.append(lat + transfer)
@@ -279,7 +291,7 @@ def nvls_tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     intra = _nvls_algbw(op, t, s)
     algbw = np.minimum(intra, inter)
     overhead = _overheads(t, 2)
-    inter_lat = tune.hw_latency_us["net"]["nvls_tree"][2] + overhead + t.net_latency_us_extra
+    inter_lat = tune.hw_latency_us["net"]["nvls_tree"][2] + overhead + _net_extra_us(t, 2)
     lat = tune.hw_latency_us["nvlink"]["nvls_tree"][2] + 2 * np.log2(s.nn) * inter_lat
     log_size = np.log2(np.maximum(s.size, 64) / 64).astype(int)
     correction = np.where(log_size < 24, np.asarray(tune.tree_correction[2])[np.minimum(log_size, 23)], 1.0)
@@ -296,7 +308,7 @@ def collnet(op: str, t: CommTiers, s: _Shape) -> Candidate:
     intra_t = 2 * (s.ppn - 1) / s.ppn * s.size / (1000.0 * intra_bw)
     inter_t = s.size / (1000.0 * 0.9 * t.inter_bw(s.ppn))
     intra_lat = tune.hw_latency_us[t.intra_hw]["collnet_direct"][2]
-    lat = 2 * (s.ppn - 1) * intra_lat + tune.hw_latency_us["net"]["collnet_direct"][2] + t.net_latency_us_extra
+    lat = 2 * (s.ppn - 1) * intra_lat + tune.hw_latency_us["net"]["collnet_direct"][2] + _net_extra_us(t, 2)
     time = lat + np.maximum(intra_t, inter_t)
     limit = _label(s, inter_t > intra_t, f"network ({t.fabric} SHARP)", "nvlink")
     valid = t.sharp & (s.nn > 1) & (op == "all_reduce")
@@ -319,7 +331,7 @@ def hierarchical(op: str, t: CommTiers, s: _Shape) -> Candidate:
 def _p2p_latency(t: CommTiers, multi_node: np.ndarray) -> np.ndarray:
     tune = nccl_tuning()
     intra = tune.base_latency_us["ring"][2] + tune.hw_latency_us[t.intra_hw]["ring"][2]
-    inter = intra + tune.hw_latency_us["net"]["ring"][2] + 2 * _overheads(t, 2) + t.net_latency_us_extra
+    inter = intra + tune.hw_latency_us["net"]["ring"][2] + 2 * _overheads(t, 2) + _net_extra_us(t, 2)
     return np.where(multi_node, inter, intra)
 
 

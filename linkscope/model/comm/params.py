@@ -78,6 +78,12 @@ class FabricTraits(_Strict):
 
     bw_efficiency: float = Field(gt=0, le=1)
     latency_us_extra: float = Field(ge=0)
+    """Time one message spends in the fabric's software path at each NET hop beyond InfiniBand verbs (a send
+    posted by NCCL's proxy until the peer's proxy sees it complete)."""
+    simple_flush: bool = False
+    """The Simple protocol pays `latency_us_extra` twice per NET hop: after data lands in GPU memory the
+    receiving proxy flushes it with one more network operation (NCCL's tuning model adds the net latency a
+    second time for Simple; aws-ofi-nccl marks EFA platforms net_flush_required)."""
     max_gb_per_s_per_nic: float | None = Field(default=None, gt=0)
     """What one NIC carries at most whatever its line rate (NCCL's socket transport is bound by the host, not the
     wire); None: the line rate times `bw_efficiency`."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.comm.params import arch_key, fabric_traits, nccl_tuning
+from linkscope.model.comm.params import PROTOCOLS, FabricTraits, arch_key, fabric_traits, nccl_tuning
 
 ArrayLike = np.ndarray | float | int
 
@@ -39,6 +39,11 @@ class CommTiers:
     sharp: bool
     gdr: bool
     cpu: str
+    net_simple_flush: bool = False
+    """Simple pays the fabric's extra latency twice per NET hop (the receiver's flush; FabricTraits)."""
+    protocols: tuple[str, ...] = PROTOCOLS
+    """The protocols NCCL may use (NCCL_PROTO; a network plugin can set it, as aws-ofi-nccl sets `simple` on
+    EFA platforms that cannot order 128-byte writes)."""
 
     @property
     def intra_hw(self) -> str:
@@ -83,18 +88,23 @@ def _nvlink_bw(system: System, arch: str) -> float:
     return su.bw_gb_per_s * share
 
 
-def _nic_node_bw(system: System) -> tuple[float, float]:
+def _fabric(system: System) -> FabricTraits | None:
     so = system.node.scale_out
     if so.fabric == "none":
-        return 0.0, 0.0
-    key = "tcpx" if so.transport in ("tcpx", "tcpxo") else so.fabric
-    traits = fabric_traits()[key]
+        return None
+    return fabric_traits()["tcpx" if so.transport in ("tcpx", "tcpxo") else so.fabric]
+
+
+def _nic_node_bw(system: System, traits: FabricTraits | None) -> float:
+    so = system.node.scale_out
+    if traits is None:
+        return 0.0
     if so.nic_gbit_per_s is None:
-        return float("nan"), traits.latency_us_extra
+        return float("nan")
     per_nic_gb_per_s = so.nic_gbit_per_s / 8.0 * traits.bw_efficiency
     if traits.max_gb_per_s_per_nic is not None:
         per_nic_gb_per_s = min(per_nic_gb_per_s, traits.max_gb_per_s_per_nic)
-    return so.nics * per_nic_gb_per_s / so.oversubscription, traits.latency_us_extra
+    return so.nics * per_nic_gb_per_s / so.oversubscription
 
 
 def comm_tiers(system: System) -> CommTiers:
@@ -105,18 +115,21 @@ def comm_tiers(system: System) -> CommTiers:
     node = system.node
     arch = arch_key(node.gpu.arch)
     tuning = nccl_tuning()
-    nic_bw, net_extra = _nic_node_bw(system)
+    traits = _fabric(system)
+    nic_bw = _nic_node_bw(system, traits)
     cpu = node.cpu_vendor or "unknown"
     return CommTiers(
         system_id=system.id, arch=arch, gpus_per_node=node.gpus, scale_up_kind=node.scale_up.kind,
         domain_size=min(node.scale_up.domain_size, node.gpus), nvlink_bw_gb_per_s=_nvlink_bw(system, arch),
         pcie_bw_gb_per_s=tuning.pcie_x16_bw.get(node.host_pcie or node.gpu.pcie, tuning.pcie_x16_bw["pcie4"]),
         inter_socket_bw_gb_per_s=tuning.inter_socket_bw.get(cpu, tuning.inter_socket_bw["unknown"]),
-        cpu_sockets=node.cpu_sockets, nic_node_gb_per_s=nic_bw, net_latency_us_extra=net_extra,
+        cpu_sockets=node.cpu_sockets, nic_node_gb_per_s=nic_bw,
+        net_latency_us_extra=traits.latency_us_extra if traits else 0.0,
         fabric=node.scale_out.fabric,
         nvls=node.scale_up.in_network_reduction == "nvls" and tuning.nvls_efficiency[arch] > 0,
         sharp=node.scale_out.sharp and node.scale_out.fabric == "infiniband",
         gdr=node.scale_out.gpudirect_rdma, cpu=cpu if cpu in ("intel", "amd") else "other",
+        net_simple_flush=traits.simple_flush if traits else False,
     )
 
 

@@ -116,6 +116,8 @@ class CollectiveEntry(_Entry):
     metric: Literal["time_us", "busbw_gb_per_s"]
     gpus_per_thread: int = Field(default=1, ge=1)
     """GPUs one nccl-tests thread drives (`-g`): 8 for `-t 1 -g 8` on one node, 1 with one process per GPU."""
+    proto: Literal["auto", "LL", "LL128", "Simple"] = "auto"
+    """The one protocol the run allowed (NCCL_PROTO, set by the user or by the network plugin), else auto."""
 
 
 INFERENCE_METRICS = ("time_per_output_token_s", "prefill_s", "batch_latency_s", "output_tokens_per_s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +64,10 @@ def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
     """Time (us) or busbw (GB/s) of the entry's collective."""
     system = evidence_system(entry.system, db)
     system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
-    row = predict_sizes(system, entry.op, [entry.size_bytes], entry.gpus, entry.algo,
+    tiers = comm_tiers(system)
+    if entry.proto != "auto":
+        tiers = replace(tiers, protocols=(entry.proto,))
+    row = predict_sizes(system, entry.op, [entry.size_bytes], entry.gpus, entry.algo, tiers=tiers,
                         gpus_per_thread=entry.gpus_per_thread)[0]
     return row.time_us if entry.metric == "time_us" else row.busbw
 
