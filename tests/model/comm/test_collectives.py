@@ -289,3 +289,49 @@ def test_nvls_tree_takes_ncclS_tree_correction(db) -> None:
     algbw = size / (1000.0 * (got - lat))
     full = collective_time("all_reduce", tiers, 2**36, 16, 2, algo="nvls_tree").time_us[0]
     assert algbw == pytest.approx(2**36 / (1000.0 * (full - lat)) * tune.tree_correction[2][18], rel=1e-6)
+
+
+def _two_node_allreduce_us(db, system: str, size: int, protocols: tuple[str, ...] | None = None,
+                           flush: bool | None = None) -> tuple[float, str]:
+    from dataclasses import replace
+
+    from linkscope.hardware.resolve import resolve_system
+
+    s = resolve_system(system, db).with_gpus(16)
+    tiers = comm_tiers(s)
+    tiers = replace(tiers, protocols=protocols or tiers.protocols,
+                    net_simple_flush=tiers.net_simple_flush if flush is None else flush)
+    row = predict_sizes(s, "all_reduce", [size], 16, tiers=tiers)[0]
+    return row.time_us, row.protocol
+
+
+def test_efa_small_allreduce_pays_its_per_hop_cost_on_two_net_hops(db) -> None:
+    from linkscope.model.comm.params import fabric_traits
+
+    # Two nodes: the tree crosses the network twice (up and down), each hop paying EFA's software path.
+    efa_us, proto = _two_node_allreduce_us(db, "aws/p5.48xlarge", 64)
+    ib_us, _ = _two_node_allreduce_us(db, "dgx-h100", 64)
+    assert proto == "LL"
+    assert efa_us - ib_us == pytest.approx(2 * fabric_traits()["efa"].latency_us_extra, rel=0.05)
+    # evidence/fabric_latency.yaml: 68.4-69.3 us (p5, 2025) and 55.6-57.1 us (p6-b200, 2026) at 32-256 B.
+    assert 55.0 < efa_us < 70.0
+
+
+def test_simple_only_runs_pay_the_flush_as_nccls_model_does(db) -> None:
+    from linkscope.model.comm.params import fabric_traits
+
+    # aws-ofi-nccl sets NCCL_PROTO=simple on p4d; Simple pays the EFA cost twice per NET hop (the receiver's flush).
+    auto_us, _ = _two_node_allreduce_us(db, "aws/p4d.24xlarge", 32)
+    simple_us, proto = _two_node_allreduce_us(db, "aws/p4d.24xlarge", 32, ("Simple",))
+    assert proto == "Simple" and simple_us > auto_us
+    no_flush_us, _ = _two_node_allreduce_us(db, "aws/p4d.24xlarge", 32, ("Simple",), flush=False)
+    assert simple_us - no_flush_us == pytest.approx(2 * fabric_traits()["efa"].latency_us_extra)
+    # aws-samples/aws-efa-eks (NCCL 2.8.3): 167.9 us at 32 B.
+    assert simple_us == pytest.approx(167.9, rel=0.05)
+
+
+def test_infiniband_pays_no_fabric_extra_and_no_flush(db) -> None:
+    from linkscope.hardware.resolve import resolve_system
+
+    tiers = comm_tiers(resolve_system("dgx-h100", db))
+    assert tiers.net_latency_us_extra == 0.0 and not tiers.net_simple_flush
