@@ -97,9 +97,10 @@ def _net_extra_us(t: CommTiers, proto: int) -> float:
     return t.net_latency_us_extra * (2.0 if proto == 2 and t.net_simple_flush else 1.0)
 
 
-def _allowed(t: CommTiers, proto: int) -> bool:
-    """Whether NCCL may use the protocol at all (NCCL_PROTO)."""
-    return PROTOCOLS[proto] in t.protocols
+def _allowed(t: CommTiers, s: _Shape, proto: int) -> np.ndarray:
+    """Whether NCCL may use the protocol (NCCL_PROTO), across nodes only where the fabric's setup runs it."""
+    name = PROTOCOLS[proto]
+    return np.asarray(name in t.protocols) & ((s.nn <= 1) | (name in t.net_protocols))
 
 
 def _channel_units(s: _Shape, proto: int, ring_ll: bool, halve_threads: bool = True) -> np.ndarray:
@@ -167,7 +168,7 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     times, names = [], []
     per_channel = np.asarray(tune.per_channel_max_ring_ll128_bw[t.arch])[_node_index(s.nn)]
     for proto, bw in enumerate(bws):
-        bw = bw if _allowed(t, proto) else np.zeros_like(bw)
+        bw = np.where(_allowed(t, s, proto), bw, 0.0)
         # Small and mid-size messages run on the channels NCCL launches for them, each at its own cap.
         bw = np.minimum(bw, _channel_units(s, proto, ring_ll=proto == 0) * _per_channel_bw(per_channel, proto, bw))
         lat = _ring_latency(t, s, proto, nsteps, ninter)
@@ -196,7 +197,7 @@ def tree(op: str, t: CommTiers, s: _Shape) -> Candidate:
     tree_ch_ll128 = np.asarray(tune.per_channel_max_tree_ll128_bw[t.arch])[_node_index(s.nn)]
     times, names = [], []
     for proto, bw in enumerate(bws):
-        bw = bw if _allowed(t, proto) else np.zeros_like(bw)
+        bw = np.where(_allowed(t, s, proto), bw, 0.0)
         correction = np.where(in_table, np.asarray(tune.tree_correction[proto])[np.minimum(log_size, 22)], 1.0)
         cap = _channel_units(s, proto, False, False) * (
             np.minimum(tree_ch_simple, 2.0 * bw / tune.coll_channels) if proto == 2 else

@@ -6,7 +6,7 @@ import functools
 from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -84,6 +84,8 @@ class FabricTraits(_Strict):
     """The Simple protocol pays `latency_us_extra` twice per NET hop: after data lands in GPU memory the
     receiving proxy flushes it with one more network operation (NCCL's tuning model adds the net latency a
     second time for Simple; aws-ofi-nccl marks EFA platforms net_flush_required)."""
+    net_protocols: list[Literal["LL", "LL128", "Simple"]] | None = None
+    """The protocols NCCL runs across nodes on this fabric's standard setup (its NCCL_PROTO); None: all three."""
     max_gb_per_s_per_nic: float | None = Field(default=None, gt=0)
     """What one NIC carries at most whatever its line rate (NCCL's socket transport is bound by the host, not the
     wire); None: the line rate times `bw_efficiency`."""

@@ -44,6 +44,8 @@ class CommTiers:
     protocols: tuple[str, ...] = PROTOCOLS
     """The protocols NCCL may use (NCCL_PROTO; a network plugin can set it, as aws-ofi-nccl sets `simple` on
     EFA platforms that cannot order 128-byte writes)."""
+    net_protocols: tuple[str, ...] = PROTOCOLS
+    """The protocols the fabric's standard setup lets NCCL run across nodes (FabricTraits.net_protocols)."""
 
     @property
     def intra_hw(self) -> str:
@@ -130,6 +132,7 @@ def comm_tiers(system: System) -> CommTiers:
         sharp=node.scale_out.sharp and node.scale_out.fabric == "infiniband",
         gdr=node.scale_out.gpudirect_rdma, cpu=cpu if cpu in ("intel", "amd") else "other",
         net_simple_flush=traits.simple_flush if traits else False,
+        net_protocols=tuple(traits.net_protocols) if traits and traits.net_protocols else PROTOCOLS,
     )
 
 

@@ -335,3 +335,14 @@ def test_infiniband_pays_no_fabric_extra_and_no_flush(db) -> None:
 
     tiers = comm_tiers(resolve_system("dgx-h100", db))
     assert tiers.net_latency_us_extra == 0.0 and not tiers.net_simple_flush
+
+
+def test_tcpx_runs_simple_across_nodes_and_every_protocol_inside_one(db) -> None:
+    from linkscope.hardware.resolve import resolve_system
+
+    # GCP's TCPX/TCPXO NCCL setup exports NCCL_PROTO=Simple (data/fabrics.yaml, tcpx net_protocols).
+    system = resolve_system("gcp/a3-megagpu-8g", db)
+    two = predict_sizes(system.with_gpus(16), "all_reduce", [64, 65536], 16)
+    assert {row.protocol for row in two} == {"Simple"}
+    one = predict_sizes(system, "all_reduce", [64], 8)[0]
+    assert one.protocol == "LL"
