@@ -25,7 +25,7 @@ from linkscope.advise.objective import Objective
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.model.ranges.accuracy import rate_range, spread
-from linkscope.model.step.compute import PRECISIONS
+from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES, PRECISIONS
 from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
                                         estimate_inference, tp_options)
 from linkscope.model.step.search import divisors
@@ -49,6 +49,8 @@ class InferRequest:
     """Each offering's row: its cheapest plan at the budget (cost) or its fastest (time)."""
     tp: int | None = None
     """Serve at this tensor-parallel size only; None tries every size inside a node."""
+    engine: str = DEFAULT_ENGINE
+    """The serving engine's host loop (model/step/compute.py, ENGINES)."""
 
 
 def validate_infer_request(request: InferRequest) -> None:
@@ -64,6 +66,8 @@ def validate_infer_request(request: InferRequest) -> None:
     if request.precision not in PRECISIONS:
         raise UserError(f"unknown format '{request.precision}' (choose from {', '.join(PRECISIONS)})",
                         field="precision")
+    if request.engine not in ENGINES:
+        raise UserError(f"unknown engine '{request.engine}' (choose from {', '.join(ENGINES)})", field="engine")
 
 
 @dataclass
@@ -157,7 +161,8 @@ def _try_ep(offering: Offering, resolved: ResolvedSystem, request: InferRequest,
     block = multi_node_block(offering, resolved.tiers, nodes)
     if block is not None:
         return block
-    job = InferJob(request.model, 1, 1, request.input_tokens, request.output_tokens, request.precision, ep=ep)
+    job = InferJob(request.model, 1, 1, request.input_tokens, request.output_tokens, request.precision, ep=ep,
+                   engine=request.engine)
     system = resolved.system.with_nodes(nodes)
     est = estimate_inference(job, system, candidate_batches(job, system), resolved.tiers)
     return _Try(1, 1, est, best_batch_for_budget(est, request.tokens_per_s_per_user), ep)
@@ -169,7 +174,8 @@ def _try(offering: Offering, resolved: ResolvedSystem, request: InferRequest, tp
     block = multi_node_block(offering, resolved.tiers, nodes)
     if block is not None:
         return block
-    job = InferJob(request.model, tp, pp, request.input_tokens, request.output_tokens, request.precision)
+    job = InferJob(request.model, tp, pp, request.input_tokens, request.output_tokens, request.precision,
+                   engine=request.engine)
     system = resolved.system.with_nodes(nodes)
     est = estimate_inference(job, system, candidate_batches(job, system), resolved.tiers)
     return _Try(tp, pp, est, best_batch_for_budget(est, request.tokens_per_s_per_user))

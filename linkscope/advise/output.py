@@ -113,7 +113,8 @@ def infer_json(advice: InferAdvice, selection: InferSelection,
     doc: dict[str, Any] = {
         "request": {"model": request.model.id, "tokens_per_s_per_user": request.tokens_per_s_per_user,
                     "input_tokens": request.input_tokens, "output_tokens": request.output_tokens,
-                    "qps": request.qps, "precision": request.precision, "tp": request.tp, "view": selection.view,
+                    "qps": request.qps, "precision": request.precision, "engine": request.engine, "tp": request.tp,
+                    "view": selection.view,
                     "objective": request.objective.value if selection.view == LIST else None},
         "rows": [r.as_dict() for r in selection.top + selection.others
                  + (selection.infeasible if feasible else [])],

@@ -20,7 +20,8 @@ from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelect
                                      select_train, train_json)
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EpOpt, EtpOpt, FabricOpt,
+from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
+                                   FabricOpt,
                                    FrameworkOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, LoraRankOpt,
                                    LoraTargetsOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt, MoeDispatcherOpt,
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, OutputTokensOpt, PeftOpt, PrecisionOpt,
@@ -33,6 +34,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import MAX_GPUS, check_number
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
+from linkscope.model.step.compute import ENGINES
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig, load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
@@ -272,6 +274,7 @@ def infer(
                                       "NVSwitch (/ NVL72-class), each at its price."),
     price_per_gpu_hour: Optional[float] = PricePerGpuHourOpt,
     precision: str = PrecisionOpt,
+    engine: str = EngineOpt,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
     min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
@@ -292,7 +295,8 @@ def infer(
     with showing(shown_currency(currency)):
         db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
         request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
-                               parse_objective(objective) if objective is not None else Objective.COST, tp)
+                               parse_objective(objective) if objective is not None else Objective.COST, tp,
+                               choice(engine, "--engine", ENGINES))
         check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
         wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                                 fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
@@ -318,7 +322,8 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
     feasible = [r for r in rows if r.feasible]
     frontier = selection.view == FRONTIER
     console.print(f"[bold]{request.model.id}[/] at {request.tokens_per_s_per_user:g} tokens/s per user or more, "
-                  f"{request.input_tokens} in / {request.output_tokens} out, {request.precision}"
+                  f"{request.input_tokens} in / {request.output_tokens} out, {request.precision}, "
+                  f"{request.engine} engine"
                   + (f", {request.qps:g} requests/s" if request.qps else "")
                   + (": the time-cost frontier" if frontier else f": ranked by {_infer_ranking(request.objective)}"),
                   highlight=False)

@@ -9,7 +9,7 @@ import typer
 
 from linkscope.cli.common import check_range
 from linkscope.hardware.errors import UserError
-from linkscope.model.step.compute import PRECISIONS
+from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES, PRECISIONS
 from linkscope.model.step.job import FRAMEWORKS
 from linkscope.model.step.peft import DEFAULT_RANK, DEFAULT_TARGETS, Peft, check_peft
 from linkscope.model.step.transformer import ModelConfig
@@ -100,6 +100,10 @@ InputTokensOpt = typer.Option(2048, "--input-tokens", help="Prompt tokens per se
 OutputTokensOpt = typer.Option(512, "--output-tokens", help="Generated tokens per sequence.")
 LatencyBudgetOpt = typer.Option(None, "--latency-budget", help="Tokens/s each user must see (1 / time per "
                                                                "output token): the largest batch that meets it.")
+EngineOpt = typer.Option(DEFAULT_ENGINE, "--engine", help=f"{' or '.join(ENGINES)}: whether the serving engine "
+                                                         "prepares the next step while the GPU runs this one "
+                                                         "(TensorRT-LLM, SGLang, vLLM V1; the default) or handles "
+                                                         "each sequence on the host between steps (vLLM V0).")
 PrefillInterferenceOpt = typer.Option(True, "--prefill-interference/--no-prefill-interference",
                                       help="Count other users' chunked prefills in each user's time per output "
                                            "token (continuous batching, the default); --no-prefill-interference "

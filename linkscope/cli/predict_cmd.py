@@ -13,7 +13,8 @@ import typer
 
 from linkscope.advise.inputs import batch_and_length
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EpOpt, EtpOpt, FrameworkOpt,
+from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
+                                   FrameworkOpt,
                                    GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt,
                                    MicroBatchOpt, ModelOpt, MoeDispatcherOpt, OutputTokensOpt, PeftOpt, PrecisionOpt,
                                    PrefillInterferenceOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework,
@@ -22,7 +23,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
 from linkscope.hardware.limits import check_imbalance
-from linkscope.model.step.compute import PRECISIONS
+from linkscope.model.step.compute import ENGINES, PRECISIONS
 from linkscope.model.step.job import Job
 from linkscope.model.step.predict import predict_train_on
 from linkscope.model.step.search import LayoutRequest
@@ -204,6 +205,7 @@ def infer(
     latency_budget: Optional[float] = LatencyBudgetOpt,
     precision: str = PrecisionOpt,
     prefill_interference: bool = PrefillInterferenceOpt,
+    engine: str = EngineOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
@@ -225,7 +227,8 @@ def infer(
         raise UserError(f"--ep {ep} does not fill whole nodes of {per_node} GPUs on {system}")
     resolved = _resolved(system, ep if ep > per_node else None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
-                   output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS), ep=ep)
+                   output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS), ep=ep,
+                   engine=choice(engine, "--engine", ENGINES))
     check_experts_fit(job, resolved.system)
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])

@@ -142,6 +142,11 @@ def train_table(p: TrainPrediction) -> Table:
     return table
 
 
+ENGINE_TEXT = {"overlapped": "overlapped (host loop beside the GPU's steps; --engine serial for vLLM V0)",
+               "serial": "serial (host work per sequence between GPU steps, as vLLM V0)"}
+"""How `predict infer` names each engine (model/step/compute.py, ENGINES)."""
+
+
 def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     """One serving configuration."""
     wide = data.get("ep", 1) > 1
@@ -162,6 +167,7 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
             ("tokens/s per GPU", f"{data['tokens_per_s_per_gpu']:.1f} "
                                  f"({range_text(data['tokens_per_s_per_gpu'], data['tokens_per_s_per_gpu_range'])}, "
                                  "p10..p90)"),
+            ("serving engine", ENGINE_TEXT.get(data.get("engine", ""), str(data.get("engine", "")))),
             ("TP all-reduce share of prefill", f"{data['tp_allreduce_share_prefill']:.0%}"),
             ("TP all-reduce share of decode", f"{data['tp_allreduce_share_decode']:.0%}"),
             ("memory per GPU",

@@ -181,6 +181,8 @@ COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
               assert_sane_json),
     "infer-decode-only": ([*INFER, "--no-prefill-interference"], ["--input-tokens", "--output-tokens", "--batch",
                                                                    "--latency-budget"], assert_sane_json),
+    "infer-serial": ([*INFER, "--engine", "serial"], ["--input-tokens", "--output-tokens", "--batch",
+                                                      "--latency-budget", "--tp"], assert_sane_json),
     "advise-infer": (["advise", "infer", "--model", "llama2-7b", "--json"],
                      ["--latency-budget", "--input-tokens", "--qps", "--max-price-per-gpu-hour", "--tp"], assert_clean),
     "advise-train": (ADVISE_TRAIN, ["--budget", "--top", "--price-per-gpu-hour", "--ep", "--etp"], assert_sane_json),
@@ -239,6 +241,27 @@ def test_fuzz_framework(name: str, framework: str, zero: str | None) -> None:
             assert_sane_json(result)
     else:
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+
+
+ENGINE_COMMANDS = {"infer": [*INFER, "--latency-budget", "30"],
+                   "advise-infer": [*COMMANDS["advise-infer"][0], "--latency-budget", "20", "--provider", "lambda"]}
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_COMMANDS))
+@FEW
+@given(engine=st.one_of(st.sampled_from(["overlapped", "serial", "Serial", "", "vllm", "serial ", "fused",
+                                         "overlapped\n"]), st.text(max_size=12)))
+def test_fuzz_engine(name: str, engine: str) -> None:
+    # A known engine answers with sane JSON that names it; anything else is one line naming --engine, exit 2.
+    result = invoke(*ENGINE_COMMANDS[name], f"--engine={engine}")
+    assert_clean(result)
+    if result.exit_code == 0:
+        assert engine in ("overlapped", "serial")
+        doc = json.loads(result.stdout)
+        assert (doc["engine"] if name == "infer" else doc["request"]["engine"]) == engine
+    else:
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+        assert "--engine" in result.output
 
 
 DEADLINES = st.one_of(

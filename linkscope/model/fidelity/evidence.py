@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
 from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
+from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES
 from linkscope.model.step.layout import Recompute
 from linkscope.model.step.peft import Peft
 
@@ -137,10 +138,14 @@ class InferenceEntry(_Entry):
     output_tokens: int = Field(ge=1)
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     kv_precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    engine: str = DEFAULT_ENGINE
+    """The serving engine's host loop (model/step/compute.py, ENGINES) the measurement ran."""
     metric: Literal["time_per_output_token_s", "prefill_s", "batch_latency_s", "output_tokens_per_s"]
 
     @model_validator(mode="after")
     def _batch_given_unless_max_load(self) -> InferenceEntry:
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine '{self.engine}' is not one of {', '.join(ENGINES)}")
         if self.batch is None and self.metric != "output_tokens_per_s":
             raise ValueError(f"batch is required for metric {self.metric} (only output_tokens_per_s may "
                              f"omit it, meaning maximum load)")

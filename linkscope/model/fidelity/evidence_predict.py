@@ -78,7 +78,7 @@ def predicted_inference(entry: InferenceEntry, db: HardwareDB) -> float:
     system = evidence_system(entry.system, db)
     job = InferJob(model=model_presets()[entry.model], tp=entry.tp, pp=entry.pp, input_tokens=entry.input_tokens,
                    output_tokens=entry.output_tokens, precision=entry.precision,
-                   kv_precision=entry.kv_precision)
+                   kv_precision=entry.kv_precision, engine=entry.engine)
     # No batch: maximum load, the largest batch that fits.
     batch = entry.batch if entry.batch is not None else int(candidate_batches(job, system)[-1])
     est = estimate_inference(job, system, np.asarray([batch]))

@@ -6,11 +6,12 @@ Fitted, each only from the evidence it affects:
 - `zero3_overlap` (ZeRO-3 entries) and `tp_comm_overlap` (entries run with TP comm overlap);
 - from the inference entries alone: the serving GEMM share per generation and format
   (`infer_gemm_efficiency_by_arch`) and two costs of a serving forward pass, the same for every vendor: the
-  time of a small kernel under CUDA-graph replay (`decode_kernel_us`) and the engine's host time per step
-  (`decode_step_host_us`), each searched only inside its plausible range (INFER_COARSE_KERNEL_US,
-  INFER_COARSE_HOST_US). Decode's HBM share is measured, not fitted (compute.yaml). A serving share no entry
-  pins (a memory-bound row) stays near the training share: the loss adds INFER_SHARE_PRIOR_WEIGHT x
-  log(share / training share)^2 per generation and format.
+  time of a small kernel under CUDA-graph replay (`decode_kernel_us`) and, on a serial engine, the host time
+  per sequence in a step (`decode_seq_host_us`: only entries run on a serial engine depend on it), each
+  searched only inside its plausible range (INFER_COARSE_KERNEL_US, INFER_COARSE_HOST_US). Decode's HBM
+  share is measured, not fitted (compute.yaml). A serving share no entry pins (a memory-bound row) stays near
+  the training share: the loss adds INFER_SHARE_PRIOR_WEIGHT x log(share / training share)^2 per generation
+  and format.
 Everything else is physics, framework convention or the calibration set's earlier fit (compute.yaml).
 
 The loss is the sum of squared log errors. Each entry is priced exactly on a coarse grid of its own
@@ -51,13 +52,14 @@ INFER_COARSE_KERNEL_US = np.array([1.0, 2.5, 5.0, 10.0])
 """Measured on one H200: a trivial kernel replayed in a CUDA graph takes 1.12 us (the floor, six per layer ~7 us);
 a plain-PyTorch Llama-70B layer's 20 small kernels at batch 1 take 59 us (benchmarks/gpu_decode_kernels.py), as
 much as six kernels at 10 us: the range runs from a fused engine at the floor to an unfused one."""
-INFER_COARSE_HOST_US = np.array([0.0, 1000.0, 2000.0, 3000.0])
-"""From 0 (an engine that overlaps its host work with the GPU's step) to 3 ms (vLLM before v0.6, whose GPU sat
-idle for most of an 8B model's step while the host scheduled and detokenized)."""
+INFER_COARSE_HOST_US = np.array([0.0, 100.0, 200.0, 400.0])
+"""Host time per sequence per step of a serial engine, from 0 to 400 us: vLLM V0's Python built, sampled,
+detokenized and streamed every sequence of every step (for Llama 3 8B on one H100 the API server and scheduling
+took 62% of the time before v0.6, vLLM blog 2024-09-05); OCI's 405B runs grow 0.17 ms per sequence per step."""
 INFER_COARSE_SHARE = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.95])
 INFER_FINE_SHARE = np.round(np.arange(0.1, 0.951, 0.01), 3)
 INFER_FINE_KERNEL_US = np.round(np.arange(1.0, 10.001, 0.25), 2)
-INFER_FINE_HOST_US = np.arange(0.0, 3000.01, 100.0)
+INFER_FINE_HOST_US = np.arange(0.0, 400.01, 10.0)
 INFER_SHARE_PRIOR_WEIGHT = 0.02
 
 
@@ -132,7 +134,7 @@ class _PricedInfer:
 def _infer_constants(base: ComputeConstants, key: str, share: float, kernel_us: float, host_us: float
                      ) -> ComputeConstants:
     return base.model_copy(update={"infer_gemm_efficiency_by_arch": {key: share}, "decode_kernel_us": kernel_us,
-                                   "decode_step_host_us": host_us})
+                                   "decode_seq_host_us": host_us})
 
 
 def _infer_log_errors(entry: InferenceEntry, db: HardwareDB, base: ComputeConstants, key: str) -> np.ndarray:
@@ -185,7 +187,7 @@ class PricedSet:
         shares.setdefault(DEFAULT_ARCH_KEY, self.base.priors["gemm_efficiency_max"])
         infer_shares: dict[str, float] = {}
         kernel_us = self.base.priors.get("decode_kernel_us", self.base.decode_kernel_us)
-        host_us = self.base.priors.get("decode_step_host_us", self.base.decode_step_host_us)
+        host_us = self.base.priors.get("decode_seq_host_us", self.base.decode_seq_host_us)
         inference = [p for p in self.infer_items if keep(p.entry)]
         if inference:
             trained = with_values(self.base, shares, {})
@@ -194,7 +196,7 @@ class PricedSet:
                   for name in OTHER_CONSTANTS}
         return with_values(self.base, shares, others).model_copy(
             update={"infer_gemm_efficiency_by_arch": infer_shares, "decode_kernel_us": kernel_us,
-                    "decode_step_host_us": host_us})
+                    "decode_seq_host_us": host_us})
 
 
 def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants) -> tuple[dict[str, float], float, float]:

@@ -154,7 +154,7 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
             "zero3_overlap": c.zero3_overlap, "tp_comm_overlap": c.tp_comm_overlap,
             "decode_hbm_measured": dict(c.decode_hbm_measured_by_vendor),
             "infer_gemm_share": dict(c.infer_gemm_efficiency_by_arch),
-            "decode_kernel_us": c.decode_kernel_us, "decode_step_host_us": c.decode_step_host_us,
+            "decode_kernel_us": c.decode_kernel_us, "decode_seq_host_us": c.decode_seq_host_us,
             "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us,
             "nvls_sync_us": (comm or comm_fit()).nvls_sync_us,
             "nccl_call_host_us": (comm or comm_fit()).nccl_call_host_us,

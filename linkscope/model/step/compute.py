@@ -21,6 +21,13 @@ from linkscope.model.in_force import InForce
 COMPUTE_FILE = Path(__file__).parents[1] / "data" / "compute.yaml"
 PRECISIONS = ("bf16", "fp16", "fp8")
 """Formats the GEMMs of a job may run in; the one list every command and model checks against."""
+ENGINES = ("overlapped", "serial")
+"""How a serving engine's host loop meets its GPU steps; the one list every command and model checks against.
+`overlapped` prepares step n+1 (scheduling, input preparation, sampling, detokenizing, streaming) while the GPU
+runs step n, so no host time is on the critical path (TensorRT-LLM's executor, SGLang's overlap scheduler, vLLM
+V1's engine-core loop with its persistent batch); `serial` runs that work between GPU steps (vLLM V0, the 2024
+releases): each step adds `decode_seq_host_us` per sequence in it."""
+DEFAULT_ENGINE = "overlapped"
 
 
 class ComputeConstants(BaseModel):
@@ -58,9 +65,9 @@ class ComputeConstants(BaseModel):
     decode_kernel_us: float = Field(default=0.0, ge=0)
     """Time each of those kernels costs beyond its bytes and FLOPs under CUDA-graph replay (the dispatch gap
     between graph nodes plus a small kernel's ramp and tail), microseconds."""
-    decode_step_host_us: float = Field(default=0.0, ge=0)
-    """Host time per engine step the GPU waits for (scheduling, sampling, detokenizing, streaming), when the
-    engine does not overlap it with the previous step, microseconds."""
+    decode_seq_host_us: float = Field(default=0.0, ge=0)
+    """Host time per sequence in an engine step that the GPU waits for (building the step's inputs, sampling,
+    detokenizing and streaming each sequence's token) when the engine runs it between GPU steps, microseconds."""
     flash_attention_efficiency: float = Field(gt=0, le=1)
     layer_overhead_us: float = Field(ge=0)
     weight_bytes: float = Field(gt=0)
@@ -92,9 +99,9 @@ class ComputeConstants(BaseModel):
         return self.decode_hbm_measured_by_vendor.get(vendor, self.decode_hbm_efficiency)
 
     def forward_fixed_us(self, layers: int) -> float:
-        """Fixed time of one serving forward pass over `layers` layers, all-reduces aside: its kernels'
-        launch cost under CUDA-graph replay plus the engine's host time per step."""
-        return layers * self.decode_kernels_per_layer * self.decode_kernel_us + self.decode_step_host_us
+        """Fixed time of one serving forward pass over `layers` layers on the GPU, all-reduces aside: its
+        small kernels' cost under CUDA-graph replay."""
+        return layers * self.decode_kernels_per_layer * self.decode_kernel_us
 
     def infer_gemm_max(self, arch: str, precision: str) -> float:
         """Share of dense peak serving GEMMs reach on `arch` in `precision`: the inference fit's value, with

@@ -12,13 +12,15 @@ too) follow from the same cycle. Decode-only speed (one token per decode step, n
 asked for explicitly (`prefill_interference=False`) and then holds for every figure.
 
 Every GEMM streams its weights while it computes (a roofline per kernel): a decode step's GEMMs take the
-longer of one weight read, at the measured share of HBM bandwidth a decode GEMM reaches (`decode_hbm`), and
+longer of one read of the weights they use (not the input embedding, whose lookup reads one row per token), at
+the measured share of HBM bandwidth a decode GEMM reaches (`decode_hbm`), and
 their compute over the batch (the compute floor of a large batch); attention then reads the KV cache.
 Prefill is GEMM-bound over the tokens in flight unless one weight read takes longer (a short prompt). GEMMs
 run at the serving share of the generation's peak (`infer_gemm_max`). Every forward pass also pays its
 small kernels under CUDA-graph replay (the norms, rotary embedding, KV-cache write, attention and
-activation of each layer at `decode_kernel_us` each), the engine's host time per step
-(`decode_step_host_us`), and two tensor-parallel all-reduces per layer priced by the collective model at
+activation of each layer at `decode_kernel_us` each), on an engine that runs its host loop between GPU steps
+(`engine` serial) the host time of every sequence in the step (`decode_seq_host_us`), and two tensor-parallel
+all-reduces per layer priced by the collective model at
 their small sizes; prefill's carry every prompt token's hidden state (seed 001: ~20 GB per GPU for an 8K
 prompt on 70B).
 """
@@ -37,7 +39,8 @@ from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.moe import MoeRequest, predict_moe
 from linkscope.model.comm.params import CommFit, comm_fit
-from linkscope.model.step.compute import compute_constants, gemm_time_s, peak_tflops, usable_memory_gib
+from linkscope.model.step.compute import (DEFAULT_ENGINE, ENGINES, compute_constants, gemm_time_s, peak_tflops,
+                                         usable_memory_gib)
 from linkscope.model.step.layout import group_span
 from linkscope.model.step.search import divisors
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
@@ -63,6 +66,9 @@ class InferJob:
     ep: int = 1
     """Wide expert parallelism (MoE models): the routed experts spread over ep GPUs, attention data-parallel with
     one replica per tp x pp GPUs of them, each replica decoding its own batch; 1 splits experts by tp like the rest."""
+    engine: str = DEFAULT_ENGINE
+    """The serving engine's host loop (compute.ENGINES): whether its host work per sequence is on the critical
+    path."""
 
     @property
     def replicas(self) -> int:
@@ -152,10 +158,11 @@ def _experts_touched_share(m: ModelConfig, tokens: np.ndarray | float) -> np.nda
 
 
 def _weights_touched_bytes_per_gpu(job: InferJob, tokens: np.ndarray | float) -> np.ndarray:
-    """Weights a forward pass over `tokens` tokens reads on one GPU: all but the routed experts the tokens
-    do not reach."""
+    """Weights a forward pass over `tokens` tokens reads on one GPU: all but the input embedding (its lookup
+    reads one row per token) and the routed experts the tokens do not reach."""
     m = job.model
-    all_weights = np.full(np.shape(tokens), _weights_bytes_per_gpu(job))
+    lookup = m.embedding_params() * BYTES_PER_WEIGHT[job.precision] / (job.tp * job.pp)
+    all_weights = np.full(np.shape(tokens), _weights_bytes_per_gpu(job) - lookup)
     if not m.is_moe:
         return all_weights
     # Under wide EP every replica's tokens reach the same experts: the group's tokens decide what is read.
@@ -215,8 +222,15 @@ LINEAR_PROBE_TOKENS = 1024
 
 
 def _forward_fixed_s(job: InferJob) -> float:
-    """Kernel launches of every layer (all stages run in turn) and the engine's host time: one forward pass."""
+    """Kernel launches of every layer (all stages run in turn): one forward pass."""
     return compute_constants().forward_fixed_us(job.model.layers) * 1e-6
+
+
+def _host_s(job: InferJob, sequences: np.ndarray | float) -> np.ndarray:
+    """Host time a step over `sequences` sequences adds: per sequence under a serial engine, none when the
+    engine overlaps it with the GPU."""
+    per_sequence_s = compute_constants().decode_seq_host_us * 1e-6 if job.engine == "serial" else 0.0
+    return np.asarray(sequences, dtype=float) * per_sequence_s
 
 
 @dataclass(frozen=True)
@@ -243,7 +257,8 @@ def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1
     a2a = float(_ep_a2a_s(job, tiers, system.node.gpus, np.asarray([tokens]), "normal")[0])
     serial = float(attention + logits + comm + a2a)
     # A short prompt cannot beat one read of the weights, however few FLOPs it has.
-    total = max(gemm, float(_weights_read_s(job, system, tokens))) + serial + _forward_fixed_s(job)
+    total = (max(gemm, float(_weights_read_s(job, system, tokens))) + serial + _forward_fixed_s(job)
+             + float(_host_s(job, sequences)))
     return _Prefill(total_s=float(total), comm_s=float(comm), gemm_s=gemm, serial_s=serial)
 
 
@@ -272,7 +287,8 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     gemm = _gemms_s(job, system, batch) + logits  # all layers: the stages run one after another
     comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
     a2a = _ep_a2a_s(job, tiers, system.node.gpus, batch, "low-latency")
-    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=_forward_fixed_s(job) + comm + a2a, comm_s=comm, a2a_s=a2a,
+    fixed = _forward_fixed_s(job) + _host_s(job, batch) + comm + a2a
+    return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=fixed, comm_s=comm, a2a_s=a2a,
                    batch=np.asarray(batch, dtype=float))
 
 
@@ -309,6 +325,8 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
     if job.model.heads % job.tp:
         raise UserError(f"{job.tp} does not divide the {job.model.heads} attention heads of {job.model.id}", field="tp")
     _check_ep(job, system)
+    if job.engine not in ENGINES:
+        raise UserError(f"unknown engine '{job.engine}' (one of {', '.join(ENGINES)})", field="engine")
     tiers = tiers or comm_tiers(system)
     check_multi_node(tiers, -(-max(job.tp * job.pp, job.ep) // system.node.gpus))
     batch = np.asarray(batches, dtype=float)
@@ -386,7 +404,7 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
     nodes = -(-max(job.tp * job.pp, job.ep) // system.node.gpus)
     evidence = spread("inference", system, nodes)
     return {
-        "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "ep": job.ep,
+        "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "ep": job.ep, "engine": job.engine,
         "batch": int(est.batch[i]),
         "input_tokens": job.input_tokens, "output_tokens": job.output_tokens, "precision": job.precision,
         "prefill_interference": est.prefill_interference,

@@ -38,7 +38,9 @@ from linkscope.model.fidelity.validate import Validation, packaged_validation, r
 # Collectives: 5.3 once nccl-tests' host floor (one thread issuing every GPU's call) joined the model; 6.2 with
 # the two EFA floors of evidence/fabric_latency.yaml (p5 8% short, p6-b200 11-14% long: one per-hop EFA cost
 # fitted on both sits between them).
-LOSO_MEDIAN_LIMIT_PCT = {"training": 7.4, "collectives": 6.3, "inference": 7.6}
+# Inference: 7.0 (LORO 6.0) with the serving engine's host loop as an input (vLLM V0's per-sequence host time,
+# fitted on its two sources), the input embedding out of the weight read, and gpt-fast's batch-1 runs.
+LOSO_MEDIAN_LIMIT_PCT = {"training": 7.4, "collectives": 6.3, "inference": 7.1}
 # Training rose from 5.2 with the LoRA entries: they are AMD's only training evidence, so every regime that
 # holds them (lora, long-context, memory-edge) is fitted without any CDNA3 training share and predicts the
 # MI300X/MI325X runs on the A100's, 36-55% too fast. It rose again (7.1 -> 8.2) when the memory estimate
@@ -47,14 +49,17 @@ LOSO_MEDIAN_LIMIT_PCT = {"training": 7.4, "collectives": 6.3, "inference": 7.6}
 # with the moe-training regime, which left out has no MoE fixed time fitted at all.
 # Collectives fell from 18.0 to 12.0 with the host floor: the one-thread A100 sweep's small sizes are host-bound;
 # to 11.4 with EFA's per-hop cost and the p4d sweep priced Simple-only (as aws-ofi-nccl runs it there).
-LORO_MEDIAN_LIMIT_PCT = {"training": 8.6, "collectives": 11.5, "inference": 6.4}
+LORO_MEDIAN_LIMIT_PCT = {"training": 8.6, "collectives": 11.5, "inference": 6.1}
+SMALL_BATCH_DECODE_LORO_LIMIT_PCT = 10.0
+"""Decode at batch <= 32 left out of the fit and predicted from the rest (9.8% when set; 15.6% before the host
+loop was an input)."""
 LORA_LOSO_MEDIAN_LIMIT_PCT = 15.0
 """The fine-tuning target: median step-time error at most 15% on 8-GPU MLPerf-class LoRA runs."""
 SHARE_STEP = float(FINE_SHARE[1] - FINE_SHARE[0])
 MIX_STEP = float(FINE_MIX[1] - FINE_MIX[0])
 INFER_SHARE_STEP = float(INFER_FINE_SHARE[1] - INFER_FINE_SHARE[0])
 INFER_STEP = {"decode_kernel_us": float(INFER_FINE_KERNEL_US[1] - INFER_FINE_KERNEL_US[0]),
-              "decode_step_host_us": float(INFER_FINE_HOST_US[1] - INFER_FINE_HOST_US[0])}
+              "decode_seq_host_us": float(INFER_FINE_HOST_US[1] - INFER_FINE_HOST_US[0])}
 
 
 @pytest.fixture(scope="module")
@@ -208,8 +213,17 @@ def test_serving_fixed_costs_are_one_physical_value_for_every_vendor(result: Val
     # their physical ranges, and the HBM share is measured.
     fitted = result.fitted
     assert INFER_FINE_KERNEL_US[0] <= fitted["decode_kernel_us"] <= INFER_FINE_KERNEL_US[-1]
-    assert INFER_FINE_HOST_US[0] <= fitted["decode_step_host_us"] <= INFER_FINE_HOST_US[-1]
+    assert INFER_FINE_HOST_US[0] <= fitted["decode_seq_host_us"] <= INFER_FINE_HOST_US[-1]
     assert fitted["decode_hbm_measured"] == {"nvidia": pytest.approx(0.83)}
+    # The host time per sequence only a serial engine pays rests on at least two independent sources.
+    serial = {e.source for e in load_evidence().inference if e.engine == "serial"}
+    assert len(serial) >= 2 and fitted["decode_seq_host_us"] > 0
+
+
+def test_small_batch_decode_is_predicted_with_its_regime_left_out(result: Validation) -> None:
+    regime = next(r for r in result.regimes if r["regime"] == "small-batch-decode")
+    assert regime["sources"] >= 5
+    assert regime["loro_median_pct"] <= SMALL_BATCH_DECODE_LORO_LIMIT_PCT
 
 
 def test_a_regime_left_out_is_predicted_from_the_others(result: Validation, db: HardwareDB) -> None:

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.infer import InferJob, best_batch_for_budget, estimate_inference
@@ -195,14 +196,15 @@ def test_serving_constants_fall_back_to_training_and_prior_values() -> None:
     assert c.decode_hbm("nvidia") == c.decode_hbm_measured_by_vendor["nvidia"]
 
 
-def test_batch_one_decode_is_the_weight_read_plus_kernels_host_and_all_reduces(db) -> None:
-    # Llama-3.1-70B FP8 on one H200: the step is one read of 70.6 GB at the measured share of 4.8 TB/s, plus
-    # the layers' small kernels under CUDA-graph replay, the host's time per step and the KV read; no other
-    # fixed cost. At TP 2 each GPU reads half and adds two all-reduces per layer, priced by the collective model.
+def test_batch_one_decode_is_the_weight_read_plus_kernels_and_all_reduces(db) -> None:
+    # Llama-3.1-70B FP8 on one H200: the step is one read of the 69.6 GB a token uses (the input embedding's
+    # lookup reads one row) at the measured share of 4.8 TB/s, plus the layers' small kernels under CUDA-graph
+    # replay and the KV read; the default engine overlaps its host loop, so no host time. At TP 2 each GPU
+    # reads half and adds two all-reduces per layer, priced by the collective model.
     c = compute_constants()
     model = model_presets()["llama3.1-70b"]
     system = db.systems["hgx-h200"]
-    weights_s = model.total_params() / (4.8e12 * c.decode_hbm("nvidia"))
+    weights_s = (model.total_params() - model.embedding_params()) / (4.8e12 * c.decode_hbm("nvidia"))
     fixed_s = c.forward_fixed_us(model.layers) * 1e-6
     one = InferJob(model=model, tp=1, pp=1, input_tokens=128, output_tokens=128, precision="fp8")
     step = estimate_inference(one, system, np.asarray([1]), prefill_interference=False).decode_step_s[0]
@@ -291,3 +293,41 @@ def test_wide_ep_over_several_nodes_takes_the_range_of_a_multi_node_class(db) ->
     system = db.systems["dgx-h100"].with_gpus(64)
     data = summary(job, system, estimate_inference(job, system, np.asarray([32.0])), 0)
     assert "several nodes" in data["range_basis"] and "one node" not in data["range_basis"]
+
+
+def test_a_serial_engine_adds_host_time_per_sequence_in_the_step(db) -> None:
+    # vLLM V0 handled every sequence of a step in Python between GPU steps: its step is the overlapped engine's
+    # plus decode_seq_host_us per sequence, for every batch size; prefill of n prompts adds n of them too.
+    from linkscope.model.step.infer import DEFAULT_ENGINE, batched_prefill_s
+
+    c = compute_constants()
+    assert c.decode_seq_host_us > 0
+    system = db.systems["hgx-h200"]
+    job = InferJob(model=model_presets()["llama3-8b"], tp=1, pp=1, input_tokens=32, output_tokens=128)
+    assert job.engine == DEFAULT_ENGINE == "overlapped"
+    batches = np.asarray([1.0, 8.0, 64.0])
+    fast = estimate_inference(job, system, batches, prefill_interference=False).decode_step_s
+    slow = estimate_inference(replace(job, engine="serial"), system, batches, prefill_interference=False)
+    assert slow.decode_step_s - fast == pytest.approx(batches * c.decode_seq_host_us * 1e-6)
+    assert (batched_prefill_s(replace(job, engine="serial"), system, 8) - batched_prefill_s(job, system, 8)
+            == pytest.approx(8 * c.decode_seq_host_us * 1e-6))
+
+
+def test_an_unknown_engine_is_a_user_error_naming_it(db) -> None:
+    job = InferJob(model=model_presets()["llama3-8b"], tp=1, pp=1, input_tokens=32, output_tokens=128,
+                   engine="eager")
+    with pytest.raises(UserError, match="eager"):
+        estimate_inference(job, db.systems["hgx-h200"], np.asarray([1.0]))
+
+
+def test_an_evidence_entry_names_a_known_engine() -> None:
+    from pydantic import ValidationError
+
+    from linkscope.model.fidelity.evidence import InferenceEntry
+
+    fields = dict(source="s", system="hgx-h200", model="llama3-8b", tp=1, batch=8, input_tokens=32,
+                  output_tokens=128, metric="batch_latency_s", value=1.0, where="w")
+    assert InferenceEntry(**fields).engine == "overlapped"
+    assert InferenceEntry(**fields, engine="serial").engine == "serial"
+    with pytest.raises(ValidationError, match="engine 'eager'"):
+        InferenceEntry(**fields, engine="eager")
