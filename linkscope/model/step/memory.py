@@ -31,12 +31,20 @@ def stage_params(job: Job, lay: Layouts) -> tuple[np.ndarray, np.ndarray, np.nda
     return dense, expert / (lay.ep * lay.etp), edp
 
 
+WEIGHT_REPLICA_DIMS = ("dp", "cp")
+"""The parallel dimensions whose ranks hold the same non-expert weights: the group gradients are reduced over
+(`weight_replicas` counts its ranks; `plan` prices the data-parallel collectives on the ranks it spans)."""
+
+
 def weight_replicas(lay: Layouts) -> np.ndarray:
     """Ranks that hold the same non-expert weights: the data-parallel ranks times the context-parallel ones.
     Context-parallel ranks compute gradients of the same weights on other parts of the sequence, so gradients
     are reduced, and ZeRO shards its state, over dp x cp (Megatron-Core's data-parallel group with context
     parallelism; torchtitan's FSDP mesh `dp_shard_cp`)."""
-    return lay.dp * lay.cp
+    replicas = np.ones(len(lay.dp), dtype=lay.dp.dtype)
+    for dim in WEIGHT_REPLICA_DIMS:
+        replicas = replicas * getattr(lay, dim)
+    return replicas
 
 
 def trainable_groups(job: Job, lay: Layouts) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
