@@ -12,7 +12,7 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
-from linkscope.model.step.job import Job, recomputed_layers
+from linkscope.model.step.job import Job, framework_for, recomputed_layers
 from linkscope.model.step.layout import Layouts
 from linkscope.model.step import peft as lora
 
@@ -117,15 +117,38 @@ def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray, stage
     checkpoint = 2.0 * m.hidden / np.where(lay.sp, lay.tp, 1)
     # Under block recomputation only the recomputed layers keep just their input checkpoint.
     redone = np.where(full, recomputed_layers(job, layers), 0.0)
-    stored = (checkpoint * redone + per_token * (layers - redone)) * tokens * in_flight
-    # Full recomputation still materialises one layer's activations while it runs backward.
-    working = np.where(full, per_token * tokens, 0.0)
-    return stored + working
+    return (checkpoint * redone + per_token * (layers - redone)) * tokens * in_flight
+
+
+def _recompute_working_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np.ndarray:
+    """Full recomputation still materialises one layer's activations while that layer runs backward."""
+    return np.where(lay.recompute == 2, per_token * lay.mb * job.seq_len / lay.cp, 0.0)
+
+
+LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0}
+"""Bytes per logit the output layer and the loss hold at their peak, by framework. Megatron-Core's vocab-parallel
+cross-entropy casts the BF16 logits to FP32 and computes the softmax, and in backward the gradient, in place in
+that copy: 2 + 4 bytes (`calculate_logits_max` does `.float()`). PyTorch's eager `cross_entropy` on `.float()`
+logits (torchtitan's loss, Hugging Face models under FSDP or DeepSpeed) keeps the BF16 logits, the FP32 copy and
+the log-softmax output in forward, and in backward the log-softmax output with the FP32 gradients of its output
+and of its input: 12 bytes."""
+
+
+def _framework_is(job: Job, lay: Layouts, names: tuple[str, ...]) -> np.ndarray:
+    """Per layout, whether it runs under one of the frameworks `names` (the job's, or under `auto` the usual one
+    for the layout's ZeRO stage and pipeline depth)."""
+    table = np.asarray([[framework_for(job.framework, stage, pipelined) in names for pipelined in (1, 2)]
+                        for stage in range(4)])
+    return table[lay.zero.astype(int), (lay.pp > 1).astype(int)]
 
 
 def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
+    """What the output layer and the loss hold at their peak on the last stage: each local token's logits
+    (split by tp) at the framework's bytes per logit."""
     tokens = lay.mb * job.seq_len / lay.cp
-    return tokens * job.model.vocab / lay.tp * 4.0
+    per_logit = np.where(_framework_is(job, lay, ("megatron",)), LOSS_BYTES_PER_LOGIT["megatron"],
+                         LOSS_BYTES_PER_LOGIT["fsdp"])
+    return tokens * job.model.vocab / lay.tp * per_logit
 
 
 def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
@@ -170,9 +193,20 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks).
     layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp + m.expert_params_per_layer() / (lay.ep * lay.etp)
     working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes)
+    dense, expert, _ = stage_params(job, lay)
+    stage = dense + expert
+    # FSDP under pipeline parallelism does not reshard a stage's weights between its micro-batches, and it
+    # accumulates their gradients unsharded until the last one (torchtitan's `apply_fsdp`:
+    # reshard_after_forward off with PP; the pipeline stage turns gradient sync and resharding after backward
+    # off for all but the last backward): the whole stage is held gathered, with FP32 gradients beside it.
+    whole_stage = stage * (c.weight_bytes + c.grad_bytes)
     if job.peft is not None:
         adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
         working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * c.grad_bytes
+        stage_adapters = lora.stage_trainable_params(job.model, job.peft, np.ceil(job.model.layers / lay.pp)) / lay.tp
+        whole_stage = stage * lora.base_bytes_per_param(job.peft) + stage_adapters * c.grad_bytes
+    pipelined_fsdp = (lay.pp > 1) & _framework_is(job, lay, ("fsdp",))
+    working = np.where(pipelined_fsdp, np.maximum(working, whole_stage), working)
     return np.where((lay.zero >= 3) & (weight_replicas(lay) > 1), working, 0.0)
 
 
@@ -200,6 +234,10 @@ def memory_gib_per_gpu(job: Job, system: System | None, lay: Layouts) -> np.ndar
     if np.any((lay.pp > 1) & (job.model.layers % lay.pp > 0)):
         # The second stage can only outweigh a first stage that is short.
         first = np.maximum(first, np.where(lay.pp > 1, _in_flight_layers_bytes(job, lay, per_token, "second"), 0.0))
-    last = _in_flight_layers_bytes(job, lay, per_token, "last") + _logits_bytes(job, lay)
-    activations = np.where(lay.pp == 1, first + _logits_bytes(job, lay), np.maximum(first, last))
+    working = _recompute_working_bytes(job, lay, per_token)
+    # The loss's buffers are gone before the last layer is recomputed for its backward: the stage holding the
+    # logits peaks at the larger of the two on top of what it stores.
+    tail = np.maximum(working, _logits_bytes(job, lay))
+    last = _in_flight_layers_bytes(job, lay, per_token, "last") + tail
+    activations = np.where(lay.pp == 1, first + tail, np.maximum(first + working, last))
     return (state + activations) / GIB
