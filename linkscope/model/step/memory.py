@@ -2,8 +2,9 @@
 
 Activation bytes per token and layer generalise Korthikanti's `34 h + 5 a s` to grouped-query attention
 and gated MLPs: 10 h bytes that tensor parallelism alone does not split (layer-norm inputs, the attention
-and MLP inputs, two dropout masks) plus Q, K, V, the projection input and the MLP intermediates, which it
-does; sequence parallelism splits everything. Unfused attention adds 5 a s bytes (scores, softmax, mask).
+and MLP inputs, two dropout masks; 8 h for a model trained without dropout) plus Q, K, V, the projection
+input and the MLP intermediates, which it does; sequence parallelism splits everything. Unfused attention
+adds 5 a s bytes (scores, softmax, mask; 4 a s without dropout).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     m = job.model
     ffn_terms = (6 if m.gated_mlp else 4) * m.mean_ffn_width()
     split = 2 * m.hidden + 4 * m.kv_dim + 2 * m.hidden + ffn_terms
-    replicated = 10 * m.hidden
+    # The two dropout masks (a byte a value each) exist only for a model trained with dropout.
+    replicated = (10 if m.dropout else 8) * m.hidden
     if job.precision == "fp8" and job.peft is None:
         # FP8 linears keep the FP8 cast of their input for the weight-gradient GEMM, one byte a value, not the
         # BF16 input (Transformer Engine's Linear and LayerNormLinear save the quantized input): the QKV and
@@ -74,7 +76,8 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
         replicated = replicated - 2 * m.hidden
         split = split + m.hidden - m.mean_ffn_width()
     per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
-    scores = 5.0 * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
+    # Scores and softmax output (2 bytes each), and the softmax's dropout mask where the model has dropout.
+    scores = (5.0 if m.dropout else 4.0) * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
     if job.peft is not None:
         per_token = per_token + lora.adapter_activation_bytes_per_token(m, job.peft)
     selective_or_full = lay.recompute >= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +171,31 @@ def test_full_recomputation_memory_stays_within_the_allocators_margin_of_torchti
     lay = single_layout(tp=tp, pp=pp, dp=dp, mb=mb, zero=3, recompute="full", sp=tp > 1)
     predicted = float(memory_gib_per_gpu(job, None, lay)[0])
     assert 0.65 * published_gib < predicted <= published_gib
+
+
+def test_a_model_trained_without_dropout_keeps_no_dropout_masks() -> None:
+    # Megatron-style dropout after attention and after the MLP keeps a one-byte mask per value each; Llama and
+    # the other presets trained at dropout 0 keep none (PyTorch's dropout at p=0 returns its input).
+    presets = model_presets()
+    assert not presets["llama3-8b"].dropout and not presets["gpt-oss-120b"].dropout
+    assert presets["gpt3-175b"].dropout and presets["megatron-530b"].dropout
+    job = _job("llama3-8b", 8)
+    with_dropout = replace(job, model=replace(job.model, dropout=True))
+    for tp, sp in ((1, False), (8, True)):
+        lay = single_layout(tp=tp, pp=1, dp=1, mb=1, sp=sp)
+        masks = float(activation_bytes_per_token(with_dropout, lay)[0] - activation_bytes_per_token(job, lay)[0])
+        assert masks == pytest.approx(2 * job.model.hidden / (tp if sp else 1))
+    unfused = replace(job, attention="unfused")
+    lay = single_layout(tp=1, pp=1, dp=1, mb=1, recompute="none")
+    softmax_mask = float(activation_bytes_per_token(replace(unfused, model=with_dropout.model), lay)[0]
+                         - activation_bytes_per_token(unfused, lay)[0]) - 2 * job.model.hidden
+    assert softmax_mask == pytest.approx(job.model.heads * 8192)
+
+
+def test_a_model_file_may_say_it_trains_without_dropout(tmp_path: Path) -> None:
+    from linkscope.model.step.transformer import load_model
+    path = tmp_path / "m.yaml"
+    path.write_text("layers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 128\ndropout: false\n")
+    assert not load_model(str(path)).dropout
+    path.write_text("layers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 128\n")
+    assert load_model(str(path)).dropout
