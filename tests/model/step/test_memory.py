@@ -199,3 +199,26 @@ def test_a_model_file_may_say_it_trains_without_dropout(tmp_path: Path) -> None:
     assert not load_model(str(path)).dropout
     path.write_text("layers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 128\n")
     assert load_model(str(path)).dropout
+
+
+def test_gpt_oss_120b_on_64_h100_fits_its_recipe_with_expert_optimizer_state_sharded_over_expert_dp() -> None:
+    # Megatron-Bridge 25.11's recipe: PP 4, EP 8, micro-batch 1 on 64 H100 (dp 16). The distributed optimizer
+    # shards routed experts' state over their expert data-parallel ranks, 64 / (4 x 8) = 2, and the rest over dp.
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.fidelity.evidence import TrainingEntry, load_evidence
+    from linkscope.model.fidelity.evidence_predict import memory_share
+    from linkscope.model.step.memory import _state_bytes, stage_params
+    job = _job("gpt-oss-120b", 512, seq_len=4096)
+    lay = single_layout(tp=1, pp=4, dp=16, mb=1, zero=1, ep=8)
+    c = compute_constants()
+    dense, expert, edp = stage_params(job, lay)
+    assert int(edp[0]) == 2
+    expected = dense * (c.weight_bytes + c.grad_bytes + c.optimizer_bytes / 16) \
+        + expert * (c.weight_bytes + c.grad_bytes + c.optimizer_bytes / 2)
+    assert float(_state_bytes(job, lay)[0]) == pytest.approx(float(expected[0]))
+    entry = next(e for e in load_evidence().entries("training") if isinstance(e, TrainingEntry)
+                 and (e.source, e.system, e.model) == ("megatron-bridge-25.11-moe", "dgx-h100", "gpt-oss-120b"))
+    assert isinstance(entry, TrainingEntry) and (entry.micro_batch, entry.pp, entry.ep) == (1, 4, 8)
+    assert memory_share(entry, load_db(include_user=False)) < 0.85
+    # The row's printed micro-batch 4 would not fit: four times the activations in flight.
+    assert float(memory_gib_per_gpu(job, None, single_layout(tp=1, pp=4, dp=16, mb=4, zero=1, ep=8))[0]) > 80
