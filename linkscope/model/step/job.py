@@ -41,6 +41,9 @@ class Job:
     """A LoRA fine-tune of a frozen base (None: every weight trains)."""
     framework: str = "auto"
     """One of FRAMEWORKS: how data-parallel communication is scheduled; `auto` follows the ZeRO stage."""
+    fp8_activation_store: bool = False
+    """Keep the MLP activation function's input (the first MLP GEMM's output) in FP8 for backward, one byte a
+    value instead of two (Megatron-Core's `activation_func_fp8_input_store`, MLPerf's FP8_ACT)."""
     recompute_layers: int | None = None
     """Under full recomputation, how many layers of each pipeline stage recompute (Megatron/NeMo
     `--recompute-method block --recompute-num-layers N`: the first N); the rest keep their activations.

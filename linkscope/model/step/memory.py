@@ -75,6 +75,9 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
         # the fused attention's backward and the projection keeps an FP8 copy beside it.
         replicated = replicated - 2 * m.hidden
         split = split + m.hidden - m.mean_ffn_width()
+    if job.fp8_activation_store:
+        # The activation function's input (both halves of a gated MLP's first GEMM output) kept in FP8.
+        split = split - (2 if m.gated_mlp else 1) * m.mean_ffn_width()
     per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
     # Scores and softmax output (2 bytes each), and the softmax's dropout mask where the model has dropout.
     scores = (5.0 if m.dropout else 4.0) * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
