@@ -9,6 +9,9 @@ adds 5 a s bytes (scores, softmax, mask; 4 a s without dropout).
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import numpy as np
 
 from linkscope.hardware.system import System
@@ -42,9 +45,7 @@ def weight_replicas(lay: Layouts) -> np.ndarray:
     Context-parallel ranks compute gradients of the same weights on other parts of the sequence, so gradients
     are reduced, and ZeRO shards its state, over dp x cp (Megatron-Core's data-parallel group with context
     parallelism; torchtitan's FSDP mesh `dp_shard_cp`)."""
-    replicas = np.ones(len(lay.dp), dtype=lay.dp.dtype)
-    for dim in WEIGHT_REPLICA_DIMS:
-        replicas = replicas * getattr(lay, dim)
+    replicas: np.ndarray = functools.reduce(operator.mul, (getattr(lay, dim) for dim in WEIGHT_REPLICA_DIMS))
     return replicas
 
 
@@ -196,24 +197,28 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     """What ZeRO-3 materialises beyond its shards: the gathered weights of the layers in flight and one layer's
     full gradients before their reduce-scatter."""
     c, m = compute_constants(), job.model
+    sharded = (lay.zero >= 3) & (weight_replicas(lay) > 1)
+    if not np.any(sharded):
+        return np.zeros(len(lay))
     # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks).
     layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp + m.expert_params_per_layer() / (lay.ep * lay.etp)
     working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes)
-    dense, expert, _ = stage_params(job, lay)
-    stage = dense + expert
+    if job.peft is not None:
+        adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
+        working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * c.grad_bytes
     # FSDP under pipeline parallelism does not reshard a stage's weights between its micro-batches, and it
     # accumulates their gradients unsharded until the last one (torchtitan's `apply_fsdp`:
     # reshard_after_forward off with PP; the pipeline stage turns gradient sync and resharding after backward
     # off for all but the last backward): the whole stage is held gathered, with FP32 gradients beside it.
-    whole_stage = stage * (c.weight_bytes + c.grad_bytes)
-    if job.peft is not None:
-        adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
-        working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * c.grad_bytes
-        stage_adapters = lora.stage_trainable_params(job.model, job.peft, np.ceil(job.model.layers / lay.pp)) / lay.tp
-        whole_stage = stage * lora.base_bytes_per_param(job.peft) + stage_adapters * c.grad_bytes
-    pipelined_fsdp = (lay.pp > 1) & _framework_is(job, lay, ("fsdp",))
-    working = np.where(pipelined_fsdp, np.maximum(working, whole_stage), working)
-    return np.where((lay.zero >= 3) & (weight_replicas(lay) > 1), working, 0.0)
+    pipelined_fsdp = sharded & (lay.pp > 1) & _framework_is(job, lay, ("fsdp",))
+    if np.any(pipelined_fsdp):
+        dense, expert, _ = stage_params(job, lay)
+        whole_stage = (dense + expert) * (c.weight_bytes + c.grad_bytes)
+        if job.peft is not None:
+            stage_adapters = lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp
+            whole_stage = (dense + expert) * lora.base_bytes_per_param(job.peft) + stage_adapters * c.grad_bytes
+        working = np.where(pipelined_fsdp, np.maximum(working, whole_stage), working)
+    return np.where(sharded, working, 0.0)
 
 
 def _second_embedding_bytes(job: Job, lay: Layouts) -> np.ndarray:
