@@ -23,6 +23,12 @@ from linkscope.model.step import peft as lora
 GIB = float(1 << 30)
 
 
+def gradient_bytes(job: Job) -> float:
+    """Bytes per gradient: FP32 unless the job reduces gradients in the parameters' own format."""
+    c = compute_constants()
+    return c.weight_bytes if job.grad_precision == "bf16" else c.grad_bytes
+
+
 def stage_params(job: Job, lay: Layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weights one GPU of the busiest stage holds, as (non-expert, routed expert, expert data-parallel ranks):
     non-expert weights split by tp, routed experts by ep x etp, each expert replicated over the
@@ -169,7 +175,7 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
         return (dense / np.where(lay.zero >= stage, weight_replicas(lay), 1)
                 + expert / np.where(lay.zero >= stage, edp, 1)) * per_param
     weights = sharded(c.weight_bytes, 3)
-    grads = sharded(c.grad_bytes, 2)
+    grads = sharded(gradient_bytes(job), 2)
     optimizer = sharded(c.optimizer_bytes, 1)
     return weights + grads + optimizer + _zero3_working_bytes(job, lay)
 
@@ -183,7 +189,7 @@ def _peft_state_bytes(job: Job, peft: lora.Peft, lay: Layouts) -> np.ndarray:
     base = params * lora.base_bytes_per_param(peft) / np.where(lay.zero >= 3, replicas, 1)
     adapters = lora.stage_trainable_params(m, peft, np.ceil(m.layers / lay.pp)) / lay.tp
     weights = adapters * c.weight_bytes / np.where(lay.zero >= 3, replicas, 1)
-    grads = adapters * c.grad_bytes / np.where(lay.zero >= 2, replicas, 1)
+    grads = adapters * gradient_bytes(job) / np.where(lay.zero >= 2, replicas, 1)
     optimizer = adapters * c.optimizer_bytes / np.where(lay.zero >= 1, replicas, 1)
     return base + weights + grads + optimizer + _zero3_working_bytes(job, lay)
 
@@ -202,10 +208,10 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
         return np.zeros(len(lay))
     # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks).
     layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp + m.expert_params_per_layer() / (lay.ep * lay.etp)
-    working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes)
+    working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + gradient_bytes(job))
     if job.peft is not None:
         adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
-        working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * c.grad_bytes
+        working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * gradient_bytes(job)
     # FSDP under pipeline parallelism does not reshard a stage's weights between its micro-batches, and it
     # accumulates their gradients unsharded until the last one (torchtitan's `apply_fsdp`:
     # reshard_after_forward off with PP; the pipeline stage turns gradient sync and resharding after backward
@@ -213,10 +219,10 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     pipelined_fsdp = sharded & (lay.pp > 1) & _framework_is(job, lay, ("fsdp",))
     if np.any(pipelined_fsdp):
         dense, expert, _ = stage_params(job, lay)
-        whole_stage = (dense + expert) * (c.weight_bytes + c.grad_bytes)
+        whole_stage = (dense + expert) * (c.weight_bytes + gradient_bytes(job))
         if job.peft is not None:
             stage_adapters = lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp
-            whole_stage = (dense + expert) * lora.base_bytes_per_param(job.peft) + stage_adapters * c.grad_bytes
+            whole_stage = (dense + expert) * lora.base_bytes_per_param(job.peft) + stage_adapters * gradient_bytes(job)
         working = np.where(pipelined_fsdp, np.maximum(working, whole_stage), working)
     return np.where(sharded, working, 0.0)
 
@@ -229,7 +235,7 @@ def _second_embedding_bytes(job: Job, lay: Layouts) -> np.ndarray:
         return np.zeros(len(lay))
     c = compute_constants()
     per_param = c.weight_bytes / np.where(lay.zero >= 3, weight_replicas(lay), 1) \
-        + c.grad_bytes / np.where(lay.zero >= 2, weight_replicas(lay), 1) \
+        + gradient_bytes(job) / np.where(lay.zero >= 2, weight_replicas(lay), 1) \
         + c.optimizer_bytes / np.where(lay.zero >= 1, weight_replicas(lay), 1)
     return np.where(lay.pp == 1, job.model.embedding_params() / lay.tp * per_param, 0.0)
 

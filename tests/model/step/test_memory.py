@@ -241,3 +241,22 @@ def test_the_activation_functions_input_kept_in_fp8_halves_it() -> None:
     assert len(amd) == 5 and all(e.fp8_activation_store for e in amd)
     # They ran: each is predicted within what the GPU offers.
     assert all(memory_share(e, db) < 1.0 for e in amd)
+
+
+def test_gradients_reduced_in_bf16_halve_the_gradient_buffers_and_the_bytes_reduced() -> None:
+    # Megatron's grad_reduce_in_fp32 = False (every GPT OSS recipe of Megatron-Bridge 25.11): the gradient buffer
+    # and its reduce-scatter are in the parameters' BF16.
+    from linkscope.model.step.layout import Layout
+    from linkscope.model.step.memory import _state_bytes, stage_params
+    from linkscope.model.step.step_collectives import step_items
+    job = _job("gpt-oss-120b", 512, seq_len=4096)
+    bf16 = replace(job, grad_precision="bf16")
+    lay = single_layout(tp=1, pp=4, dp=16, mb=1, zero=1, ep=8)
+    dense, expert, _ = stage_params(job, lay)
+    saved = float(_state_bytes(job, lay)[0] - _state_bytes(bf16, lay)[0])
+    assert saved == pytest.approx(float(dense[0] + expert[0]) * 2)
+    layout = Layout(tp=1, pp=4, dp=16, micro_batch=1, zero=1, ep=8)
+    fp32_rs = step_items(job, layout)["dp"][0]
+    bf16_rs = step_items(bf16, layout)["dp"][0]
+    assert fp32_rs[0] == bf16_rs[0] == "reduce_scatter" and bf16_rs[1] == pytest.approx(fp32_rs[1] / 2)
+    assert float(memory_gib_per_gpu(bf16, None, lay)[0]) < 0.7 * 80
