@@ -16,6 +16,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
+from linkscope.model.step.memory import WEIGHT_REPLICA_DIMS
 
 DIMS = ("tp", "cp", "dp", "pp")
 DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
@@ -134,18 +135,26 @@ class GroupSpan:
         return self.ranks / self.nodes
 
 
+def group_dims(dim: str) -> tuple[str, ...]:
+    """The coordinates a group of `dim` spans: its own, except that the data-parallel group, which reduces
+    gradients, spans the weight replicas (dp x cp, as the step model reduces and shards them)."""
+    return WEIGHT_REPLICA_DIMS if dim == "dp" else (dim,)
+
+
 def group_spans(p: Placement) -> dict[str, GroupSpan]:
     """For each dim, its group size and the largest number of nodes one of its groups spans."""
     spans = {}
     node_count = int(p.node.max()) + 1
     for dim in DIMS:
-        # Ranks agreeing on every other coordinate form one group of `dim`.
+        members = group_dims(dim)
+        # Ranks agreeing on every coordinate outside the group form one group of `dim`.
         key = np.zeros(p.par.world, dtype=np.int64)
         for d in DIMS:
-            if d != dim:
+            if d not in members:
                 key = key * p.par.size(d) + p.coords[d]
         group_nodes = np.unique(key * node_count + p.node) // node_count
-        spans[dim] = GroupSpan(dim, p.par.size(dim), int(np.bincount(group_nodes).max()))
+        ranks = int(np.prod([p.par.size(d) for d in members]))
+        spans[dim] = GroupSpan(dim, ranks, int(np.bincount(group_nodes).max()))
     return spans
 
 

@@ -12,7 +12,7 @@ from linkscope.report.columns import Column
 from linkscope.advise.bottleneck import bottleneck_short
 from linkscope.advise.infer import InferOption
 from linkscope.advise.launch import LaunchPlan
-from linkscope.advise.placement import DIMS, Placement
+from linkscope.advise.placement import DIMS, Placement, group_dims
 from linkscope.advise.plan import PlanResult
 from linkscope.advise.train import TrainAdvice, TrainOption
 from linkscope.model.step.layout import Layout
@@ -316,7 +316,9 @@ def groups_table(result: PlanResult) -> Table:
         a, b = result.cost.dims[dim], result.baseline_cost.dims[dim]
         if a.ranks <= 1:
             continue
-        table.add_row(dim.upper(), str(a.ranks), str(a.nodes), link_text(a.limit), _seconds(a.time_s), str(b.nodes),
+        # The data-parallel group spans the context-parallel ranks too: name every dimension it spans.
+        name = " x ".join(d.upper() for d in group_dims(dim) if result.request.par.size(d) > 1) or dim.upper()
+        table.add_row(name, str(a.ranks), str(a.nodes), link_text(a.limit), _seconds(a.time_s), str(b.nodes),
                       link_text(b.limit), _seconds(b.time_s))
     return table
 

@@ -116,3 +116,27 @@ def test_a_single_node_system_cannot_span_nodes() -> None:
     lonely = load_db([]).offerings["lambda/gpu_8x_h100_sxm5"].system
     with pytest.raises(UserError, match="cannot span"):
         make_plan(PlanRequest(ResolvedSystem.plain(lonely), 2, Parallelism(tp=8, pp=1, dp=2)))
+
+
+def test_the_data_parallel_group_spans_the_context_parallel_ranks(h100: System) -> None:
+    # Context-parallel ranks reduce the gradients of the same weights: the gradient group is dp x cp.
+    p = place(h100.with_nodes(2), Parallelism(tp=4, pp=1, dp=2, cp=2))
+    spans = group_spans(p)
+    assert spans["dp"].ranks == 4 and spans["dp"].nodes == 2
+    assert spans["cp"].ranks == 2 and spans["cp"].nodes == 1
+
+
+def test_plan_prices_the_gradient_reduction_as_the_step_model_does_with_context_parallelism(h100: System) -> None:
+    from linkscope.model.step.layout import layouts_of
+    from linkscope.model.step.memory import weight_replicas
+    from linkscope.model.step.train import estimate_steps
+
+    # No overlap: the step model's exposed data-parallel time is the whole reduce-scatter plus all-gather.
+    job = Job(load_model("llama2-7b"), global_batch=64, seq_len=8192, dp_overlap=False)
+    result = make_plan(PlanRequest(ResolvedSystem.plain(h100), 2, Parallelism(tp=4, pp=1, dp=2, cp=2), job=job,
+                                   order=parse_order("tp-cp-dp-pp"), zero=1))
+    lay = result.layout
+    assert lay is not None and lay.cp == 2
+    est = estimate_steps(job, h100.with_nodes(2), layouts_of(lay))
+    assert result.cost.dims["dp"].ranks == int(weight_replicas(layouts_of(lay))[0]) == 4
+    assert result.cost.dp_s == pytest.approx(float(est.dp_comm_exposed_s[0]), rel=1e-6)

@@ -37,7 +37,7 @@ scale_out: {fabric: infiniband, nics: 8, nic_gbit_per_s: 400, gpudirect_rdma: tr
 source: test
 as_of: 2026-11-01
 """
-GOOD_MODEL = "layers: 32\nhidden: 4096\nheads: 32\nvocab: 32000\nseq_len: 4096\n"
+GOOD_MODEL = "layers: 32\nhidden: 4096\nheads: 32\nvocab: 32000\nseq_len: 4096\ndropout: false\n"
 
 
 def invoke(*args: str) -> Result:

@@ -85,6 +85,11 @@ class TrainingEntry(_Entry):
     etp: int = Field(default=1, ge=1)
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
     moe_a2a_overlap: bool = False
+    grad_precision: Literal["fp32", "bf16"] = "fp32"
+    """Format gradients accumulate and reduce in (Megatron's `grad_reduce_in_fp32`: true is fp32)."""
+    fp8_activation_store: bool = False
+    """The MLP activation function's input kept in FP8 for backward (Megatron-Core's
+    `activation_func_fp8_input_store`)."""
 
     @property
     def peft(self) -> Peft | None:

@@ -41,6 +41,13 @@ class Job:
     """A LoRA fine-tune of a frozen base (None: every weight trains)."""
     framework: str = "auto"
     """One of FRAMEWORKS: how data-parallel communication is scheduled; `auto` follows the ZeRO stage."""
+    grad_precision: str = "fp32"
+    """Format the data-parallel gradients accumulate and reduce in: `fp32` (Megatron's default for BF16 training,
+    `grad_reduce_in_fp32`; FSDP's `reduce_dtype`) or `bf16` (the parameters' format: Megatron-Bridge's recipes
+    with `grad_reduce_in_fp32 = False`), halving the gradient buffers and the bytes they reduce."""
+    fp8_activation_store: bool = False
+    """Keep the MLP activation function's input (the first MLP GEMM's output) in FP8 for backward, one byte a
+    value instead of two (Megatron-Core's `activation_func_fp8_input_store`, MLPerf's FP8_ACT)."""
     recompute_layers: int | None = None
     """Under full recomputation, how many layers of each pipeline stage recompute (Megatron/NeMo
     `--recompute-method block --recompute-num-layers N`: the first N); the rest keep their activations.

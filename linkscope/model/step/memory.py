@@ -2,21 +2,31 @@
 
 Activation bytes per token and layer generalise Korthikanti's `34 h + 5 a s` to grouped-query attention
 and gated MLPs: 10 h bytes that tensor parallelism alone does not split (layer-norm inputs, the attention
-and MLP inputs, two dropout masks) plus Q, K, V, the projection input and the MLP intermediates, which it
-does; sequence parallelism splits everything. Unfused attention adds 5 a s bytes (scores, softmax, mask).
+and MLP inputs, two dropout masks; 8 h for a model trained without dropout) plus Q, K, V, the projection
+input and the MLP intermediates, which it does; sequence parallelism splits everything. Unfused attention
+adds 5 a s bytes (scores, softmax, mask; 4 a s without dropout).
 """
 
 from __future__ import annotations
+
+import functools
+import operator
 
 import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
-from linkscope.model.step.job import Job, recomputed_layers
+from linkscope.model.step.job import Job, framework_for, recomputed_layers
 from linkscope.model.step.layout import Layouts
 from linkscope.model.step import peft as lora
 
 GIB = float(1 << 30)
+
+
+def gradient_bytes(job: Job) -> float:
+    """Bytes per gradient: FP32 unless the job reduces gradients in the parameters' own format."""
+    c = compute_constants()
+    return c.weight_bytes if job.grad_precision == "bf16" else c.grad_bytes
 
 
 def stage_params(job: Job, lay: Layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -31,12 +41,18 @@ def stage_params(job: Job, lay: Layouts) -> tuple[np.ndarray, np.ndarray, np.nda
     return dense, expert / (lay.ep * lay.etp), edp
 
 
+WEIGHT_REPLICA_DIMS = ("dp", "cp")
+"""The parallel dimensions whose ranks hold the same non-expert weights: the group gradients are reduced over
+(`weight_replicas` counts its ranks; `plan` prices the data-parallel collectives on the ranks it spans)."""
+
+
 def weight_replicas(lay: Layouts) -> np.ndarray:
     """Ranks that hold the same non-expert weights: the data-parallel ranks times the context-parallel ones.
     Context-parallel ranks compute gradients of the same weights on other parts of the sequence, so gradients
     are reduced, and ZeRO shards its state, over dp x cp (Megatron-Core's data-parallel group with context
     parallelism; torchtitan's FSDP mesh `dp_shard_cp`)."""
-    return lay.dp * lay.cp
+    replicas: np.ndarray = functools.reduce(operator.mul, (getattr(lay, dim) for dim in WEIGHT_REPLICA_DIMS))
+    return replicas
 
 
 def trainable_groups(job: Job, lay: Layouts) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -57,7 +73,8 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     m = job.model
     ffn_terms = (6 if m.gated_mlp else 4) * m.mean_ffn_width()
     split = 2 * m.hidden + 4 * m.kv_dim + 2 * m.hidden + ffn_terms
-    replicated = 10 * m.hidden
+    # The two dropout masks (a byte a value each) exist only for a model trained with dropout.
+    replicated = (10 if m.dropout else 8) * m.hidden
     if job.precision == "fp8" and job.peft is None:
         # FP8 linears keep the FP8 cast of their input for the weight-gradient GEMM, one byte a value, not the
         # BF16 input (Transformer Engine's Linear and LayerNormLinear save the quantized input): the QKV and
@@ -65,8 +82,12 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
         # the fused attention's backward and the projection keeps an FP8 copy beside it.
         replicated = replicated - 2 * m.hidden
         split = split + m.hidden - m.mean_ffn_width()
+    if job.fp8_activation_store:
+        # The activation function's input (both halves of a gated MLP's first GEMM output) kept in FP8.
+        split = split - (2 if m.gated_mlp else 1) * m.mean_ffn_width()
     per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
-    scores = 5.0 * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
+    # Scores and softmax output (2 bytes each), and the softmax's dropout mask where the model has dropout.
+    scores = (5.0 if m.dropout else 4.0) * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
     if job.peft is not None:
         per_token = per_token + lora.adapter_activation_bytes_per_token(m, job.peft)
     selective_or_full = lay.recompute >= 1
@@ -109,15 +130,38 @@ def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray, stage
     checkpoint = 2.0 * m.hidden / np.where(lay.sp, lay.tp, 1)
     # Under block recomputation only the recomputed layers keep just their input checkpoint.
     redone = np.where(full, recomputed_layers(job, layers), 0.0)
-    stored = (checkpoint * redone + per_token * (layers - redone)) * tokens * in_flight
-    # Full recomputation still materialises one layer's activations while it runs backward.
-    working = np.where(full, per_token * tokens, 0.0)
-    return stored + working
+    return (checkpoint * redone + per_token * (layers - redone)) * tokens * in_flight
+
+
+def _recompute_working_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np.ndarray:
+    """Full recomputation still materialises one layer's activations while that layer runs backward."""
+    return np.where(lay.recompute == 2, per_token * lay.mb * job.seq_len / lay.cp, 0.0)
+
+
+LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0}
+"""Bytes per logit the output layer and the loss hold at their peak, by framework. Megatron-Core's vocab-parallel
+cross-entropy casts the BF16 logits to FP32 and computes the softmax, and in backward the gradient, in place in
+that copy: 2 + 4 bytes (`calculate_logits_max` does `.float()`). PyTorch's eager `cross_entropy` on `.float()`
+logits (torchtitan's loss, Hugging Face models under FSDP or DeepSpeed) keeps the BF16 logits, the FP32 copy and
+the log-softmax output in forward, and in backward the log-softmax output with the FP32 gradients of its output
+and of its input: 12 bytes."""
+
+
+def _framework_is(job: Job, lay: Layouts, names: tuple[str, ...]) -> np.ndarray:
+    """Per layout, whether it runs under one of the frameworks `names` (the job's, or under `auto` the usual one
+    for the layout's ZeRO stage and pipeline depth)."""
+    table = np.asarray([[framework_for(job.framework, stage, pipelined) in names for pipelined in (1, 2)]
+                        for stage in range(4)])
+    return table[lay.zero.astype(int), (lay.pp > 1).astype(int)]
 
 
 def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
+    """What the output layer and the loss hold at their peak on the last stage: each local token's logits
+    (split by tp) at the framework's bytes per logit."""
     tokens = lay.mb * job.seq_len / lay.cp
-    return tokens * job.model.vocab / lay.tp * 4.0
+    per_logit = np.where(_framework_is(job, lay, ("megatron",)), LOSS_BYTES_PER_LOGIT["megatron"],
+                         LOSS_BYTES_PER_LOGIT["fsdp"])
+    return tokens * job.model.vocab / lay.tp * per_logit
 
 
 def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
@@ -131,7 +175,7 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
         return (dense / np.where(lay.zero >= stage, weight_replicas(lay), 1)
                 + expert / np.where(lay.zero >= stage, edp, 1)) * per_param
     weights = sharded(c.weight_bytes, 3)
-    grads = sharded(c.grad_bytes, 2)
+    grads = sharded(gradient_bytes(job), 2)
     optimizer = sharded(c.optimizer_bytes, 1)
     return weights + grads + optimizer + _zero3_working_bytes(job, lay)
 
@@ -145,7 +189,7 @@ def _peft_state_bytes(job: Job, peft: lora.Peft, lay: Layouts) -> np.ndarray:
     base = params * lora.base_bytes_per_param(peft) / np.where(lay.zero >= 3, replicas, 1)
     adapters = lora.stage_trainable_params(m, peft, np.ceil(m.layers / lay.pp)) / lay.tp
     weights = adapters * c.weight_bytes / np.where(lay.zero >= 3, replicas, 1)
-    grads = adapters * c.grad_bytes / np.where(lay.zero >= 2, replicas, 1)
+    grads = adapters * gradient_bytes(job) / np.where(lay.zero >= 2, replicas, 1)
     optimizer = adapters * c.optimizer_bytes / np.where(lay.zero >= 1, replicas, 1)
     return base + weights + grads + optimizer + _zero3_working_bytes(job, lay)
 
@@ -159,13 +203,28 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     """What ZeRO-3 materialises beyond its shards: the gathered weights of the layers in flight and one layer's
     full gradients before their reduce-scatter."""
     c, m = compute_constants(), job.model
+    sharded = (lay.zero >= 3) & (weight_replicas(lay) > 1)
+    if not np.any(sharded):
+        return np.zeros(len(lay))
     # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks).
     layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp + m.expert_params_per_layer() / (lay.ep * lay.etp)
-    working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + c.grad_bytes)
+    working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + gradient_bytes(job))
     if job.peft is not None:
         adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
-        working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * c.grad_bytes
-    return np.where((lay.zero >= 3) & (weight_replicas(lay) > 1), working, 0.0)
+        working = layer * ZERO3_LAYERS_GATHERED * lora.base_bytes_per_param(job.peft) + adapters * gradient_bytes(job)
+    # FSDP under pipeline parallelism does not reshard a stage's weights between its micro-batches, and it
+    # accumulates their gradients unsharded until the last one (torchtitan's `apply_fsdp`:
+    # reshard_after_forward off with PP; the pipeline stage turns gradient sync and resharding after backward
+    # off for all but the last backward): the whole stage is held gathered, with FP32 gradients beside it.
+    pipelined_fsdp = sharded & (lay.pp > 1) & _framework_is(job, lay, ("fsdp",))
+    if np.any(pipelined_fsdp):
+        dense, expert, _ = stage_params(job, lay)
+        whole_stage = (dense + expert) * (c.weight_bytes + gradient_bytes(job))
+        if job.peft is not None:
+            stage_adapters = lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp
+            whole_stage = (dense + expert) * lora.base_bytes_per_param(job.peft) + stage_adapters * gradient_bytes(job)
+        working = np.where(pipelined_fsdp, np.maximum(working, whole_stage), working)
+    return np.where(sharded, working, 0.0)
 
 
 def _second_embedding_bytes(job: Job, lay: Layouts) -> np.ndarray:
@@ -176,7 +235,7 @@ def _second_embedding_bytes(job: Job, lay: Layouts) -> np.ndarray:
         return np.zeros(len(lay))
     c = compute_constants()
     per_param = c.weight_bytes / np.where(lay.zero >= 3, weight_replicas(lay), 1) \
-        + c.grad_bytes / np.where(lay.zero >= 2, weight_replicas(lay), 1) \
+        + gradient_bytes(job) / np.where(lay.zero >= 2, weight_replicas(lay), 1) \
         + c.optimizer_bytes / np.where(lay.zero >= 1, weight_replicas(lay), 1)
     return np.where(lay.pp == 1, job.model.embedding_params() / lay.tp * per_param, 0.0)
 
@@ -192,6 +251,10 @@ def memory_gib_per_gpu(job: Job, system: System | None, lay: Layouts) -> np.ndar
     if np.any((lay.pp > 1) & (job.model.layers % lay.pp > 0)):
         # The second stage can only outweigh a first stage that is short.
         first = np.maximum(first, np.where(lay.pp > 1, _in_flight_layers_bytes(job, lay, per_token, "second"), 0.0))
-    last = _in_flight_layers_bytes(job, lay, per_token, "last") + _logits_bytes(job, lay)
-    activations = np.where(lay.pp == 1, first + _logits_bytes(job, lay), np.maximum(first, last))
+    working = _recompute_working_bytes(job, lay, per_token)
+    # The loss's buffers are gone before the last layer is recomputed for its backward: the stage holding the
+    # logits peaks at the larger of the two on top of what it stores.
+    tail = np.maximum(working, _logits_bytes(job, lay))
+    last = _in_flight_layers_bytes(job, lay, per_token, "last") + tail
+    activations = np.where(lay.pp == 1, first + tail, np.maximum(first + working, last))
     return (state + activations) / GIB

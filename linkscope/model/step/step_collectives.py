@@ -19,6 +19,7 @@ from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.layout import Layout
 from linkscope.model.step.job import Job
 from linkscope.model.step import peft as lora
+from linkscope.model.step.memory import gradient_bytes
 from linkscope.model.step.train import BF16_BYTES, zero3_collectives
 
 REFERENCE_BYTES = 64 * 2**20
@@ -61,10 +62,10 @@ def step_items(job: Job, layout: Layout) -> CommItems:
         # Only the adapters train and reduce; a sharded frozen base is still gathered, in its stored format.
         params = lora.stage_trainable_params(m, job.peft, layers) / tp
         weight_bytes, grad_shard = lora.base_bytes_per_param(job.peft), lora.adapter_params_per_layer(m, job.peft) / tp
-    dp_items: list[tuple[str, float, float]] = [("all_reduce", params * c.grad_bytes, 1)]
+    dp_items: list[tuple[str, float, float]] = [("all_reduce", params * gradient_bytes(job), 1)]
     if layout.zero >= 1:
         # ZeRO-2 reduce-scatters every micro-batch (its gradients are sharded, so they cannot accumulate).
-        dp_items = [("reduce_scatter", params * c.grad_bytes, microbatches if layout.zero == 2 else 1),
+        dp_items = [("reduce_scatter", params * gradient_bytes(job), microbatches if layout.zero == 2 else 1),
                     ("all_gather", params * c.weight_bytes, 1)]
     if layout.zero >= 3:
         # FSDP / ZeRO-3: each layer's weights are gathered for forward and again for backward, and its
@@ -72,7 +73,7 @@ def step_items(job: Job, layout: Layout) -> CommItems:
         # issues (one for FSDP's flat unit, one per weight matrix for DeepSpeed).
         k = zero3_collectives(job)
         dp_items = [("all_gather", shard * weight_bytes / k, 2 * k * per_layer),
-                    ("reduce_scatter", grad_shard * c.grad_bytes / k, k * per_layer)]
+                    ("reduce_scatter", grad_shard * gradient_bytes(job) / k, k * per_layer)]
     moe_layers = layers * m.moe_layers / m.layers
     ep_bytes = tokens / tp * m.topk * m.hidden * BF16_BYTES
     ep_items = [("all_to_all", ep_bytes, 4 * moe_layers * microbatches)] if m.is_moe and layout.ep > 1 else []

@@ -22,7 +22,7 @@ from linkscope.model.step.compute import (ComputeConstants, compute_constants, g
 from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for, recomputed_layers
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step import peft as lora
-from linkscope.model.step.memory import memory_gib_per_gpu, trainable_groups, weight_replicas
+from linkscope.model.step.memory import gradient_bytes, memory_gib_per_gpu, trainable_groups, weight_replicas
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
 from linkscope.model.step.transformer import ModelConfig
 
@@ -381,8 +381,8 @@ def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     for params, ranks, stride in trainable_groups(ctx.job, lay):
         if not np.any(params > 0):
             continue
-        ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * c.grad_bytes, ranks, stride)
-        rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * c.grad_bytes, ranks, stride)
+        ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * gradient_bytes(ctx.job), ranks, stride)
+        rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * gradient_bytes(ctx.job), ranks, stride)
         ag = _coll(ctx, "all_gather", np.maximum(params, 1.0) * c.weight_bytes, ranks, stride)
         grads = grads + np.where(ranks > 1, np.where(lay.zero >= 1, rs, ar), 0.0)
         gather = gather + np.where((ranks > 1) & (lay.zero >= 1), ag, 0.0)
@@ -431,13 +431,13 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     # Each collective of the layer carries its share of the bytes and pays the collective's own latency.
     k = zero3_collectives(ctx.job)
     ag = np.where(replicas > 1, k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, stride), 0.0)
-    rs = np.where(replicas > 1, k * _coll(ctx, "reduce_scatter", grad_params * c.grad_bytes / k, replicas, stride),
-                  0.0)
+    grad_bytes = gradient_bytes(ctx.job)
+    rs = np.where(replicas > 1, k * _coll(ctx, "reduce_scatter", grad_params * grad_bytes / k, replicas, stride), 0.0)
     if expert:
         expert_stride = lay.ep * lay.etp
         ag = ag + np.where(edp > 1, _coll(ctx, "all_gather", expert_params * weight_bytes, edp, expert_stride), 0.0)
         if peft is None:
-            rs = rs + np.where(edp > 1, _coll(ctx, "reduce_scatter", expert_params * c.grad_bytes, edp,
+            rs = rs + np.where(edp > 1, _coll(ctx, "reduce_scatter", expert_params * grad_bytes, edp,
                                               expert_stride), 0.0)
     fwd = _overlapped(ag, lt.fwd_compute, c.zero3_overlap)
     bwd = _overlapped(ag + rs, lt.bwd_compute, c.zero3_overlap)

@@ -52,6 +52,7 @@ class ModelEntry(BaseModel):
     vocab: int = Field(ge=1, le=MAX_VOCAB, strict=True)
     seq_len: int = Field(ge=1, le=MAX_SEQ_LEN, strict=True)
     gated_mlp: bool = False
+    dropout: bool = True
     head_dim: int | None = Field(default=None, ge=1, le=MAX_WIDTH, strict=True)
     experts: int | None = Field(default=None, ge=1, le=MAX_EXPERTS, strict=True)
     topk: int | None = Field(default=None, ge=1, le=MAX_EXPERTS, strict=True)
@@ -109,6 +110,9 @@ class ModelConfig:
     seq_len: int
     gated_mlp: bool
     attn_head_dim: int | None = None
+    dropout: bool = True
+    """Trains with dropout: each layer keeps its two dropout masks (after attention and after the MLP) for
+    backward. A dropout probability of 0 keeps no mask (PyTorch's dropout returns its input)."""
     experts: int = 0
     topk: int = 0
     moe_ffn_hidden: int = 0
@@ -242,7 +246,8 @@ def _entry_to_config(entry: ModelEntry, default_id: str) -> ModelConfig:
     return ModelConfig(id=entry.id or default_id, layers=entry.layers, hidden=entry.hidden, heads=entry.heads,
                        kv_heads=entry.kv_heads or entry.heads, ffn_hidden=entry.ffn_hidden or 4 * entry.hidden,
                        vocab=entry.vocab, seq_len=entry.seq_len, gated_mlp=entry.gated_mlp,
-                       attn_head_dim=entry.head_dim, experts=entry.experts or 0, topk=entry.topk or 0,
+                       attn_head_dim=entry.head_dim, dropout=entry.dropout, experts=entry.experts or 0,
+                       topk=entry.topk or 0,
                        moe_ffn_hidden=entry.moe_ffn_hidden or 0, shared_experts=entry.shared_experts,
                        first_dense_layers=entry.first_dense_layers, moe_layer_interval=entry.moe_layer_interval,
                        q_lora_rank=entry.q_lora_rank or 0, kv_lora_rank=entry.kv_lora_rank or 0,
@@ -274,8 +279,8 @@ def model_presets() -> dict[str, ModelConfig]:
 
 def load_model(spec: str) -> ModelConfig:
     """`--model`: a preset id, or a YAML/JSON file with layers, hidden, heads, [kv_heads], [ffn_hidden], vocab,
-    seq_len, gated_mlp, [head_dim] and for MoE experts, topk, moe_ffn_hidden, [shared_experts], [first_dense_layers],
-    [moe_layer_interval]."""
+    seq_len, gated_mlp, [head_dim], [dropout] and for MoE experts, topk, moe_ffn_hidden, [shared_experts],
+    [first_dense_layers], [moe_layer_interval]."""
     presets = model_presets()
     if spec in presets:
         return presets[spec]
