@@ -62,6 +62,8 @@ class ComputeConstants(BaseModel):
     """Host time per engine step the GPU waits for (scheduling, sampling, detokenizing, streaming), when the
     engine does not overlap it with the previous step, microseconds."""
     flash_attention_efficiency: float = Field(gt=0, le=1)
+    triton_attention_efficiency_by_arch: dict[str, float] = {}
+    """GPU generation -> share of dense BF16 peak FlashAttention's Triton kernel reaches on the causal half."""
     layer_overhead_us: float = Field(ge=0)
     weight_bytes: float = Field(gt=0)
     grad_bytes: float = Field(gt=0)
@@ -95,6 +97,18 @@ class ComputeConstants(BaseModel):
         """Fixed time of one serving forward pass over `layers` layers, all-reduces aside: its kernels'
         launch cost under CUDA-graph replay plus the engine's host time per step."""
         return layers * self.decode_kernels_per_layer * self.decode_kernel_us + self.decode_step_host_us
+
+    def attention_share(self, kernel: str, arch: str) -> float:
+        """Share of dense BF16 peak (at the dense-GEMM clock) a fused attention `kernel` (`flash` or `triton`)
+        reaches on the GPU generation `arch`. The Triton kernel's share is the generation's own, else the newest
+        earlier NVIDIA generation's with one (a GPU outside that line takes the first's)."""
+        if kernel != "triton":
+            return self.flash_attention_efficiency
+        lineage = GENERATIONS[:GENERATIONS.index(arch) + 1] if arch in GENERATIONS else GENERATIONS[:1]
+        for gen in reversed(lineage):
+            if gen in self.triton_attention_efficiency_by_arch:
+                return self.triton_attention_efficiency_by_arch[gen]
+        return self.flash_attention_efficiency
 
     def infer_gemm_max(self, arch: str, precision: str) -> float:
         """Share of dense peak serving GEMMs reach on `arch` in `precision`: the inference fit's value, with

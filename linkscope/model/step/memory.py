@@ -12,7 +12,7 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
-from linkscope.model.step.job import Job, recomputed_layers
+from linkscope.model.step.job import Job, fused_attention, recomputed_layers
 from linkscope.model.step.layout import Layouts
 from linkscope.model.step import peft as lora
 
@@ -66,7 +66,7 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
         replicated = replicated - 2 * m.hidden
         split = split + m.hidden - m.mean_ffn_width()
     per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
-    scores = 5.0 * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
+    scores = 5.0 * m.heads * job.seq_len / lay.tp if not fused_attention(job) else 0.0
     if job.peft is not None:
         per_token = per_token + lora.adapter_activation_bytes_per_token(m, job.peft)
     selective_or_full = lay.recompute >= 1

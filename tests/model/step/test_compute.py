@@ -55,3 +55,14 @@ def test_the_half_saturation_size_grows_with_the_throughput_a_gpu_reaches() -> N
     assert h100_fp8 > 3 * a100
     # The same 10-GFLOP GEMM fills an A100 better than an H100 running FP8.
     assert gemm_efficiency(np.asarray(10.0), c, 1.0, a100) > gemm_efficiency(np.asarray(10.0), c, 1.0, h100_fp8)
+
+
+def test_the_triton_attention_share_follows_the_gpu_generation() -> None:
+    c = compute_constants()
+    table = c.triton_attention_efficiency_by_arch
+    assert c.attention_share("flash", "hopper") == c.flash_attention_efficiency
+    assert c.attention_share("triton", "ampere") == table["ampere"] < c.flash_attention_efficiency
+    assert c.attention_share("triton", "hopper") == table["hopper"] < table["ampere"]
+    # A later generation without a value of its own takes Hopper's; a GPU outside NVIDIA's line Ampere's.
+    assert c.attention_share("triton", "blackwell") == table["hopper"]
+    assert c.attention_share("triton", "cdna3") == table["ampere"]
