@@ -120,8 +120,9 @@ def train(
                                         help="MoE routing imbalance: the busiest EP rank's tokens over the mean "
                                              "(1 = forced balance; dropless routing runs above 1)."),
     precision: str = PrecisionOpt,
-    attention: str = typer.Option("flash", help="flash (fused, tuned for the GPU), triton (FlashAttention's "
-                                                "Triton kernel, fused) or unfused (scores materialised)."),
+    attention: str = typer.Option("flash", help="flash (fused, tuned for the GPU), flash2 (FlashAttention-2, "
+                                                "and PyTorch SDPA's default before 2.9), triton (FlashAttention's "
+                                                "Triton kernel) or unfused (scores materialised)."),
     framework: str = FrameworkOpt,
     dp_overlap: Optional[bool] = typer.Option(None, "--dp-overlap/--no-dp-overlap",
                                               help="Overlap the data-parallel gradient reduction with the "

@@ -70,7 +70,7 @@ class TrainingEntry(_Entry):
     """Full recomputation of this many layers per stage only (block method); None: all of them."""
     sequence_parallel: bool | None = None
     """Default: on whenever tp > 1 (Megatron-LM and NeMo recipes)."""
-    attention: Literal["flash", "triton", "unfused"] = "flash"
+    attention: Literal["flash", "flash2", "triton", "unfused"] = "flash"
     """The attention kernel the run used (model/step/job.py, ATTENTION_KERNELS)."""
     dp_overlap: bool = True
     tp_overlap: bool = False

@@ -62,8 +62,9 @@ class ComputeConstants(BaseModel):
     """Host time per engine step the GPU waits for (scheduling, sampling, detokenizing, streaming), when the
     engine does not overlap it with the previous step, microseconds."""
     flash_attention_efficiency: float = Field(gt=0, le=1)
-    triton_attention_efficiency_by_arch: dict[str, float] = {}
-    """GPU generation -> share of dense BF16 peak FlashAttention's Triton kernel reaches on the causal half."""
+    attention_efficiency_by_kernel: dict[str, dict[str, float]] = {}
+    """Fused attention kernel (`flash2`, `triton`) -> GPU generation -> share of dense BF16 peak it reaches on the
+    causal half; `flash` (the kernel tuned for each generation) takes `flash_attention_efficiency`."""
     layer_overhead_us: float = Field(ge=0)
     weight_bytes: float = Field(gt=0)
     grad_bytes: float = Field(gt=0)
@@ -99,15 +100,15 @@ class ComputeConstants(BaseModel):
         return layers * self.decode_kernels_per_layer * self.decode_kernel_us + self.decode_step_host_us
 
     def attention_share(self, kernel: str, arch: str) -> float:
-        """Share of dense BF16 peak (at the dense-GEMM clock) a fused attention `kernel` (`flash` or `triton`)
-        reaches on the GPU generation `arch`. The Triton kernel's share is the generation's own, else the newest
-        earlier NVIDIA generation's with one (a GPU outside that line takes the first's)."""
-        if kernel != "triton":
-            return self.flash_attention_efficiency
+        """Share of dense BF16 peak (at the dense-GEMM clock) a fused attention `kernel` (`flash`, `flash2` or
+        `triton`) reaches on the GPU generation `arch`. A kernel's share is the generation's own, else the newest
+        earlier NVIDIA generation's with one (a GPU outside that line takes the first's); `flash` and a kernel
+        without a table take `flash_attention_efficiency`."""
+        table = self.attention_efficiency_by_kernel.get(kernel, {})
         lineage = GENERATIONS[:GENERATIONS.index(arch) + 1] if arch in GENERATIONS else GENERATIONS[:1]
         for gen in reversed(lineage):
-            if gen in self.triton_attention_efficiency_by_arch:
-                return self.triton_attention_efficiency_by_arch[gen]
+            if gen in table:
+                return table[gen]
         return self.flash_attention_efficiency
 
     def infer_gemm_max(self, arch: str, precision: str) -> float:

@@ -23,8 +23,8 @@ class Job:
     precision: str = "bf16"
     attention: str = "flash"
     """One of ATTENTION_KERNELS: `flash` (a fused kernel tuned for the GPU's generation, causal half computed),
-    `triton` (FlashAttention's Triton kernel, fused, causal half computed, slower) or `unfused` (scores
-    materialised, Megatron-LM 2022)."""
+    `flash2` (FlashAttention-2, tuned for Ampere: slower on Hopper), `triton` (FlashAttention's Triton kernel,
+    slower still) or `unfused` (scores materialised, Megatron-LM 2022)."""
     dp_overlap: bool | None = None
     """Overlap the data-parallel gradient reduction with the backward pass (Megatron --overlap-grad-reduce,
     DeepSpeed overlap_comm); None: the framework's default (FRAMEWORK_DP_OVERLAP)."""
@@ -49,9 +49,9 @@ class Job:
     None: every layer recomputes."""
 
 
-ATTENTION_KERNELS = ("flash", "triton", "unfused")
-"""Attention implementations a job may run: `flash` and `triton` are fused (the score matrix never reaches HBM and
-the masked half of a causal matrix is skipped); `unfused` materialises the scores."""
+ATTENTION_KERNELS = ("flash", "flash2", "triton", "unfused")
+"""Attention implementations a job may run: `flash`, `flash2` and `triton` are fused (the score matrix never
+reaches HBM and the masked half of a causal matrix is skipped); `unfused` materialises the scores."""
 
 
 def fused_attention(job: Job) -> bool:

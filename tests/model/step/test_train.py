@@ -435,4 +435,4 @@ def test_predict_train_takes_the_triton_attention_kernel_and_refuses_an_unknown_
     triton = json.loads(run_cli(*base, "--attention", "triton").output)
     assert triton["step_time_s"] > flash["step_time_s"]
     bad = run_cli(*base, "--attention", "fa4")
-    assert bad.exit_code == 2 and "--attention: 'fa4' is not one of flash, triton, unfused" in bad.output
+    assert bad.exit_code == 2 and "--attention: 'fa4' is not one of flash, flash2, triton, unfused" in bad.output
