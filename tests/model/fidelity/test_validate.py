@@ -248,3 +248,19 @@ def test_moe_training_entries_form_their_regime_and_fit_the_moe_fixed_time(resul
     assert priced.fit() == pytest.approx(moe_constants().moe_layer_overhead_us, abs=step)
     # Left out as a regime, nothing fits it: the prior.
     assert priced.fit(keep=lambda e: False) == PRIOR_OVERHEAD_US
+
+
+SMALL_MODELS_LORO_LIMIT_PCT = 4.1
+"""`validate`'s small-models LORO median when it was set (4.0%; 14.3% over one source before the runs were
+priced with the attention kernels they ran)."""
+
+
+def test_small_models_are_predicted_from_the_larger_ones_across_two_sources(result: Validation) -> None:
+    small = next(r for r in result.regimes if r["regime"] == "small-models")
+    assert small["sources"] >= 2 and small["loro_median_pct"] <= SMALL_MODELS_LORO_LIMIT_PCT
+    # The runs state their attention kernel: llm-foundry's MPT sweeps ran FlashAttention's Triton kernel,
+    # OLMo-core's PyTorch 2.6 SDPA ran FlashAttention-2.
+    evidence = load_evidence()
+    kernels = {(e.source, e.attention) for e in evidence.training
+               if e.source in ("llm-foundry-benchmarks", "olmo-core-readme-2025-03")}
+    assert kernels == {("llm-foundry-benchmarks", "triton"), ("olmo-core-readme-2025-03", "flash2")}
