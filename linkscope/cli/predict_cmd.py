@@ -24,7 +24,7 @@ from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
 from linkscope.hardware.limits import check_imbalance
 from linkscope.model.step.compute import ENGINES, PRECISIONS
-from linkscope.model.step.job import Job
+from linkscope.model.step.job import ATTENTION_KERNELS, Job
 from linkscope.model.step.predict import predict_train_on
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig, load_model
@@ -121,7 +121,9 @@ def train(
                                         help="MoE routing imbalance: the busiest EP rank's tokens over the mean "
                                              "(1 = forced balance; dropless routing runs above 1)."),
     precision: str = PrecisionOpt,
-    attention: str = typer.Option("flash", help="flash (fused) or unfused (scores materialised)."),
+    attention: str = typer.Option("flash", help="flash (fused, tuned for the GPU), flash2 (FlashAttention-2, "
+                                                "and PyTorch SDPA's default before 2.9), triton (FlashAttention's "
+                                                "Triton kernel) or unfused (scores materialised)."),
     framework: str = FrameworkOpt,
     dp_overlap: Optional[bool] = typer.Option(None, "--dp-overlap/--no-dp-overlap",
                                               help="Overlap the data-parallel gradient reduction with the "
@@ -152,7 +154,7 @@ def train(
                              auto_int(tp, "--tp"), auto_int(dp, "--dp"), zero, recompute)
     else:
         job = _job(spec, global_batch, seq_len, precision,
-                   attention=choice(attention, "--attention", ("flash", "unfused")), dp_overlap=dp_overlap,
+                   attention=choice(attention, "--attention", ATTENTION_KERNELS), dp_overlap=dp_overlap,
                    tp_overlap=tp_overlap, moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
                    moe_a2a_overlap=moe_a2a_overlap, moe_imbalance=check_imbalance(moe_imbalance, "--moe-imbalance"),
                    peft=adapters, framework=framework)

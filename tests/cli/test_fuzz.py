@@ -170,6 +170,8 @@ INFER = ["predict", "infer", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
 COMMANDS: dict[str, tuple[list[str], list[str], Callable[[Result], None]]] = {
     "collective": (["predict", "collective", "-s", "dgx-h100", "--json"], ["--bytes", "--gpus"], assert_sane_json),
     "train": (TRAIN, ["--global-batch", "--seq-len", "--gpus", "--nodes", "--tp", "--pp", "--zero"], assert_sane_json),
+    "train-triton": ([*TRAIN, "--attention", "triton"], ["--global-batch", "--seq-len", "--gpus", "--tp"],
+                     assert_sane_json),
     "train-lora": ([*TRAIN, "--peft", "lora"], ["--lora-rank", "--global-batch", "--zero", "--tp", "--pp"],
                    assert_sane_json),
     "scaling-lora": (["predict", "scaling", "-s", "dgx-h100", "-m", "llama2-7b", "--peft", "lora", "--json"],

@@ -71,7 +71,8 @@ class TrainingEntry(_Entry):
     """Full recomputation of this many layers per stage only (block method); None: all of them."""
     sequence_parallel: bool | None = None
     """Default: on whenever tp > 1 (Megatron-LM and NeMo recipes)."""
-    attention: Literal["flash", "unfused"] = "flash"
+    attention: Literal["flash", "flash2", "triton", "unfused"] = "flash"
+    """The attention kernel the run used (model/step/job.py, ATTENTION_KERNELS)."""
     dp_overlap: bool = True
     tp_overlap: bool = False
     precision: Literal["bf16", "fp16", "fp8"] = "bf16"

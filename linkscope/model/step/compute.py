@@ -69,6 +69,9 @@ class ComputeConstants(BaseModel):
     """Host time per sequence in an engine step that the GPU waits for (building the step's inputs, sampling,
     detokenizing and streaming each sequence's token) when the engine runs it between GPU steps, microseconds."""
     flash_attention_efficiency: float = Field(gt=0, le=1)
+    attention_efficiency_by_kernel: dict[str, dict[str, float]] = {}
+    """Fused attention kernel (`flash2`, `triton`) -> GPU generation -> share of dense BF16 peak it reaches on the
+    causal half; `flash` (the kernel tuned for each generation) takes `flash_attention_efficiency`."""
     layer_overhead_us: float = Field(ge=0)
     weight_bytes: float = Field(gt=0)
     grad_bytes: float = Field(gt=0)
@@ -102,6 +105,18 @@ class ComputeConstants(BaseModel):
         """Fixed time of one serving forward pass over `layers` layers on the GPU, all-reduces aside: its
         small kernels' cost under CUDA-graph replay."""
         return layers * self.decode_kernels_per_layer * self.decode_kernel_us
+
+    def attention_share(self, kernel: str, arch: str) -> float:
+        """Share of dense BF16 peak (at the dense-GEMM clock) a fused attention `kernel` (`flash`, `flash2` or
+        `triton`) reaches on the GPU generation `arch`. A kernel's share is the generation's own, else the newest
+        earlier NVIDIA generation's with one (a GPU outside that line takes the first's); `flash` and a kernel
+        without a table take `flash_attention_efficiency`."""
+        table = self.attention_efficiency_by_kernel.get(kernel, {})
+        lineage = GENERATIONS[:GENERATIONS.index(arch) + 1] if arch in GENERATIONS else GENERATIONS[:1]
+        for gen in reversed(lineage):
+            if gen in table:
+                return table[gen]
+        return self.flash_attention_efficiency
 
     def infer_gemm_max(self, arch: str, precision: str) -> float:
         """Share of dense peak serving GEMMs reach on `arch` in `precision`: the inference fit's value, with

@@ -22,7 +22,9 @@ class Job:
     seq_len: int
     precision: str = "bf16"
     attention: str = "flash"
-    """`flash` (fused, causal half computed) or `unfused` (scores materialised, Megatron-LM 2022)."""
+    """One of ATTENTION_KERNELS: `flash` (a fused kernel tuned for the GPU's generation, causal half computed),
+    `flash2` (FlashAttention-2, tuned for Ampere: slower on Hopper), `triton` (FlashAttention's Triton kernel,
+    slower still) or `unfused` (scores materialised, Megatron-LM 2022)."""
     dp_overlap: bool | None = None
     """Overlap the data-parallel gradient reduction with the backward pass (Megatron --overlap-grad-reduce,
     DeepSpeed overlap_comm); None: the framework's default (FRAMEWORK_DP_OVERLAP)."""
@@ -52,6 +54,16 @@ class Job:
     """Under full recomputation, how many layers of each pipeline stage recompute (Megatron/NeMo
     `--recompute-method block --recompute-num-layers N`: the first N); the rest keep their activations.
     None: every layer recomputes."""
+
+
+ATTENTION_KERNELS = ("flash", "flash2", "triton", "unfused")
+"""Attention implementations a job may run: `flash`, `flash2` and `triton` are fused (the score matrix never
+reaches HBM and the masked half of a causal matrix is skipped); `unfused` materialises the scores."""
+
+
+def fused_attention(job: Job) -> bool:
+    """Whether the job's attention kernel is fused (no score matrix in HBM, causal half skipped)."""
+    return job.attention != "unfused"
 
 
 def recomputed_layers(job: Job, layers: np.ndarray) -> np.ndarray:

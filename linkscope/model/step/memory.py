@@ -16,7 +16,7 @@ import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
-from linkscope.model.step.job import Job, framework_for, recomputed_layers
+from linkscope.model.step.job import Job, framework_for, fused_attention, recomputed_layers
 from linkscope.model.step.layout import Layouts
 from linkscope.model.step import peft as lora
 
@@ -87,7 +87,7 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
         split = split - (2 if m.gated_mlp else 1) * m.mean_ffn_width()
     per_token = np.where(lay.sp, (replicated + split) / lay.tp, replicated + split / lay.tp)
     # Scores and softmax output (2 bytes each), and the softmax's dropout mask where the model has dropout.
-    scores = (5.0 if m.dropout else 4.0) * m.heads * job.seq_len / lay.tp if job.attention == "unfused" else 0.0
+    scores = (5.0 if m.dropout else 4.0) * m.heads * job.seq_len / lay.tp if not fused_attention(job) else 0.0
     if job.peft is not None:
         per_token = per_token + lora.adapter_activation_bytes_per_token(m, job.peft)
     selective_or_full = lay.recompute >= 1

@@ -19,7 +19,7 @@ from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, sustained_tflops, usable_memory_gib)
-from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for, recomputed_layers
+from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for, fused_attention, recomputed_layers
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step import peft as lora
 from linkscope.model.step.memory import gradient_bytes, memory_gib_per_gpu, trainable_groups, weight_replicas
@@ -209,9 +209,10 @@ def _attention_s(ctx: _Ctx) -> np.ndarray:
     m, lay = ctx.model, ctx.lay
     full_flops = 2.0 * ctx.tokens * ctx.job.seq_len * _attention_core_width(m) * 2 / lay.tp
     peak = sustained_tflops(ctx.system.node.gpu, "bf16", ctx.c)
-    if ctx.job.attention == "flash":
-        # The fused kernel skips the masked half of a causal score matrix.
-        return 0.5 * full_flops / (peak * 1e12 * ctx.c.flash_attention_efficiency)
+    if fused_attention(ctx.job):
+        # A fused kernel skips the masked half of a causal score matrix.
+        share = ctx.c.attention_share(ctx.job.attention, ctx.system.node.gpu.arch)
+        return 0.5 * full_flops / (peak * 1e12 * share)
     return 2 * ctx.gemm_s(full_flops / 2, "bf16")
 
 
@@ -242,7 +243,7 @@ def _permute_bytes(ctx: _Ctx) -> np.ndarray | float:
 
 def _scores_bytes(ctx: _Ctx, backward: bool) -> np.ndarray | float:
     """HBM traffic of unfused attention's score matrix: scale-mask-softmax and dropout (none when fused)."""
-    if ctx.job.attention != "unfused":
+    if fused_attention(ctx.job):
         return 0.0
     n_a = ctx.tokens * (ctx.model.heads / ctx.lay.tp) * ctx.job.seq_len
     return (11 if backward else 9) * n_a
@@ -311,7 +312,7 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     bwd_mem = memory_time_s(_elementwise_bytes(ctx, True), ctx.system.node.gpu, ctx.c)
     adapter_fwd, adapter_bwd = _adapter_s(ctx)
     fwd_compute = gemm + attn + fwd_mem + overhead + adapter_fwd
-    attn_bwd = (FLASH_BACKWARD_RATIO if ctx.job.attention == "flash" else 2.0) * attn
+    attn_bwd = (FLASH_BACKWARD_RATIO if fused_attention(ctx.job) else 2.0) * attn
     # A frozen base's backward computes activation gradients only: one GEMM per weight, not two.
     base_bwd_gemms = 1 if ctx.job.peft is not None else 2
     bwd_compute = base_bwd_gemms * gemm + attn_bwd + bwd_mem + overhead + adapter_bwd
@@ -323,7 +324,7 @@ def _layer_times(ctx: _Ctx) -> _LayerTimes:
     cp = _cp_comm_exposed_s(ctx, attn, True) + _cp_comm_exposed_s(ctx, attn_bwd, False)
     # Selective recompute redoes the attention core (and its unfused softmax); full redoes the forward.
     softmax = memory_time_s(_scores_bytes(ctx, False), ctx.system.node.gpu, ctx.c)
-    selective = np.where(ctx.job.attention == "flash", 0.0, attn + softmax)
+    selective = np.where(fused_attention(ctx.job), 0.0, attn + softmax)
     ep = _ep_comm_s(ctx)
     # Backward issues a data and a weight gradient kernel for each forward GEMM: twice the forward's kernels.
     fwd_compute = fwd_compute + _moe_host_s(ctx)

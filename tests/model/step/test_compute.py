@@ -55,3 +55,17 @@ def test_the_half_saturation_size_grows_with_the_throughput_a_gpu_reaches() -> N
     assert h100_fp8 > 3 * a100
     # The same 10-GFLOP GEMM fills an A100 better than an H100 running FP8.
     assert gemm_efficiency(np.asarray(10.0), c, 1.0, a100) > gemm_efficiency(np.asarray(10.0), c, 1.0, h100_fp8)
+
+
+def test_attention_kernels_tuned_for_an_earlier_generation_reach_less_of_hopper() -> None:
+    c = compute_constants()
+    flash = c.flash_attention_efficiency
+    assert c.attention_share("flash", "hopper") == c.attention_share("flash", "ampere") == flash
+    # FlashAttention-2 is Ampere's tuned kernel; on Hopper it reaches less, the Triton kernel less still.
+    assert c.attention_share("flash2", "ampere") == flash
+    assert c.attention_share("triton", "ampere") < flash
+    assert c.attention_share("triton", "hopper") < c.attention_share("flash2", "hopper") < flash
+    # A later generation without a value of its own takes Hopper's; a GPU outside NVIDIA's line Ampere's.
+    for kernel in ("flash2", "triton"):
+        assert c.attention_share(kernel, "blackwell") == c.attention_share(kernel, "hopper")
+        assert c.attention_share(kernel, "cdna3") == c.attention_share(kernel, "ampere")

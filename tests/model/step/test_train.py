@@ -407,3 +407,32 @@ def test_attention_core_counts_heads_times_head_dim_not_the_hidden_size(db) -> N
     # A model whose heads span the hidden size is unchanged.
     m = model_presets()["llama2-70b"]
     assert _attention_core_width(m) == m.hidden
+
+
+def test_the_triton_attention_kernel_is_fused_but_slower_most_of_all_on_hopper(db) -> None:
+    # MPT-1B at a long sequence, where the attention core weighs: FlashAttention's Triton kernel skips the
+    # score matrix like the generation-tuned kernel (same memory, no selective recompute), but reaches less of
+    # peak, and on Hopper less again (it issues pre-Hopper instructions).
+    def step(system: str, attention: str, recompute: str = "none") -> tuple[float, float]:
+        job = _job("mpt-1b", 32, 8192, attention=attention)
+        est = estimate_steps(job, db.systems[system], single_layout(tp=1, pp=1, dp=8, mb=1, zero=3,
+                                                                    recompute=recompute))
+        return float(est.step_time_s[0]), float(est.memory_gib_per_gpu[0])
+
+    for system in ("dgx-a100", "dgx-h100"):
+        (flash_s, flash_gib), (triton_s, triton_gib) = step(system, "flash"), step(system, "triton")
+        unfused_gib = step(system, "unfused")[1]
+        assert triton_s > flash_s and triton_gib == flash_gib < unfused_gib
+        assert step(system, "triton", "selective")[0] == pytest.approx(triton_s)
+    slower = {s: step(s, "triton")[0] / step(s, "flash")[0] for s in ("dgx-a100", "dgx-h100")}
+    assert slower["dgx-h100"] > slower["dgx-a100"] > 1.0
+
+
+def test_predict_train_takes_the_triton_attention_kernel_and_refuses_an_unknown_one() -> None:
+    base = ["predict", "train", "-s", "dgx-h100", "-m", "mpt-1b", "--gpus", "8", "--tp", "1", "--pp", "1",
+            "--global-batch", "64", "--seq-len", "8192", "--json"]
+    flash = json.loads(run_cli(*base).output)
+    triton = json.loads(run_cli(*base, "--attention", "triton").output)
+    assert triton["step_time_s"] > flash["step_time_s"]
+    bad = run_cli(*base, "--attention", "fa4")
+    assert bad.exit_code == 2 and "--attention: 'fa4' is not one of flash, flash2, triton, unfused" in bad.output
