@@ -84,6 +84,9 @@ class TrainingEntry(_Entry):
     etp: int = Field(default=1, ge=1)
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
     moe_a2a_overlap: bool = False
+    framework: Literal["auto", "megatron", "fsdp", "deepspeed"] = "auto"
+    """The software stack that scheduled the run's communication (step.job FRAMEWORKS); auto: the usual one for
+    the ZeRO stage."""
 
     @property
     def peft(self) -> Peft | None:
