@@ -91,6 +91,13 @@ class TrainingEntry(_Entry):
     fp8_activation_store: bool = False
     """The MLP activation function's input kept in FP8 for backward (Megatron-Core's
     `activation_func_fp8_input_store`)."""
+    framework: Literal["auto", "megatron", "fsdp", "deepspeed"] = "auto"
+    """The software stack that scheduled the run's communication (step.job FRAMEWORKS); auto: the usual one for
+    the ZeRO stage."""
+    offload: Literal["none", "optimizer", "parameters"] = "none"
+    """What the run kept in host memory (DeepSpeed's offload_optimizer, FSDP's CPUOffload(offload_params)). The
+    step model prices no host-side optimizer step or PCIe traffic, so such runs are predicted and reported but do
+    not fit the shared constants (fit.py), which would otherwise absorb that cost."""
 
     @property
     def peft(self) -> Peft | None:

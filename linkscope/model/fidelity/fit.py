@@ -167,7 +167,9 @@ class PricedSet:
         self.db = db
         # MoE runs do not fit the GEMM shares: their step holds terms (dispatch and combine, the MoE layers'
         # fixed time) the shares would absorb, so the shares stay what dense GEMMs show and MoE runs test the rest.
-        self.items = [self._price(e) for e in evidence.training if not model_presets()[e.model].is_moe]
+        # Runs that offloaded to host memory likewise hold a cost the step model does not price.
+        self.items = [self._price(e) for e in evidence.training
+                      if not model_presets()[e.model].is_moe and e.offload == "none"]
         self.infer_items = [self._price_infer(e) for e in evidence.inference]
 
     def _price_infer(self, entry: InferenceEntry) -> _PricedInfer:

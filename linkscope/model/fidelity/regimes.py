@@ -17,6 +17,8 @@ from linkscope.model.step.transformer import model_presets
 
 SMALL_MODEL_PARAMS = 3e9
 LARGE_JOB_GPUS = 1000
+FSDP_SCALE_GPUS = 256
+"""Fully sharded jobs from this many GPUs: every layer's gather and reduce-scatter crosses 32 nodes or more."""
 MEMORY_EDGE_SHARE = 0.9
 """Predicted memory at or above this share of what a job can fill on its GPU."""
 LONG_CONTEXT_TOKENS = 8192
@@ -54,6 +56,8 @@ def _inference(test: Callable[[InferenceEntry], bool]) -> Callable[[Entry, Hardw
 REGIMES = (
     Regime("fsdp-multi-node", "training", "fully sharded data parallel (ZeRO-3) across nodes",
            _training(lambda e, db: e.zero >= 3 and e.dp > 1 and e.gpus > _gpus_per_node(e, db))),
+    Regime("fsdp-256-gpus", "training", f"fully sharded data parallel (ZeRO-3) on {FSDP_SCALE_GPUS} GPUs or more",
+           _training(lambda e, db: e.zero >= 3 and e.dp > 1 and e.gpus >= FSDP_SCALE_GPUS)),
     Regime("over-1000-gpus", "training", f"jobs on {LARGE_JOB_GPUS:,} GPUs or more",
            _training(lambda e, db: e.gpus >= LARGE_JOB_GPUS)),
     Regime("memory-edge", "training", f"predicted memory >= {MEMORY_EDGE_SHARE:.0%} of what fits",
