@@ -70,6 +70,14 @@ def missing_cuda(script: str) -> str | None:
     return None if torch.cuda.is_available() else f"{script}: needs a CUDA device; none is visible"
 
 
+def saved(results: dict[str, Any], path: str | None) -> int:
+    """Write `results` to `path` as JSON when one was asked for; the scripts' exit code."""
+    if path:
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(results, out, indent=1)
+    return 0
+
+
 def hbm(results: dict[str, Any]) -> float:
     """Achieved copy and read bandwidth in GB/s; returns the copy's."""
     import torch
@@ -180,10 +188,7 @@ def main() -> int:
     for row in results["layer_gemms"]:
         print(f"{row['precision']:<5} {row['batch']:>5} {row['layer_us']:>9.1f} {row['weight_read_gb_per_s']:>13.0f} "
               f"{row['share_of_copy']:>7.2f}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(results, out, indent=1)
-    return 0
+    return saved(results, args.json)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,11 @@ bound on a serving engine's and its time per layer what an unfused stack pays.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpu_decode_floor import captured, missing_cuda, time_us  # the sibling script: one timer, one capture
+from gpu_decode_floor import captured, missing_cuda, saved, time_us  # the sibling script: one timer, one capture
 
 HIDDEN = 8192
 HEADS, KV_HEADS, HEAD_DIM = 64, 8, 128
@@ -120,10 +119,7 @@ def main() -> int:
         per_kernel = f"{row['us_per_kernel']:.2f}" if row["us_per_kernel"] else "-"
         print(f"{row['tp']:>3} {row['batch']:>5} {row['layer_us']:>9.1f} {row['kernels']:>8} "
               f"{per_kernel:>10} {row['kv_bytes_per_layer'] / 1e6:>7.1f}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(results, out, indent=1)
-    return 0
+    return saved(results, args.json)
 
 
 if __name__ == "__main__":

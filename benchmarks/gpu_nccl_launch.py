@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
-import json
 import os
 import statistics
 import sys
@@ -32,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpu_decode_floor import missing_cuda
+from gpu_decode_floor import missing_cuda, saved
 
 NCCL_FLOAT32 = 7
 NCCL_SUM = 0
@@ -41,25 +40,15 @@ BATCH = 200
 REPEAT = 25
 
 
-def _nccl() -> ctypes.CDLL:
-    """The libnccl torch loads (its nvidia-nccl wheel or its own lib directory)."""
+def _library(pattern: str, fallback: str) -> ctypes.CDLL:
+    """The shared library torch loads (from its own lib directory or an nvidia-* wheel), else the system's."""
     import torch
     roots = [os.path.dirname(torch.__file__)] + [os.path.join(p, "nvidia") for p in sys.path if os.path.isdir(p)]
     for root in roots:
-        found = sorted(glob.glob(os.path.join(root, "**", "libnccl.so*"), recursive=True))
+        found = sorted(glob.glob(os.path.join(root, "**", pattern), recursive=True))
         if found:
             return ctypes.CDLL(found[0])
-    return ctypes.CDLL("libnccl.so.2")
-
-
-def _cudart() -> ctypes.CDLL:
-    import torch
-    roots = [os.path.dirname(torch.__file__)] + [os.path.join(p, "nvidia") for p in sys.path if os.path.isdir(p)]
-    for root in roots:
-        found = sorted(glob.glob(os.path.join(root, "**", "libcudart.so*"), recursive=True))
-        if found:
-            return ctypes.CDLL(found[0])
-    return ctypes.CDLL("libcudart.so")
+    return ctypes.CDLL(fallback)
 
 
 def per_call_us(issue: Callable[[], None], calls: int, sync: Callable[[], None]) -> float:
@@ -85,7 +74,7 @@ def main() -> int:
         print(why, file=sys.stderr)
         return 2
     import torch
-    nccl, cudart = _nccl(), _cudart()
+    nccl, cudart = _library("libnccl.so*", "libnccl.so.2"), _library("libcudart.so*", "libcudart.so")
     version = ctypes.c_int()
     nccl.ncclGetVersion(ctypes.byref(version))
     comms = [ctypes.c_void_p() for _ in range(GROUP)]
@@ -137,10 +126,7 @@ def main() -> int:
           f"cudaMemsetAsync {results['memset_async_us']:.2f} us; ncclAllReduce alone "
           f"{results['allreduce_alone_us']:.2f} us; a group of {GROUP} {results['allreduce_group_of_8_us']:.2f} us "
           f"({results['allreduce_in_group_per_gpu_us']:.2f} us per GPU)")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(results, out, indent=1)
-    return 0
+    return saved(results, args.json)
 
 
 if __name__ == "__main__":

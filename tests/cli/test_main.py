@@ -6,6 +6,7 @@ import inspect
 import json
 import subprocess
 import sys
+import textwrap
 
 from linkscope.cli.lazy import module_commands
 from linkscope.cli.main import COMMANDS
@@ -38,19 +39,27 @@ def test_a_mistyped_command_is_answered_with_the_closest_name() -> None:
     assert "Did you mean 'predict'?" in result.output
 
 
-def _loaded_command_modules(*args: str) -> list[str]:
-    """The command modules a fresh `linkscope ARGS...` imported."""
-    code = ("import json, sys\nfrom linkscope.cli.main import app\ntry:\n    app(sys.argv[1:])\nexcept SystemExit:\n"
-            "    pass\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('linkscope.cli.') and "
-            "m.endswith('_cmd'))))\n")
+PREDICT_TRAIN = ("predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json")
+
+
+def _fresh_run(run: str, after: str, *args: str) -> tuple[list[str], object]:
+    """`linkscope ARGS...` run by `run` (a call on linkscope.cli.main's names) in a fresh process, then `after`;
+    the lines the command printed, and the last line (what `after` printed) decoded from JSON."""
+    code = (f"import gc, json, sys\nfrom linkscope.cli.main import app, main\nsys.argv[0] = 'linkscope'\n"
+            f"try:\n{textwrap.indent(run, '    ')}\nexcept SystemExit:\n    pass\n{after}\n")
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
-    return json.loads(out.splitlines()[-1])
+    return out.splitlines()[:-1], json.loads(out.splitlines()[-1])
+
+
+def _loaded_command_modules(*args: str) -> object:
+    """The command modules a fresh `linkscope ARGS...` imported."""
+    return _fresh_run("app(sys.argv[1:])", "print(json.dumps(sorted(m for m in sys.modules "
+                                           "if m.startswith('linkscope.cli.') and m.endswith('_cmd'))))", *args)[1]
 
 
 def test_help_imports_no_command_module_and_a_command_only_its_own() -> None:
     assert _loaded_command_modules("--help") == []
-    assert _loaded_command_modules("predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json") == [
-        "linkscope.cli.predict_cmd"]
+    assert _loaded_command_modules(*PREDICT_TRAIN) == ["linkscope.cli.predict_cmd"]
 
 
 def test_predict_train_on_a_preset_loads_only_what_it_prints() -> None:
@@ -58,15 +67,14 @@ def test_predict_train_on_a_preset_loads_only_what_it_prints() -> None:
     # model (a dense model's step never prices dispatch and combine), the offering catalog (its schema is built
     # only when an offering file is read). Collection is back on once the command has loaded, for long-running
     # commands.
-    code = ("import gc, json, sys\nfrom linkscope.cli.main import main\nsys.argv[0] = 'linkscope'\ntry:\n    main()\n"
-            "except SystemExit:\n    pass\nfrom linkscope.hardware.schema import OfferingEntry\n"
-            "print(json.dumps([sorted(m for m in ('rich.console', 'rich.table', 'linkscope.model.step.infer', "
-            "'linkscope.model.calibration.profiles', 'linkscope.model.comm.moe') if m in sys.modules), "
-            "OfferingEntry.__pydantic_complete__, gc.isenabled()]))\n")
-    args = ["predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
-    assert json.loads(out.splitlines()[-1]) == [[], False, True]
-    assert json.loads("\n".join(out.splitlines()[:-1]))["model"] == "llama2-7b"
+    # main() rather than app(): it is what holds the collector back while the command loads.
+    printed, last = _fresh_run(
+        "main()", "from linkscope.hardware.schema import OfferingEntry\n"
+        "print(json.dumps([sorted(m for m in ('rich.console', 'rich.table', 'linkscope.model.step.infer', "
+        "'linkscope.model.calibration.profiles', 'linkscope.model.comm.moe') if m in sys.modules), "
+        "OfferingEntry.__pydantic_complete__, gc.isenabled()]))", *PREDICT_TRAIN)
+    assert last == [[], False, True]
+    assert json.loads("\n".join(printed))["model"] == "llama2-7b"
 
 
 def test_the_console_made_on_first_use_reads_columns_at_each_print(monkeypatch) -> None:
@@ -88,15 +96,11 @@ def test_the_console_made_on_first_use_reads_columns_at_each_print(monkeypatch) 
 def test_a_group_builds_only_the_sub_command_that_runs() -> None:
     # Typer builds a command's parameters (signature, annotations, a validator per option) when it makes the
     # command: `predict train` must not pay for collective, infer, scaling and moe.
-    code = ("import json, sys, typer.main\nfrom linkscope.cli.main import app\nbuilt = []\n"
-            "make = typer.main.get_command_from_info\n"
-            "def counted(command_info, **kw):\n    built.append(command_info.callback.__name__)\n"
-            "    return make(command_info, **kw)\n"
-            "typer.main.get_command_from_info = counted\ntry:\n    app(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "print(json.dumps(built))\n")
-    args = ["predict", "train", "-s", "dgx-h100", "-m", "llama2-7b", "--json"]
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
-    assert json.loads(out.splitlines()[-1]) == ["train"]
+    count = ("import typer.main\nbuilt = []\nmake = typer.main.get_command_from_info\n"
+             "def counted(command_info, **kw):\n    built.append(command_info.callback.__name__)\n"
+             "    return make(command_info, **kw)\n"
+             "typer.main.get_command_from_info = counted\napp(sys.argv[1:])")
+    assert _fresh_run(count, "print(json.dumps(built))", *PREDICT_TRAIN)[1] == ["train"]
 
 
 def test_a_group_lists_and_suggests_every_sub_command() -> None:
