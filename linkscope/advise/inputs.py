@@ -20,8 +20,6 @@ _DURATION_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w":
 _DURATION = re.compile(r"^([0-9]*\.?[0-9]+)\s*(s|min|m|h|d|w|y)$", re.IGNORECASE)
 _NO_DEADLINE = ("none", "no", "off")
 
-DEFAULT_BATCH_TOKENS = 4 * 2**20
-"""Default global batch in tokens (~4M), the size most published pre-training runs settle on."""
 DEFAULT_GPU_RANGE = (8, 1024)
 
 
@@ -94,18 +92,6 @@ def parse_gpu_range(text: str, flag: str = "--gpus-range") -> tuple[int, int]:
     if b > MAX_GPUS:
         raise UserError(f"{flag}: {b:,} GPUs is more than the {MAX_GPUS:,} any job could book")
     return a, b
-
-
-def default_global_batch(seq_len: int) -> int:
-    """~4M tokens per step, in sequences, rounded to a power of two (1024 sequences at 4096 tokens)."""
-    sequences = max(DEFAULT_BATCH_TOKENS / seq_len, 1.0)
-    return 2 ** round(math.log2(sequences))
-
-
-def batch_and_length(default_seq_len: int, global_batch: int | None, seq_len: int | None) -> tuple[int, int]:
-    """(global batch, sequence length) of a job: as given, else the model's length and ~4M tokens per step."""
-    length = seq_len if seq_len is not None else default_seq_len
-    return (global_batch if global_batch is not None else default_global_batch(max(length, 1))), length
 
 
 def node_counts_in_range(low_gpus: int, high_gpus: int, gpus_per_node: int) -> list[int]:

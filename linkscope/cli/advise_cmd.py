@@ -12,8 +12,7 @@ from linkscope.advise.bookable import GpuRequest
 from linkscope.advise.infer import InferAdvice, InferRequest, plan_infer
 from dataclasses import replace
 
-from linkscope.advise.inputs import (DEFAULT_GPU_RANGE, batch_and_length, parse_count, parse_deadline,
-                                     parse_gpu_range, parse_money_usd)
+from linkscope.advise.inputs import DEFAULT_GPU_RANGE, parse_count, parse_deadline, parse_gpu_range, parse_money_usd
 from linkscope.advise.interconnect import InterconnectComparison, compare_infer, compare_train
 from linkscope.advise.objective import DEFAULT_DEADLINE_S, Objective, parse_objective
 from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelection, infer_json, select_infer,
@@ -35,6 +34,7 @@ from linkscope.hardware.limits import MAX_GPUS, check_number
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.hardware.offering import Offering
 from linkscope.model.step.compute import ENGINES
+from linkscope.model.step.job import batch_and_length
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig, load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table

@@ -7,7 +7,6 @@ from typing import Any, Optional
 
 import typer
 
-from linkscope.advise.inputs import batch_and_length
 from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, group_spans, parse_order
 from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
@@ -20,7 +19,7 @@ from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.step.job import Job
+from linkscope.model.step.job import Job, batch_and_length
 from linkscope.model.step.transformer import load_model
 from linkscope.report.advise import groups_table, launch_text, plan_summary, rank_map_table
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from linkscope.advise.inputs import batch_and_length
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
                                    FrameworkOpt,
@@ -24,7 +23,7 @@ from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
 from linkscope.hardware.limits import check_imbalance
 from linkscope.model.step.compute import ENGINES, PRECISIONS
-from linkscope.model.step.job import ATTENTION_KERNELS, Job
+from linkscope.model.step.job import ATTENTION_KERNELS, Job, batch_and_length
 from linkscope.model.step.predict import predict_train_on
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig, load_model

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from linkscope.advise.inputs import (default_global_batch, node_counts_in_range, parse_count, parse_deadline,
-                                     parse_duration_s, parse_gpu_range, parse_money_usd)
+from linkscope.advise.inputs import (node_counts_in_range, parse_count, parse_deadline, parse_duration_s,
+                                     parse_gpu_range, parse_money_usd)
 from linkscope.advise.objective import DEFAULT_DEADLINE_S
 from linkscope.hardware.errors import UserError
 
@@ -70,8 +70,3 @@ def test_range_tries_power_of_two_whole_nodes() -> None:
     assert node_counts_in_range(8, 64, 72) == []
 
 
-def test_default_global_batch_is_about_four_million_tokens() -> None:
-    assert default_global_batch(4096) == 1024
-    assert default_global_batch(2048) == 2048
-    assert default_global_batch(3000) * 3000 == pytest.approx(4 * 2**20, rel=0.5)
-    assert default_global_batch(2**23) == 1

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 
 from linkscope.model.step.peft import Peft
@@ -54,6 +56,22 @@ class Job:
     """Under full recomputation, how many layers of each pipeline stage recompute (Megatron/NeMo
     `--recompute-method block --recompute-num-layers N`: the first N); the rest keep their activations.
     None: every layer recomputes."""
+
+
+DEFAULT_BATCH_TOKENS = 4 * 2**20
+"""Default global batch in tokens (~4M), the size most published pre-training runs settle on."""
+
+
+def default_global_batch(seq_len: int) -> int:
+    """~4M tokens per step, in sequences, rounded to a power of two (1024 sequences at 4096 tokens)."""
+    sequences = max(DEFAULT_BATCH_TOKENS / seq_len, 1.0)
+    return 2 ** round(math.log2(sequences))
+
+
+def batch_and_length(default_seq_len: int, global_batch: int | None, seq_len: int | None) -> tuple[int, int]:
+    """(global batch, sequence length) of a job: as given, else the model's length and ~4M tokens per step."""
+    length = seq_len if seq_len is not None else default_seq_len
+    return (global_batch if global_batch is not None else default_global_batch(max(length, 1))), length
 
 
 ATTENTION_KERNELS = ("flash", "flash2", "triton", "unfused")
