@@ -5,9 +5,8 @@ Its own module so that the step model, memory accounting and search all take it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
