@@ -140,10 +140,24 @@ def _per_channel_bw(per_channel_ll128: np.ndarray | float, proto: int, proto_bw:
     return np.minimum(links, np.asarray(per_channel_ll128) * (0.5 / tune.ll128_efficiency if proto == 0 else 1.0))
 
 
+def _ampere_ring(t: CommTiers) -> tuple[float, float]:
+    """(NVLink hop scale, LL share) of a ring between A100s over NVLink (data/comm_fit.yaml); (1, 1) elsewhere.
+
+    A ring step over NVLink3 and the second-generation NVSwitch takes longer than NCCL's per-hop latency, and
+    LL moves less than NCCL's LL cap: A100 one-node sweeps (one process per GPU and one thread per node alike)
+    run 32 KiB .. 32 MiB all-reduces 1.3-2x slower than NCCL's model allows. H100 boards run them as NCCL plans
+    (the p5.48xlarge sweep), and no other generation has mid-size one-node evidence, so both stay A100's.
+    """
+    if t.intra_hw == "nvlink" and t.arch == "ampere":
+        fit = comm_fit()
+        return fit.ampere_nvlink_hop_scale, fit.ampere_ll_share
+    return 1.0, 1.0
+
+
 def _ring_latency(t: CommTiers, s: _Shape, proto: int, nsteps: np.ndarray, ninter: np.ndarray) -> np.ndarray:
     tune = nccl_tuning()
     overhead = _overheads(t, proto)
-    intra = np.full_like(s.n, tune.hw_latency_us[t.intra_hw]["ring"][proto])
+    intra = np.full_like(s.n, tune.hw_latency_us[t.intra_hw]["ring"][proto] * _ampere_ring(t)[0])
     intra = np.where(s.nn > 1, np.maximum(intra, overhead), intra)
     inter = tune.hw_latency_us["net"]["ring"][proto] + overhead * (2 if proto == 2 else 1) + _net_extra_us(t, proto)
     return tune.base_latency_us["ring"][proto] + (nsteps - ninter) * intra + ninter * inter
@@ -163,7 +177,7 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     bus, limit = _tier_bw(t, s)
     nsteps, ninter = _steps(op, s)
     ratio = s.n / nsteps if op in ("all_reduce", "all_gather", "reduce_scatter") else 1.0
-    ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)]
+    ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)] * _ampere_ring(t)[1]
     bws = [np.minimum(ll_cap, 0.5 * bus), np.where(_ll128_allowed(t, s), tune.ll128_efficiency * bus, 0.0), bus]
     times, names = [], []
     per_channel = np.asarray(tune.per_channel_max_ring_ll128_bw[t.arch])[_node_index(s.nn)]

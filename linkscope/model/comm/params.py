@@ -71,6 +71,13 @@ class CommFit(_Strict):
     nccl_call_host_us: float = Field(default=5.0, gt=0)
     """Host time one thread spends issuing one NCCL collective on one GPU (enqueue and kernel launch)."""
     prior_nccl_call_host_us: float = Field(default=5.0, gt=0)
+    ampere_nvlink_hop_scale: float = Field(default=1.0, ge=1.0)
+    """The time one ring step takes to hand its data to the next A100 over NVLink3 and the second-generation
+    NVSwitch, as a multiple of NCCL's per-hop latency (hwLat NVLINK RING, per protocol)."""
+    prior_ampere_nvlink_hop_scale: float = Field(default=1.0, ge=1.0)
+    ampere_ll_share: float = Field(default=1.0, gt=0, le=1.0)
+    """The share of NCCL's LL bandwidth cap (llMaxBw) a ring reaches between A100s."""
+    prior_ampere_ll_share: float = Field(default=1.0, gt=0, le=1.0)
 
 
 class FabricTraits(_Strict):
@@ -132,13 +139,16 @@ def comm_fit_override(fit: CommFit) -> AbstractContextManager[None]:
     return _COMM_FIT.override(fit)
 
 
-def with_nvls_fit(overhead_us: float, sync_us: float, call_host_us: float | None = None) -> CommFit:
+def with_nvls_fit(overhead_us: float, sync_us: float, call_host_us: float | None = None,
+                  ampere: tuple[float, float] | None = None) -> CommFit:
     """The packaged fit with another NVLS per-chunk overhead and single-node synchronisation cost (and, when
-    given, another host time per NCCL call)."""
+    given, another host time per NCCL call and another A100 ring pair: NVLink hop scale, LL share)."""
     packaged = packaged_comm_fit()
+    hop, ll = (packaged.ampere_nvlink_hop_scale, packaged.ampere_ll_share) if ampere is None else ampere
     return packaged.model_copy(update={
         "nvls_chunk_overhead_us": float(overhead_us), "nvls_sync_us": float(sync_us),
-        "nccl_call_host_us": packaged.nccl_call_host_us if call_host_us is None else float(call_host_us)})
+        "nccl_call_host_us": packaged.nccl_call_host_us if call_host_us is None else float(call_host_us),
+        "ampere_nvlink_hop_scale": float(hop), "ampere_ll_share": float(ll)})
 
 
 @functools.cache

@@ -158,6 +158,8 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
             "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us,
             "nvls_sync_us": (comm or comm_fit()).nvls_sync_us,
             "nccl_call_host_us": (comm or comm_fit()).nccl_call_host_us,
+            "ampere_nvlink_hop_scale": (comm or comm_fit()).ampere_nvlink_hop_scale,
+            "ampere_ll_share": (comm or comm_fit()).ampere_ll_share,
             "moe_layer_overhead_us": moe_constants().moe_layer_overhead_us}
 
 

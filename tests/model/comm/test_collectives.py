@@ -9,7 +9,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.comm.collectives import _channel_units, _shape, collective_time
-from linkscope.model.comm.params import nccl_tuning
+from linkscope.model.comm.params import comm_fit, nccl_tuning
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.results.busbw import bus_factors
 
@@ -38,13 +38,15 @@ def test_tp2_allreduce_on_mesh_is_about_seven_times_slower(db) -> None:
 
 def test_ring_allreduce_takes_2n_minus_2_steps(db) -> None:
     # At a tiny size the ring's time is its latency: base + 2(n-1) hops of NVLink latency (LL protocol);
-    # 8 bytes on one channel of three warps add a hundredth of a microsecond.
-    tiers = comm_tiers(db.systems["dgx-a100"])
+    # 8 bytes on one channel of three warps add a hundredth of a microsecond. A100 hops take the fitted
+    # multiple of NCCL's (data/comm_fit.yaml).
     tune = nccl_tuning()
-    for n in (2, 4, 8):
-        got = collective_time("all_reduce", tiers, 8, n, 1, algo="ring").time_us[0]
-        expected = tune.base_latency_us["ring"][0] + 2 * (n - 1) * tune.hw_latency_us["nvlink"]["ring"][0]
-        assert got == pytest.approx(expected, rel=1e-2)
+    for system, scale in (("dgx-h100", 1.0), ("dgx-a100", comm_fit().ampere_nvlink_hop_scale)):
+        tiers = comm_tiers(db.systems[system])
+        for n in (2, 4, 8):
+            got = collective_time("all_reduce", tiers, 8, n, 1, algo="ring").time_us[0]
+            hop = tune.hw_latency_us["nvlink"]["ring"][0] * scale
+            assert got == pytest.approx(tune.base_latency_us["ring"][0] + 2 * (n - 1) * hop, rel=1e-2), system
 
 
 def test_nvls_needs_fewer_steps_than_a_ring(db) -> None:
@@ -253,15 +255,18 @@ def test_recorded_h100_mid_sizes_run_ring_ll128_not_nvls(db) -> None:
 
 
 def test_a_recorded_a100_sweep_driven_by_one_thread(db) -> None:
-    # OCI BM.GPU4.8 (8 x A100 40GB), one thread driving all 8 GPUs (-t 1 -g 8): the plateau is predicted
-    # within 15%; below 16 MiB the run takes longer than the model, which leaves out the serial launch of
-    # eight kernels from one thread (docs/model.md, known gaps).
+    # OCI BM.GPU4.8 (8 x A100 40GB), one thread driving all 8 GPUs (-t 1 -g 8), priced as the GPUs' time: the
+    # plateau within 15%, and 256 KiB .. 32 MiB, where the A100 ring's hop scale and LL share (data/comm_fit.yaml)
+    # apply, within 20% (45% short before them). Smaller sizes run at the host's pace, 32 us, which the GPUs'
+    # time alone overshoots by up to 40% there (the LL hop scale is fitted on mid sizes; docs/model.md).
     ratios = _recorded_vs_predicted(db, "v2.13_all_reduce_a100_8gpu_oci.txt", "oci/BM.GPU4.8")
     for size, ratio in ratios.items():
         if size >= 64 * 2**20:
             assert ratio == pytest.approx(1.0, abs=0.15), size
-        elif size < 16 * 2**20:
-            assert ratio < 1.0, size
+        elif size >= 256 * 2**10:
+            assert ratio == pytest.approx(1.0, abs=0.20), size
+        else:
+            assert ratio < 1.4, size
 
 
 def test_nvls_pays_for_smaller_chunks_only_below_ncclS_default_chunking(db) -> None:

@@ -29,7 +29,7 @@ def test_one_thread_driving_eight_gpus_issues_eight_calls_per_operation() -> Non
 
 
 def test_a_small_all_reduce_from_one_thread_is_host_bound_and_says_so(db: HardwareDB) -> None:
-    system = db.systems["dgx-a100"]
+    system = db.systems["dgx-h100"]
     gpu_us = float(collective_time("all_reduce", comm_tiers(system), [8192], 8, 1).time_us[0])
     per_gpu = predict_sizes(system, "all_reduce", [8192, 1 << 30])
     one_thread = predict_sizes(system, "all_reduce", [8192, 1 << 30], gpus_per_thread=8)

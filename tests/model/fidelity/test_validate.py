@@ -17,7 +17,14 @@ from linkscope.model.fidelity.evidence import (
     read_evidence,
 )
 from linkscope.model.comm.params import packaged_comm_fit
-from linkscope.model.fidelity.comm_fit import HOST_GRID_US, OVERHEAD_GRID_US, SYNC_GRID_US, PricedCollectives
+from linkscope.model.fidelity.comm_fit import (
+    HOP_SCALE_GRID,
+    HOST_GRID_US,
+    LL_SHARE_GRID,
+    OVERHEAD_GRID_US,
+    SYNC_GRID_US,
+    PricedCollectives,
+)
 from linkscope.model.fidelity.fit import (
     FINE_MIX,
     FINE_SHARE,
@@ -46,7 +53,11 @@ from linkscope.model.fidelity.validate import Validation, packaged_validation, r
 # DGX Cloud's runs left out are predicted from the rest within 15% (source median 6.6%, was 17.5%).
 # Training 4.8 -> 5.1 with the fully sharded runs at 128-1,024 GPUs (evidence/zero3_scale.yaml): they kept state
 # in host memory, which the step model does not price, so they fit nothing and are predicted 7-24% too fast.
-LOSO_MEDIAN_LIMIT_PCT = {"training": 5.2, "collectives": 6.3, "inference": 7.1}
+# Collectives 6.2 -> 8.1 with the ABCI A-node sweep (evidence/one_node_sweeps.yaml): one process per A100,
+# 32 KiB .. 32 MiB, 19-56% slower than predicted; back to 6.4 with the A100 ring's NVLink hop scale and LL
+# share (data/comm_fit.yaml), which also make A100 training's tensor-parallel all-reduces slower: training
+# 5.1 -> 5.3, inference 7.0 -> 6.5.
+LOSO_MEDIAN_LIMIT_PCT = {"training": 5.3, "collectives": 6.4, "inference": 6.5}
 # Training rose from 5.2 with the LoRA entries: they are AMD's only training evidence, so every regime that
 # holds them (lora, long-context, memory-edge) is fitted without any CDNA3 training share and predicts the
 # MI300X/MI325X runs on the A100's, 36-55% too fast. It rose again (7.1 -> 8.2) when the memory estimate
@@ -58,7 +69,9 @@ LOSO_MEDIAN_LIMIT_PCT = {"training": 5.2, "collectives": 6.3, "inference": 7.1}
 # Training fell to 5.0 (small-models 14.3 -> 4.0, two sources) with the attention kernels the runs used, and to
 # 4.0 with the memory fixes (memory-edge 7.8 -> 4.6: the loss buffers, dropout masks and FP8 activation stores).
 # 4.0 -> 4.5 with the fully sharded runs (above), which join the fsdp, memory-edge and 1,000+ GPU regimes.
-LORO_MEDIAN_LIMIT_PCT = {"training": 4.6, "collectives": 11.5, "inference": 6.1}
+# Collectives 11.4 -> 30.4 with the ABCI A-node sweep, which joins both small-message regimes; 17.7 with the
+# A100 ring constants, which left out with those regimes are fitted on the A100 sweeps' 16 MiB+ rows alone.
+LORO_MEDIAN_LIMIT_PCT = {"training": 4.6, "collectives": 17.7, "inference": 6.1}
 SMALL_BATCH_DECODE_LORO_LIMIT_PCT = 10.0
 """Decode at batch <= 32 left out of the fit and predicted from the rest (9.8% when set; 15.6% before the host
 loop was an input)."""
@@ -144,6 +157,25 @@ def test_packaged_comm_constant_is_what_the_fitting_procedure_gives(db: Hardware
     assert fitted.nvls_sync_us == pytest.approx(packaged_comm_fit().nvls_sync_us, abs=sync_step)
     host_step = float(HOST_GRID_US[1] - HOST_GRID_US[0])
     assert fitted.nccl_call_host_us == pytest.approx(packaged_comm_fit().nccl_call_host_us, abs=host_step)
+    hop_step = float(HOP_SCALE_GRID[1] - HOP_SCALE_GRID[0])
+    assert fitted.ampere_nvlink_hop_scale == pytest.approx(packaged_comm_fit().ampere_nvlink_hop_scale, abs=hop_step)
+    share_step = float(LL_SHARE_GRID[1] - LL_SHARE_GRID[0])
+    assert fitted.ampere_ll_share == pytest.approx(packaged_comm_fit().ampere_ll_share, abs=share_step)
+
+
+def test_a100_ring_constants_hold_when_any_a100_source_is_left_out(db: HardwareDB) -> None:
+    """Each A100 ring constant is fitted on several sources: leaving any one out moves it by a grid step at most,
+    and both stay inside their grids (a constant at a grid's edge would be the grid talking, not the data)."""
+    priced = PricedCollectives(load_evidence().collectives, db)
+    full = priced.fit()
+    a100 = {e.source for e, on in zip(priced.entries, priced.on_ampere) if on}
+    assert len(a100) >= 2
+    for source in a100:
+        fold = priced.fit(keep=lambda e, s=source: e.source != s)
+        assert abs(fold.ampere_nvlink_hop_scale - full.ampere_nvlink_hop_scale) <= 0.25 + 1e-9, source
+        assert abs(fold.ampere_ll_share - full.ampere_ll_share) <= 0.05 + 1e-9, source
+    assert HOP_SCALE_GRID[0] < full.ampere_nvlink_hop_scale < HOP_SCALE_GRID[-1]
+    assert LL_SHARE_GRID[0] < full.ampere_ll_share < LL_SHARE_GRID[-1]
 
 
 def test_loso_errors_do_not_regress(result: Validation) -> None:
@@ -162,11 +194,13 @@ def test_a_source_left_out_is_predicted_without_its_own_evidence(result: Validat
     # Left out, NIM's entries are predicted with constants fitted on the other serving sources.
     nim = [r for r in result.entries if r.source == "nim-benchmarking-1.0" and "time_per_output" in r.label]
     assert nim and any(abs(r.loso - r.in_sample) > 1e-6 * r.in_sample for r in nim)
-    # Collectives: the NVLS chunk overhead is refitted without the source, so the NVLS sweeps move and
-    # entries that never run NVLS do not.
+    # Collectives: the NVLS chunk overhead is refitted without the source, so the NVLS sweeps move, and so do
+    # A100 rings (their hop scale and LL share); entries that run neither do not.
     p5 = [r for r in result.entries if r.source == "aws-batch-p5-nccl-tests"]
     assert any(abs(r.loso - r.in_sample) > 1e-6 * r.in_sample for r in p5)
-    ring_only = [r for r in result.entries if r.source == "oci-gpu-cluster-tutorial"]
+    abci = [r for r in result.entries if r.source == "abci-2.0-anode-nccl-2.8"]
+    assert any(abs(r.loso - r.in_sample) > 1e-6 * r.in_sample for r in abci)
+    ring_only = [r for r in result.entries if r.source == "nccl-issue-1530-4090"]
     assert ring_only and all(r.loso == pytest.approx(r.in_sample) for r in ring_only)
 
 
@@ -275,9 +309,9 @@ def test_moe_training_entries_form_their_regime_and_fit_the_moe_fixed_time(resul
     assert priced.fit(keep=lambda e: False) == PRIOR_OVERHEAD_US
 
 
-SMALL_MODELS_LORO_LIMIT_PCT = 4.1
+SMALL_MODELS_LORO_LIMIT_PCT = 4.5
 """`validate`'s small-models LORO median when it was set (4.0%; 14.3% over one source before the runs were
-priced with the attention kernels they ran)."""
+priced with the attention kernels they ran); 4.4% once A100 rings took the fitted hop scale and LL share."""
 
 
 def test_small_models_are_predicted_from_the_larger_ones_across_two_sources(result: Validation) -> None:
