@@ -70,6 +70,20 @@ def missing_cuda(script: str) -> str | None:
     return None if torch.cuda.is_available() else f"{script}: needs a CUDA device; none is visible"
 
 
+def begin(script: str, doc: str | None) -> tuple[dict[str, Any], str | None] | None:
+    """Parse the scripts' one option (--json FILE); the results, started with the device and torch version, and
+    where to write them. None, after one line on stderr, without torch or a CUDA device."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--json", help="Write every figure to this file.")
+    args = parser.parse_args()
+    why = missing_cuda(script)
+    if why:
+        print(why, file=sys.stderr)
+        return None
+    import torch
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__}, args.json
+
+
 def saved(results: dict[str, Any], path: str | None) -> int:
     """Write `results` to `path` as JSON when one was asked for; the scripts' exit code."""
     if path:
@@ -167,15 +181,10 @@ def layer_gemms(results: dict[str, Any], copy_gb_per_s: float) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", help="Write every figure to this file.")
-    args = parser.parse_args()
-    why = missing_cuda("gpu_decode_floor")
-    if why:
-        print(why, file=sys.stderr)
+    started = begin("gpu_decode_floor", __doc__)
+    if started is None:
         return 2
-    import torch
-    results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    results, json_path = started
     copy_gb_per_s = hbm(results)
     launches(results)
     layer_gemms(results, copy_gb_per_s)
@@ -188,7 +197,7 @@ def main() -> int:
     for row in results["layer_gemms"]:
         print(f"{row['precision']:<5} {row['batch']:>5} {row['layer_us']:>9.1f} {row['weight_read_gb_per_s']:>13.0f} "
               f"{row['share_of_copy']:>7.2f}")
-    return saved(results, args.json)
+    return saved(results, json_path)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,11 @@ bound on a serving engine's and its time per layer what an unfused stack pays.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpu_decode_floor import captured, missing_cuda, saved, time_us  # the sibling script: one timer, one capture
+from gpu_decode_floor import begin, captured, saved, time_us  # the sibling script: one timer, one capture
 
 HIDDEN = 8192
 HEADS, KV_HEADS, HEAD_DIM = 64, 8, 128
@@ -103,15 +102,10 @@ def measure(results: dict[str, Any]) -> None:
 
 def main() -> int:
     """Measure and print; exit 2 without torch or a CUDA device."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--json", help="Write every figure to this file.")
-    args = parser.parse_args()
-    why = missing_cuda("gpu_decode_kernels")
-    if why:
-        print(why, file=sys.stderr)
+    started = begin("gpu_decode_kernels", __doc__)
+    if started is None:
         return 2
-    import torch
-    results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    results, json_path = started
     measure(results)
     print(f"{results['device']}, torch {results['torch']}")
     print(f"{'tp':>3} {'batch':>5} {'layer us':>9} {'kernels':>8} {'us/kernel':>10} {'KV MB':>7}")
@@ -119,7 +113,7 @@ def main() -> int:
         per_kernel = f"{row['us_per_kernel']:.2f}" if row["us_per_kernel"] else "-"
         print(f"{row['tp']:>3} {row['batch']:>5} {row['layer_us']:>9.1f} {row['kernels']:>8} "
               f"{per_kernel:>10} {row['kv_bytes_per_layer'] / 1e6:>7.1f}")
-    return saved(results, args.json)
+    return saved(results, json_path)
 
 
 if __name__ == "__main__":

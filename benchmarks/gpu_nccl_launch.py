@@ -21,7 +21,6 @@ Prints the figures and, with --json FILE, writes them. Needs a CUDA device; refu
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import glob
 import os
@@ -29,9 +28,8 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
-from gpu_decode_floor import missing_cuda, saved
+from gpu_decode_floor import begin, saved
 
 NCCL_FLOAT32 = 7
 NCCL_SUM = 0
@@ -66,13 +64,10 @@ def per_call_us(issue: Callable[[], None], calls: int, sync: Callable[[], None])
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", help="Write every figure to this file.")
-    args = parser.parse_args()
-    why = missing_cuda("gpu_nccl_launch")
-    if why:
-        print(why, file=sys.stderr)
+    started = begin("gpu_nccl_launch", __doc__)
+    if started is None:
         return 2
+    results, json_path = started
     import torch
     nccl, cudart = _library("libnccl.so*", "libnccl.so.2"), _library("libcudart.so*", "libcudart.so")
     version = ctypes.c_int()
@@ -112,12 +107,10 @@ def main() -> int:
             nccl.ncclGetVersion(ctypes.byref(version))
 
     sync = stream.synchronize
-    results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                               "nccl_version": version.value,
-                               "python_c_call_us": per_call_us(python_call, BATCH, sync),
-                               "memset_async_us": per_call_us(memset, BATCH, sync),
-                               "allreduce_alone_us": per_call_us(alone, BATCH, sync),
-                               "allreduce_group_of_8_us": per_call_us(grouped, BATCH // GROUP, sync)}
+    results.update({"nccl_version": version.value, "python_c_call_us": per_call_us(python_call, BATCH, sync),
+                    "memset_async_us": per_call_us(memset, BATCH, sync),
+                    "allreduce_alone_us": per_call_us(alone, BATCH, sync),
+                    "allreduce_group_of_8_us": per_call_us(grouped, BATCH // GROUP, sync)})
     results["allreduce_in_group_per_gpu_us"] = results["allreduce_group_of_8_us"] / GROUP
     for comm in comms:
         nccl.ncclCommDestroy(comm)
@@ -126,7 +119,7 @@ def main() -> int:
           f"cudaMemsetAsync {results['memset_async_us']:.2f} us; ncclAllReduce alone "
           f"{results['allreduce_alone_us']:.2f} us; a group of {GROUP} {results['allreduce_group_of_8_us']:.2f} us "
           f"({results['allreduce_in_group_per_gpu_us']:.2f} us per GPU)")
-    return saved(results, args.json)
+    return saved(results, json_path)
 
 
 if __name__ == "__main__":
