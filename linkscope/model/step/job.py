@@ -6,6 +6,7 @@ Its own module so that the step model, memory accounting and search all take it 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,3 +111,10 @@ def framework_for(framework: str, zero: int, pp: int = 1) -> str:
     if zero == 2 and pp > 1:
         return "fsdp"
     return {2: "deepspeed", 3: "fsdp"}.get(zero, "megatron")
+
+
+def per_framework(job: Job, zero: np.ndarray, pp: np.ndarray | int, value: Callable[[str], object]) -> np.ndarray:
+    """Per layout, `value` of the framework it runs under (`framework_for` its ZeRO stage and pipeline depth)."""
+    table = np.asarray([[value(framework_for(job.framework, stage, pipelined)) for pipelined in (1, 2)]
+                        for stage in range(4)])
+    return table[np.asarray(zero, dtype=int), (np.asarray(pp) > 1).astype(int)]

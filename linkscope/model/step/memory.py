@@ -9,14 +9,11 @@ adds 5 a s bytes (scores, softmax, mask; 4 a s without dropout).
 
 from __future__ import annotations
 
-import functools
-import operator
-
 import numpy as np
 
 from linkscope.hardware.system import System
 from linkscope.model.step.compute import compute_constants
-from linkscope.model.step.job import Job, framework_for, fused_attention, recomputed_layers
+from linkscope.model.step.job import Job, fused_attention, per_framework, recomputed_layers
 from linkscope.model.step.layout import Layouts
 from linkscope.model.step import peft as lora
 
@@ -51,8 +48,7 @@ def weight_replicas(lay: Layouts) -> np.ndarray:
     Context-parallel ranks compute gradients of the same weights on other parts of the sequence, so gradients
     are reduced, and ZeRO shards its state, over dp x cp (Megatron-Core's data-parallel group with context
     parallelism; torchtitan's FSDP mesh `dp_shard_cp`)."""
-    replicas: np.ndarray = functools.reduce(operator.mul, (getattr(lay, dim) for dim in WEIGHT_REPLICA_DIMS))
-    return replicas
+    return np.prod([getattr(lay, dim) for dim in WEIGHT_REPLICA_DIMS], axis=0)
 
 
 def trainable_groups(job: Job, lay: Layouts) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -147,19 +143,16 @@ the log-softmax output in forward, and in backward the log-softmax output with t
 and of its input: 12 bytes."""
 
 
-def _framework_is(job: Job, lay: Layouts, names: tuple[str, ...]) -> np.ndarray:
-    """Per layout, whether it runs under one of the frameworks `names` (the job's, or under `auto` the usual one
-    for the layout's ZeRO stage and pipeline depth)."""
-    table = np.asarray([[framework_for(job.framework, stage, pipelined) in names for pipelined in (1, 2)]
-                        for stage in range(4)])
-    return table[lay.zero.astype(int), (lay.pp > 1).astype(int)]
+def _framework_is(job: Job, lay: Layouts, name: str) -> np.ndarray:
+    """Per layout, whether it runs under the framework `name`."""
+    return per_framework(job, lay.zero, lay.pp, name.__eq__)
 
 
 def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
     """What the output layer and the loss hold at their peak on the last stage: each local token's logits
     (split by tp) at the framework's bytes per logit."""
     tokens = lay.mb * job.seq_len / lay.cp
-    per_logit = np.where(_framework_is(job, lay, ("megatron",)), LOSS_BYTES_PER_LOGIT["megatron"],
+    per_logit = np.where(_framework_is(job, lay, "megatron"), LOSS_BYTES_PER_LOGIT["megatron"],
                          LOSS_BYTES_PER_LOGIT["fsdp"])
     return tokens * job.model.vocab / lay.tp * per_logit
 
@@ -216,7 +209,7 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     # accumulates their gradients unsharded until the last one (torchtitan's `apply_fsdp`:
     # reshard_after_forward off with PP; the pipeline stage turns gradient sync and resharding after backward
     # off for all but the last backward): the whole stage is held gathered, with FP32 gradients beside it.
-    pipelined_fsdp = sharded & (lay.pp > 1) & _framework_is(job, lay, ("fsdp",))
+    pipelined_fsdp = sharded & (lay.pp > 1) & _framework_is(job, lay, "fsdp")
     if np.any(pipelined_fsdp):
         dense, expert, _ = stage_params(job, lay)
         whole_stage = (dense + expert) * (c.weight_bytes + gradient_bytes(job))

@@ -19,7 +19,8 @@ from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, peak_tflops, sustained_tflops, usable_memory_gib)
-from linkscope.model.step.job import FRAMEWORK_DP_OVERLAP, Job, framework_for, fused_attention, recomputed_layers
+from linkscope.model.step.job import (FRAMEWORK_DP_OVERLAP, Job, framework_for, fused_attention, per_framework,
+                                      recomputed_layers)
 from linkscope.model.step.layout import Layouts, group_span
 from linkscope.model.step import peft as lora
 from linkscope.model.step.memory import gradient_bytes, memory_gib_per_gpu, trainable_groups, weight_replicas
@@ -379,11 +380,12 @@ def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     ranks (non-expert weights or adapters across dp, routed experts across their expert data-parallel ranks)."""
     lay, c = ctx.lay, ctx.c
     grads, gather = np.zeros(len(lay)), np.zeros(len(lay))
+    grad_bytes = gradient_bytes(ctx.job)
     for params, ranks, stride in trainable_groups(ctx.job, lay):
         if not np.any(params > 0):
             continue
-        ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * gradient_bytes(ctx.job), ranks, stride)
-        rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * gradient_bytes(ctx.job), ranks, stride)
+        ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * grad_bytes, ranks, stride)
+        rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * grad_bytes, ranks, stride)
         ag = _coll(ctx, "all_gather", np.maximum(params, 1.0) * c.weight_bytes, ranks, stride)
         grads = grads + np.where(ranks > 1, np.where(lay.zero >= 1, rs, ar), 0.0)
         gather = gather + np.where((ranks > 1) & (lay.zero >= 1), ag, 0.0)
@@ -464,9 +466,7 @@ def dp_overlap_of(job: Job, zero: np.ndarray, pp: np.ndarray | int = 1) -> np.nd
     default for the layout's ZeRO stage and pipeline depth."""
     if job.dp_overlap is not None:
         return np.full(np.shape(zero), job.dp_overlap)
-    table = np.asarray([[FRAMEWORK_DP_OVERLAP[framework_for(job.framework, stage, pipelined)]
-                         for pipelined in (1, 2)] for stage in range(4)])
-    return table[np.asarray(zero, dtype=int), (np.asarray(pp) > 1).astype(int)]
+    return per_framework(job, zero, pp, FRAMEWORK_DP_OVERLAP.__getitem__)
 
 
 def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.ndarray,
