@@ -25,7 +25,7 @@ RATES_FILE = Path(__file__).parent / "data" / "currency.yaml"
 class Rates(BaseModel):
     """Units of each currency per 1 EUR, with where and when they were published."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
     source: str = Field(min_length=1)
     as_of: date
     per_eur: dict[str, float]

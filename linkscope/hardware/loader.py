@@ -20,20 +20,22 @@ from collections.abc import Iterable
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from linkscope.hardware import parsed_cache
+from linkscope.hardware import built_cache, parsed_cache
 from linkscope.hardware.errors import DataError
-from linkscope.hardware.schema import (
-    GpuEntry,
-    LinkEntry,
-    NodeEntry,
-    OfferingEntry,
-    PriceOverride,
-    ScaleOutEntry,
-    SystemEntry,
-)
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.specs import GpuSpec, LinkSpec
 from linkscope.hardware.system import NodeSpec, Origin, ScaleOut, ScaleUp, System
+
+if TYPE_CHECKING:
+    from linkscope.hardware.schema import (
+        GpuEntry,
+        LinkEntry,
+        NodeEntry,
+        OfferingEntry,
+        PriceOverride,
+        ScaleOutEntry,
+        SystemEntry,
+    )
 
 DATA_DIR = Path(__file__).parent / "data"
 USER_DIR_ENV = "LINKSCOPE_CONFIG_DIR"
@@ -250,6 +252,10 @@ def _read_file(path: Path, pending: _Pending, sections: frozenset[str] = _SECTIO
     unknown = sorted(set(doc) - sections)
     if unknown:
         raise DataError(file, f"unknown section '{unknown[0]}' (expected one of {', '.join(sorted(sections))})")
+    # The schemas load only when a file is validated: with the shipped database kept (built_cache), most
+    # commands never validate one, and defining the schemas costs a short command a few percent of its time.
+    from linkscope.hardware.schema import GpuEntry, LinkEntry, OfferingEntry, PriceOverride, SystemEntry
+
     provider = doc.get("provider")
     for label, raw in _entries(doc, "links", file):
         pending.links.append((file, _validate(LinkEntry, raw, file, label)))
@@ -411,11 +417,25 @@ def _apply_override(o: Offering, p: PriceOverride) -> Offering:
                    regions=tuple(p.regions) or o.regions, unconfirmed=unconfirmed)
 
 
+_BUILD_CODE = tuple(Path(__file__).with_name(f"{m}.py") for m in ("loader", "schema", "specs", "system", "offering",
+                                                                  "errors"))
+"""The source files whose code decides what the shipped files validate to."""
+
+
 def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -> HardwareDB:
     """Read packaged data, the user's config directory and `extra_files` into one validated HardwareDB."""
     user = user_data_files() if include_user else []
+    extra = [Path(p) for p in extra_files]
+    if user or extra:
+        return _read_db(user, extra)
+    # The shipped files alone validate to the same database every time: it is kept between starts.
+    files = [*_packaged_base_files(), *_packaged_offering_files()]
+    return built_cache.cached("hardware", files, _BUILD_CODE, lambda: _read_db([], []))
+
+
+def _read_db(user: list[Path], extra: list[Path]) -> HardwareDB:
     offering_files = _packaged_offering_files()
-    others = [*user, *(Path(p) for p in extra_files)]
+    others = [*user, *extra]
     paths = [*_packaged_base_files(), *offering_files, *others]
     pending = _Pending()
     for path in _packaged_base_files():
@@ -529,5 +549,7 @@ def load_system_file(path: Path, db: HardwareDB) -> System:
         label = _entry_label(raw, 0)
     else:
         raise DataError(file, "expected a System mapping (gpu, gpus, scale_up, scale_out, nodes, source, as_of)")
+    from linkscope.hardware.schema import SystemEntry  # see _read_file
+
     entry = _validate(SystemEntry, raw, file, label)
     return _system(entry, NodeBuilder(db).build(entry, file, entry.id), "file")

@@ -33,14 +33,20 @@ class _Uncacheable(Exception):
     """A value JSON cannot carry back unchanged: a key that is not a string, a set, bytes, a shared node."""
 
 
-def cache_dir() -> Path | None:
-    """Where parsed files are kept: $LINKSCOPE_CACHE_DIR/yaml, else the platform's cache dir; None when disabled."""
+def cache_root() -> Path | None:
+    """linkscope's cache folder: $LINKSCOPE_CACHE_DIR, else the platform's cache dir; None when disabled."""
     configured = os.environ.get(CACHE_DIR_ENV)
     if configured is not None:
-        return Path(configured) / "yaml" if configured else None
+        return Path(configured) if configured else None
     from platformdirs import user_cache_dir
 
-    return Path(user_cache_dir("linkscope")) / "yaml"
+    return Path(user_cache_dir("linkscope"))
+
+
+def cache_dir() -> Path | None:
+    """Where parsed files are kept: the `yaml` folder of `cache_root()`; None when disabled."""
+    root = cache_root()
+    return root / "yaml" if root is not None else None
 
 
 def lookup(text: str) -> Any:
@@ -67,8 +73,8 @@ def store(text: str, value: Any) -> None:
     try:
         encoded = json.dumps(_encode(value, set()), ensure_ascii=False, separators=(",", ":"))
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(path, encoded.encode("utf-8"))
-        _prune(path.parent)
+        write_atomically(path, encoded.encode("utf-8"))
+        prune(path.parent, "*.json")
     except (_Uncacheable, OSError, ValueError, RecursionError):
         return
 
@@ -109,7 +115,7 @@ def _decode_object(obj: dict[str, Any]) -> Any:
     return obj
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Write through a temporary file in the same folder, so a reader never sees half an entry."""
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     try:
@@ -121,8 +127,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def _prune(folder: Path) -> None:
-    entries = list(folder.glob("*.json"))
+def prune(folder: Path, pattern: str) -> None:
+    """Keep the newest MAX_ENTRIES files of `folder` matching `pattern`."""
+    entries = list(folder.glob(pattern))
     if len(entries) <= MAX_ENTRIES:
         return
     by_age = sorted(entries, key=lambda p: p.stat().st_mtime)

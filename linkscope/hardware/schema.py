@@ -110,7 +110,8 @@ class NodeEntry(_Strict):
     gpu: str = Field(min_length=1)
     gpus: int = Field(ge=1, le=MAX_COUNT, strict=True)
     scale_up: ScaleUpEntry
-    scale_out: ScaleOutEntry = ScaleOutEntry(fabric="none")
+    # A factory, not an instance: building one here would build its validator on every start (defer_build).
+    scale_out: ScaleOutEntry = Field(default_factory=lambda: ScaleOutEntry(fabric="none"))
     host_pcie: Id | None = None
     cpu_vendor: Literal["intel", "amd", "arm"] | None = None
     cpu_sockets: int = Field(default=2, ge=1, le=MAX_COUNT, strict=True)

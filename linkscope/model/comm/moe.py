@@ -51,7 +51,7 @@ RANGE_KIND = "moe"
 class MoeConstants(BaseModel):
     """The model's constants (data/moe.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: str
     as_of: date

@@ -12,6 +12,7 @@ import yaml
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from linkscope.hardware import built_cache
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml
 from linkscope.model.in_force import InForce
@@ -25,7 +26,7 @@ Triple = tuple[float, float, float]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class NcclTuning(_Strict):
@@ -104,6 +105,10 @@ class FabricTable(_Strict):
 
 
 def _load(path: Path, model: type[BaseModel]) -> Any:
+    return built_cache.cached(path.stem, [path], (Path(__file__),), lambda: _validated(path, model))
+
+
+def _validated(path: Path, model: type[BaseModel]) -> Any:
     try:
         raw = parse_yaml(path.read_text(encoding="utf-8"))
         return model.model_validate(raw)

@@ -29,7 +29,7 @@ CALIBRATION_SOURCE = "korthikanti-2022"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Source(_Strict):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from linkscope.hardware import built_cache
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
 from linkscope.hardware.system import System
@@ -33,7 +34,7 @@ MIN_CLASS_ENTRIES = 3
 class KindRange(BaseModel):
     """One kind's (or one class's) residual quantiles."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     n: int = Field(ge=1)
     p10_log: float
@@ -43,7 +44,7 @@ class KindRange(BaseModel):
 class AccuracyFile(BaseModel):
     """data/accuracy.yaml, validated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: str
     as_of: object
@@ -55,7 +56,11 @@ class AccuracyFile(BaseModel):
 
 @functools.cache
 def accuracy_file() -> AccuracyFile:
-    """The packaged residual quantiles, validated."""
+    """The packaged residual quantiles, validated (and kept so between starts)."""
+    return built_cache.cached("accuracy", [ACCURACY_FILE], (Path(__file__),), _validated_file)
+
+
+def _validated_file() -> AccuracyFile:
     raw = parse_yaml_text(read_data_text(ACCURACY_FILE), str(ACCURACY_FILE))
     try:
         return AccuracyFile.model_validate(raw)

@@ -13,6 +13,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from linkscope.hardware import built_cache
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml
 from linkscope.hardware.specs import GpuSpec
@@ -33,7 +34,7 @@ DEFAULT_ENGINE = "overlapped"
 class ComputeConstants(BaseModel):
     """data/compute.yaml, validated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: str
     as_of: object
@@ -157,7 +158,11 @@ def constants_override(constants: ComputeConstants) -> AbstractContextManager[No
 
 @functools.cache
 def packaged_constants() -> ComputeConstants:
-    """The packaged compute constants, loaded once."""
+    """The packaged compute constants, loaded once (and kept validated between starts)."""
+    return built_cache.cached("compute", [COMPUTE_FILE], (Path(__file__),), _validated_constants)
+
+
+def _validated_constants() -> ComputeConstants:
     try:
         return ComputeConstants.model_validate(parse_yaml(COMPUTE_FILE.read_text(encoding="utf-8")))
     except ValidationError as exc:

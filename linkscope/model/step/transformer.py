@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from linkscope.hardware import built_cache
 from linkscope.hardware.errors import DataError, UserError
 from linkscope.hardware.loader import parse_yaml, parse_yaml_text, read_data_text
 
@@ -39,7 +40,7 @@ MAX_EXPERTS = 100_000
 class ModelEntry(BaseModel):
     """A model file's fields, validated at the edge."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: str = ""
     aliases: list[str] = []
@@ -266,7 +267,11 @@ def _validate(raw: Any, file: str, label: str) -> ModelEntry:
 
 @functools.cache
 def model_presets() -> dict[str, ModelConfig]:
-    """The packaged model presets by id and alias."""
+    """The packaged model presets by id and alias (kept validated between starts)."""
+    return built_cache.cached("models", [PRESETS_FILE], (Path(__file__),), _validated_presets)
+
+
+def _validated_presets() -> dict[str, ModelConfig]:
     raw = parse_yaml(PRESETS_FILE.read_text(encoding="utf-8"))
     presets: dict[str, ModelConfig] = {}
     for item in raw["models"]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from linkscope.hardware import parsed_cache
 from linkscope.hardware.loader import load_db
-from linkscope.model.step.compute import (PRECISIONS, compute_constants, gemm_efficiency, gemm_half_gflop, gemm_time_s,
-                                          memory_time_s, peak_tflops)
+from linkscope.model.step.compute import (PRECISIONS, _validated_constants, compute_constants, gemm_efficiency,
+                                          gemm_half_gflop, gemm_time_s, memory_time_s, packaged_constants, peak_tflops)
 
 
 def test_constants_carry_their_source() -> None:
@@ -69,3 +72,17 @@ def test_attention_kernels_tuned_for_an_earlier_generation_reach_less_of_hopper(
     for kernel in ("flash2", "triton"):
         assert c.attention_share(kernel, "blackwell") == c.attention_share(kernel, "hopper")
         assert c.attention_share(kernel, "cdna3") == c.attention_share(kernel, "ampere")
+
+
+def test_the_constants_kept_between_starts_equal_freshly_validated_ones(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(parsed_cache.CACHE_DIR_ENV, str(tmp_path))
+    packaged_constants.cache_clear()
+    try:
+        stored = packaged_constants()
+        packaged_constants.cache_clear()
+        kept = packaged_constants()  # read back from the cache, not validated
+        assert kept == stored == _validated_constants() and kept is not stored
+        assert list(tmp_path.glob("built/compute-*.pickle"))
+    finally:
+        packaged_constants.cache_clear()
