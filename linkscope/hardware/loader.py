@@ -288,7 +288,7 @@ def _read_user_file(path: Path, pending: _Pending) -> None:
         _read_file(path, mine)
     except DataError as exc:
         warnings.warn(ConfigFileWarning(f"{exc}; ignoring this file (fix it, or delete it: rm '{path}')"),
-                      stacklevel=3)
+                      stacklevel=4)  # the caller of load_db
         return
     for name in ("gpus", "links", "systems", "offerings", "price_overrides"):
         getattr(pending, name).extend(getattr(mine, name))
@@ -504,7 +504,7 @@ def _apply_overrides(db: HardwareDB, overrides: list[tuple[str, PriceOverride]],
         if file not in user_files:
             raise DataError(file, problem, entry=p.offering, field="offering")
         warnings.warn(ConfigFileWarning(f"{file}: price_overrides: {problem}; this price is ignored (fix it, or "
-                                        f"delete the file: rm '{file}')"), stacklevel=3)
+                                        f"delete the file: rm '{file}')"), stacklevel=4)  # the caller of load_db
 
 
 @functools.lru_cache(maxsize=64)
