@@ -6,9 +6,10 @@ result of the same files, built by the same code, is the same every time: it is 
 made of the files' texts, the source files of the code that builds it and the Python and pydantic releases.
 Edit a data file or that code and the key changes, so a stale entry is never read.
 
-Reading is the reverse of writing with nothing else allowed: only classes from linkscope and a few standard value
-types can be named in an entry (pickle's documented way to refuse arbitrary code), and an entry that cannot be read
-for any reason is ignored and built again, as if there were no cache.
+An entry starts with the SHA-256 of the rest, so a damaged one (a flipped bit would otherwise read back as another
+number) is never used. Reading is the reverse of writing with nothing else allowed: only classes from linkscope and a
+few standard value types can be named in an entry (pickle's documented way to refuse arbitrary code). An entry that
+cannot be read for any reason is ignored and built again, as if there were no cache.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from linkscope.hardware import parsed_cache
 T = TypeVar("T")
 
 _FORMAT = 1
+_CHECKSUM_BYTES = 32
 _SAFE_GLOBALS: dict[tuple[str, str], Any] = {
     ("datetime", "date"): dt.date,
     ("datetime", "datetime"): dt.datetime,
@@ -97,17 +99,20 @@ def _load(path: Path) -> Any:
         data = path.read_bytes()
     except OSError:
         return _MISS
+    checksum, payload = data[:_CHECKSUM_BYTES], data[_CHECKSUM_BYTES:]
+    if hashlib.sha256(payload).digest() != checksum:
+        return _MISS
     try:
-        return _Unpickler(io.BytesIO(data)).load()
+        return _Unpickler(io.BytesIO(payload)).load()
     except Exception:  # a truncated or foreign entry may raise nearly anything while it is read; rebuild instead
         return _MISS
 
 
 def _store(path: Path, value: Any) -> None:
     try:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         path.parent.mkdir(parents=True, exist_ok=True)
-        parsed_cache.write_atomically(path, data)
+        parsed_cache.write_atomically(path, hashlib.sha256(payload).digest() + payload)
         parsed_cache.prune(path.parent, "*.pickle")
     except (OSError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
         return

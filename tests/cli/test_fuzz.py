@@ -347,3 +347,45 @@ def test_bench_train_lora_refuses_bad_ranks_before_any_rank_starts(value: str) -
     assert result.exit_code == 2, result.output
     if value.lstrip("-").isdigit():
         assert len(result.output.strip().splitlines()) == 1 and "--lora" in result.output, result.output
+
+
+def _packaged_loaders() -> list[Any]:
+    from linkscope.model.comm import params
+    from linkscope.model.ranges import accuracy
+    from linkscope.model.step import compute, transformer
+
+    return [compute.packaged_constants, params.nccl_tuning, params.packaged_comm_fit, params.fabric_traits,
+            accuracy.accuracy_file, transformer.model_presets]
+
+
+def _predict_train_from_cache() -> Result:
+    """`predict train` with every packaged loader reading the cache again, as a fresh process would."""
+    for loader in _packaged_loaders():
+        loader.cache_clear()
+    try:
+        return invoke(*TRAIN)
+    finally:
+        for loader in _packaged_loaders():
+            loader.cache_clear()
+
+
+@FUZZ
+@given(mutation=st.one_of(st.binary(max_size=300), st.floats(0, 1).map(lambda f: ("truncate", f)),
+                          st.tuples(st.floats(0, 1), st.integers(0, 255)).map(lambda t: ("flip", *t))))
+def test_fuzz_built_cache_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mutation: Any) -> None:
+    monkeypatch.setenv("LINKSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    expected = _predict_train_from_cache()  # fills the cache
+    assert expected.exit_code == 0
+    for entry in (tmp_path / "cache" / "built").glob("*.pickle"):
+        data = entry.read_bytes()
+        if isinstance(mutation, bytes):
+            data = mutation
+        elif mutation[0] == "truncate":
+            data = data[: int(len(data) * mutation[1])]
+        else:
+            at = int((len(data) - 1) * mutation[1])
+            data = data[:at] + bytes([mutation[2]]) + data[at + 1:]
+        entry.write_bytes(data)
+    result = _predict_train_from_cache()  # a damaged entry is validated again: the same answer
+    assert_clean(result)
+    assert result.exit_code == 0 and result.stdout == expected.stdout

@@ -3,6 +3,7 @@ never runs what a planted entry names."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 from pathlib import Path
@@ -56,7 +57,8 @@ def test_an_edited_data_file_or_builder_is_built_again(cache: Path, inputs: tupl
     assert built_cache.cached("t", [data], [code], build)["calls"] == 3
 
 
-@pytest.mark.parametrize("garbage", [b"", b"\x00\xff binary", pickle.dumps({"calls": 1})[:-3], b"\x80\x05" * 5000])
+@pytest.mark.parametrize("garbage", [b"", b"\x00\xff binary", pickle.dumps({"calls": 1})[:-3], b"\x80\x05" * 5000,
+                                     hashlib.sha256(b"\x80\x05N").digest() + b"\x80\x05N"])
 def test_a_garbage_entry_is_built_again_and_replaced(cache: Path, inputs: tuple[Path, Path], garbage: bytes) -> None:
     data, code = inputs
     build = _Counted()
@@ -81,7 +83,8 @@ def test_a_planted_entry_naming_other_code_is_refused(cache: Path, inputs: tuple
     build = _Counted()
     built_cache.cached("t", [data], [code], build)
     (entry,) = cache.glob("t-*.pickle")
-    entry.write_bytes(pickle.dumps(_Planted()))
+    payload = pickle.dumps(_Planted())
+    entry.write_bytes(hashlib.sha256(payload).digest() + payload)  # a checksum that matches: only the names stop it
     assert built_cache.cached("t", [data], [code], build)["calls"] == 2
     assert not (tmp_path / "planted-ran").exists()
 
