@@ -29,7 +29,6 @@ from linkscope.hardware import parsed_cache
 T = TypeVar("T")
 
 _FORMAT = 1
-_CHECKSUM_BYTES = 32
 _SAFE_GLOBALS: dict[tuple[str, str], Any] = {
     ("datetime", "date"): dt.date,
     ("datetime", "datetime"): dt.datetime,
@@ -95,12 +94,8 @@ class _Unpickler(pickle.Unpickler):
 
 
 def _load(path: Path) -> Any:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return _MISS
-    checksum, payload = data[:_CHECKSUM_BYTES], data[_CHECKSUM_BYTES:]
-    if hashlib.sha256(payload).digest() != checksum:
+    payload = parsed_cache.read_checked(path)
+    if payload is None:
         return _MISS
     try:
         return _Unpickler(io.BytesIO(payload)).load()
@@ -112,7 +107,7 @@ def _store(path: Path, value: Any) -> None:
     try:
         payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         path.parent.mkdir(parents=True, exist_ok=True)
-        parsed_cache.write_atomically(path, hashlib.sha256(payload).digest() + payload)
+        parsed_cache.write_checked(path, payload)
         parsed_cache.prune(path.parent, "*.pickle")
     except (OSError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
         return

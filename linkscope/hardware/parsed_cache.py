@@ -3,8 +3,9 @@
 libyaml parses in C, but PyYAML still builds every key and value in Python: the nine data files `predict train`
 reads cost it about as much time as the rest of the command's own work. JSON of the same values loads an order of
 magnitude faster. An entry is keyed by the SHA-256 of the text (with PyYAML's version and this format's number), so
-an edited file is simply a new entry and a stale one is never read. The cache is an optimisation only: a file in it
-that cannot be read, decoded or written is ignored, and the text is parsed as if there were no cache.
+an edited file is simply a new entry and a stale one is never read. Each entry starts with the SHA-256 of the rest,
+so a damaged one (a flipped digit would still be valid JSON) is never used. The cache is an optimisation only: a file
+in it that cannot be read, checked, decoded or written is ignored, and the text is parsed as if there were no cache.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ CACHE_DIR_ENV = "LINKSCOPE_CACHE_DIR"
 """Overrides the platform's cache directory; set and empty, no cache is read or written."""
 MAX_ENTRIES = 256
 """Beyond this many parsed files, the oldest are removed (each edit of a file adds one)."""
-_FORMAT = 1
+_FORMAT = 2
+CHECKSUM_BYTES = 32
 _DATE = "\x00date"
 _DATETIME = "\x00datetime"
 _MISS = object()
@@ -54,9 +56,12 @@ def lookup(text: str) -> Any:
     path = _entry(text)
     if path is None:
         return _MISS
+    payload = read_checked(path)
+    if payload is None:
+        return _MISS
     try:
-        return json.loads(path.read_bytes(), object_hook=_decode_object)
-    except (OSError, ValueError, TypeError, RecursionError):
+        return json.loads(payload, object_hook=_decode_object)
+    except (ValueError, TypeError, RecursionError):
         return _MISS
 
 
@@ -73,7 +78,7 @@ def store(text: str, value: Any) -> None:
     try:
         encoded = json.dumps(_encode(value, set()), ensure_ascii=False, separators=(",", ":"))
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, encoded.encode("utf-8"))
+        write_checked(path, encoded.encode("utf-8"))
         prune(path.parent, "*.json")
     except (_Uncacheable, OSError, ValueError, RecursionError):
         return
@@ -115,8 +120,20 @@ def _decode_object(obj: dict[str, Any]) -> Any:
     return obj
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder, so a reader never sees half an entry."""
+def read_checked(path: Path) -> bytes | None:
+    """The payload of an entry `write_checked` wrote; None when it is missing, unreadable or damaged."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    checksum, payload = data[:CHECKSUM_BYTES], data[CHECKSUM_BYTES:]
+    return payload if hashlib.sha256(payload).digest() == checksum else None
+
+
+def write_checked(path: Path, payload: bytes) -> None:
+    """Write `payload` after its SHA-256, through a temporary file in the same folder, so that a reader never sees
+    half an entry and can tell a damaged one."""
+    data = hashlib.sha256(payload).digest() + payload
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out:

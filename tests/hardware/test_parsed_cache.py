@@ -45,8 +45,17 @@ def test_a_cached_parse_equals_a_fresh_one_dates_and_all(cache: Path) -> None:
 def test_the_second_read_comes_from_the_cache(cache: Path) -> None:
     parse_yaml(TEXT)
     (entry,) = _entries(cache)
-    entry.write_text('{"planted": true}')  # what the cache holds is what a hit returns
+    parsed_cache.write_checked(entry, b'{"planted": true}')  # what the cache holds is what a hit returns
     assert parse_yaml(TEXT) == {"planted": True}
+
+
+def test_a_damaged_entry_that_is_still_json_is_not_used(cache: Path) -> None:
+    expected = parse_yaml(TEXT)
+    (entry,) = _entries(cache)
+    data = entry.read_bytes()
+    assert b"989.5" in data
+    entry.write_bytes(data.replace(b"989.5", b"988.5"))  # one flipped digit: valid JSON, another number
+    assert parse_yaml(TEXT) == expected
 
 
 @pytest.mark.parametrize("garbage", [b"", b"\x00\xff\xfe binary", b'{"truncated": [1, 2', b"[" * 100_000])
