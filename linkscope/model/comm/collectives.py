@@ -189,7 +189,10 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     for proto, (bw, channel_bw) in enumerate(zip(bws, channel_bws)):
         bw = np.where(_allowed(t, s, proto), bw, 0.0)
         # Small and mid-size messages run on the channels NCCL launches for them, each at its own cap.
-        units = _channel_units(s, proto, ring_ll=proto == 0)
+        # Below one channel NCCL halves the threads until each keeps its threshold of bytes (ring LL: 8 bytes
+        # per rank, one LL line per ring step), so a step is one round of stores whose time the per-hop latency
+        # already holds: the ring's transfer runs at one whole channel's rate, not at a share of it.
+        units = _channel_units(s, proto, ring_ll=proto == 0, halve_threads=False)
         bw = np.minimum(bw, units * _per_channel_bw(per_channel, proto, channel_bw))
         lat = _ring_latency(t, s, proto, nsteps, ninter)
         if op == "all_reduce" and proto == 2:
