@@ -177,14 +177,23 @@ def ring(op: str, t: CommTiers, s: _Shape) -> Candidate:
     bus, limit = _tier_bw(t, s)
     nsteps, ninter = _steps(op, s)
     ratio = s.n / nsteps if op in ("all_reduce", "all_gather", "reduce_scatter") else 1.0
-    ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)] * _ampere_ring(t)[1]
+    nccl_ll_cap = np.asarray(tune.ll_max_bw[t.arch])[_node_index(s.nn)]
+    ll_cap = nccl_ll_cap * _ampere_ring(t)[1]
     bws = [np.minimum(ll_cap, 0.5 * bus), np.where(_ll128_allowed(t, s), tune.ll128_efficiency * bus, 0.0), bus]
+    # The A100's LL share bounds what all channels together move, not each channel: ABCI's A100 sweep runs 32 to
+    # 128 KiB (one to four channels) as fast as NCCL's per-channel LL rate allows and only 1-2 MiB (every
+    # channel) at the lower aggregate, so a channel's own cap is taken from NCCL's LL bandwidth.
+    channel_bws = [np.minimum(nccl_ll_cap, 0.5 * bus), bws[1], bws[2]]
     times, names = [], []
     per_channel = np.asarray(tune.per_channel_max_ring_ll128_bw[t.arch])[_node_index(s.nn)]
-    for proto, bw in enumerate(bws):
+    for proto, (bw, channel_bw) in enumerate(zip(bws, channel_bws)):
         bw = np.where(_allowed(t, s, proto), bw, 0.0)
         # Small and mid-size messages run on the channels NCCL launches for them, each at its own cap.
-        bw = np.minimum(bw, _channel_units(s, proto, ring_ll=proto == 0) * _per_channel_bw(per_channel, proto, bw))
+        # Below one channel NCCL halves the threads until each keeps its threshold of bytes (ring LL: 8 bytes
+        # per rank, one LL line per ring step), so a step is one round of stores whose time the per-hop latency
+        # already holds: the ring's transfer runs at one whole channel's rate, not at a share of it.
+        units = _channel_units(s, proto, ring_ll=proto == 0, halve_threads=False)
+        bw = np.minimum(bw, units * _per_channel_bw(per_channel, proto, channel_bw))
         lat = _ring_latency(t, s, proto, nsteps, ninter)
         if op == "all_reduce" and proto == 2:
             plateau = (s.nn > 1) & (s.size >= s.n * 64 * 16)

@@ -8,7 +8,8 @@ priced without the floor on the grid of the NVLS pairs or on that of the A100 pa
 entry moves along both: A100s have no NVLS; one that moves along neither is priced once); the floor is a
 maximum over that time, so it is applied to the priced grid for every host time on its own grid. The loss is
 the sum of squared log errors, each source weighing the same whatever its row count; a constant no remaining
-entry depends on keeps its prior.
+entry depends on keeps its prior, and among grid pairs the remaining entries price alike the one nearest the
+prior wins (a leave-one-regime-out fold must not move an unpinned constant to an end of its range).
 """
 
 from __future__ import annotations
@@ -106,11 +107,25 @@ class PricedCollectives:
         # one nearest its prior rather than the grid's first.
         tied = np.flatnonzero(total <= total.min() + 1e-12)
         host_idx = int(tied[np.argmin(np.abs(HOST_GRID_US[tied] - prior_host))])
-        pair_idx, a_idx = int(np.argmin(loss_nvls[:, host_idx])), int(np.argmin(loss_ampere[:, host_idx]))
-        pair = _GRID[pair_idx] if np.ptp(loss_nvls[:, host_idx]) >= 1e-12 else prior_pair
-        ampere = _AMPERE_GRID[a_idx] if np.ptp(loss_ampere[:, host_idx]) >= 1e-12 else prior_ampere
+        pair = _nearest_prior(loss_nvls[:, host_idx], _GRID, prior_pair, (OVERHEAD_GRID_US, SYNC_GRID_US))
+        ampere = _nearest_prior(loss_ampere[:, host_idx], _AMPERE_GRID, prior_ampere, (HOP_SCALE_GRID, LL_SHARE_GRID))
         host = float(HOST_GRID_US[host_idx]) if np.ptp(total) >= 1e-12 else prior_host
         return with_nvls_fit(*pair, call_host_us=host, ampere=ampere)
+
+
+def _nearest_prior(loss: np.ndarray, grid: list[tuple[float, float]], prior: tuple[float, float],
+                   axes: tuple[np.ndarray, np.ndarray]) -> tuple[float, float]:
+    """The grid pair of least loss; among pairs the entries cannot tell apart, the one nearest the prior.
+
+    A constant no kept entry pins (the loss is flat along it, e.g. the LL share when only rows too large for LL
+    remain) then keeps its physics prior rather than whichever end of its range the grid lists first; each
+    axis is measured in units of its grid's span.
+    """
+    tied = np.flatnonzero(loss <= loss.min() + 1e-12)
+    points = np.asarray(grid)[tied]
+    span = np.array([float(np.ptp(a)) or 1.0 for a in axes])
+    best = int(np.argmin((((points - np.asarray(prior)) / span) ** 2).sum(axis=1)))
+    return grid[int(tied[best])]
 
 
 def _floor_log_error(entry: CollectiveEntry, call_host_us: float) -> float:
