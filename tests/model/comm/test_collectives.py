@@ -38,15 +38,32 @@ def test_tp2_allreduce_on_mesh_is_about_seven_times_slower(db) -> None:
 
 def test_ring_allreduce_takes_2n_minus_2_steps(db) -> None:
     # At a tiny size the ring's time is its latency: base + 2(n-1) hops of NVLink latency (LL protocol);
-    # 8 bytes on one channel of three warps add a hundredth of a microsecond. A100 hops take the fitted
-    # multiple of NCCL's (data/comm_fit.yaml).
+    # 8 bytes on one channel of three warps add a hundredth of a microsecond. With one thread at work an A100
+    # hop is NCCL's too (its fitted multiple needs every channel's threads).
     tune = nccl_tuning()
-    for system, scale in (("dgx-h100", 1.0), ("dgx-a100", comm_fit().ampere_nvlink_hop_scale)):
+    for system in ("dgx-h100", "dgx-a100"):
         tiers = comm_tiers(db.systems[system])
         for n in (2, 4, 8):
             got = collective_time("all_reduce", tiers, 8, n, 1, algo="ring").time_us[0]
-            hop = tune.hw_latency_us["nvlink"]["ring"][0] * scale
+            hop = tune.hw_latency_us["nvlink"]["ring"][0]
             assert got == pytest.approx(tune.base_latency_us["ring"][0] + 2 * (n - 1) * hop, rel=1e-2), system
+
+
+def test_an_a100_hop_grows_with_the_threads_at_work_up_to_the_fitted_scale(db) -> None:
+    """ABCI's A100 sweep: 4-512 B at about NCCL's hop, 4-16 KiB at about twice it, and from 128 KiB at the fitted
+    multiple; each doubling of the threads at work adds the same time, and H100 keeps NCCL's hop at every size."""
+    from linkscope.model.comm.collectives import _ring_hop_us, _shape
+
+    scale = comm_fit().ampere_nvlink_hop_scale
+    nccl_hop = nccl_tuning().hw_latency_us["nvlink"]["ring"][0]
+    sizes = [4, 4096, 16384, 2**20, 2**30]
+    a100 = _ring_hop_us(comm_tiers(db.systems["dgx-a100"]), _shape(sizes, 8, 1), 0)
+    assert a100[0] == pytest.approx(nccl_hop)
+    assert list(a100) == sorted(a100)
+    assert 1.5 < a100[1] / nccl_hop < 2.5
+    assert a100[-1] == pytest.approx(nccl_hop * scale)
+    h100 = _ring_hop_us(comm_tiers(db.systems["dgx-h100"]), _shape(sizes, 8, 1), 0)
+    assert list(h100) == pytest.approx([nccl_hop] * len(sizes))
 
 
 def test_nvls_needs_fewer_steps_than_a_ring(db) -> None:
