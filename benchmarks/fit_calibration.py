@@ -62,7 +62,8 @@ def evidence_fit() -> None:
     comm = PricedCollectives(evidence.collectives, db).fit()
     print("comm_fit.yaml (evidence fit): nvls_chunk_overhead_us", comm.nvls_chunk_overhead_us,
           "nvls_sync_us", comm.nvls_sync_us, "nccl_call_host_us", comm.nccl_call_host_us,
-          "ampere_nvlink_hop_scale", comm.ampere_nvlink_hop_scale, "ampere_ll_share", comm.ampere_ll_share)
+          "ampere_nvlink_hop_scale", comm.ampere_nvlink_hop_scale, "ampere_ll_share", comm.ampere_ll_share,
+          "efa_latency_us_extra", comm.efa_latency_us_extra)
     with comm_fit_override(comm):
         fitted = PricedSet(evidence, db, compute.packaged_constants()).fit()
     print("compute.yaml (evidence fit):", fitted_summary(fitted, comm))

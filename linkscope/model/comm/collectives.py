@@ -154,10 +154,43 @@ def _ampere_ring(t: CommTiers) -> tuple[float, float]:
     return 1.0, 1.0
 
 
+def _threads_at_work(s: _Shape, proto: int) -> np.ndarray:
+    """Share of the threads of every channel that store and poll at once in one ring step, on a log scale: 0 for
+    a single thread, 1 with every channel's threads.
+
+    NCCL launches the channels and threads `_channel_units` gives, and a thread moves its threshold of bytes per
+    step (ring LL: one 8-byte line per rank), so a step of a small message keeps fewer threads at work than
+    launched.
+    """
+    tune = nccl_tuning()
+    all_threads = tune.coll_channels * tune.max_threads[proto]
+    launched = _channel_units(s, proto, ring_ll=proto == 0) * tune.max_threads[proto]
+    per_thread = tune.thread_threshold[proto] * (s.n if proto == 0 else 1.0)
+    working = np.clip(np.minimum(launched, s.size / per_thread), 1.0, all_threads)
+    return np.log2(working) / np.log2(all_threads)
+
+
+def _ring_hop_us(t: CommTiers, s: _Shape, proto: int) -> np.ndarray:
+    """One ring step's latency inside a node: NCCL's per-hop latency, and between A100s over NVLink up to the
+    fitted scale of it (data/comm_fit.yaml) as more threads store and poll at once.
+
+    ABCI's A100 sweep (one process per GPU) runs 4-512 B all-reduces at about NCCL's 0.6 us a hop (17.3-18.3 us
+    against NCCL's 15.0), 4-16 KiB at about twice it and from 128 KiB, every channel's threads at work, at about
+    3.25 times it: the channels' SMs write their lines and poll their flags through the same NVLink ports and
+    NVSwitch, so a hop takes longer the more of them do so at once, each doubling of the threads adding about
+    the same time.
+    """
+    hop = nccl_tuning().hw_latency_us[t.intra_hw]["ring"][proto]
+    scale = _ampere_ring(t)[0]
+    if scale == 1.0:
+        return np.full_like(s.n, hop)
+    return hop * (1.0 + (scale - 1.0) * _threads_at_work(s, proto))
+
+
 def _ring_latency(t: CommTiers, s: _Shape, proto: int, nsteps: np.ndarray, ninter: np.ndarray) -> np.ndarray:
     tune = nccl_tuning()
     overhead = _overheads(t, proto)
-    intra = np.full_like(s.n, tune.hw_latency_us[t.intra_hw]["ring"][proto] * _ampere_ring(t)[0])
+    intra = _ring_hop_us(t, s, proto)
     intra = np.where(s.nn > 1, np.maximum(intra, overhead), intra)
     inter = tune.hw_latency_us["net"]["ring"][proto] + overhead * (2 if proto == 2 else 1) + _net_extra_us(t, proto)
     return tune.base_latency_us["ring"][proto] + (nsteps - ninter) * intra + ninter * inter

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import yaml
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from linkscope.hardware import built_cache
 from linkscope.hardware.errors import DataError
@@ -79,15 +79,19 @@ class CommFit(_Strict):
     ampere_ll_share: float = Field(default=1.0, gt=0, le=1.0)
     """The share of NCCL's LL bandwidth cap (llMaxBw) a ring reaches between A100s."""
     prior_ampere_ll_share: float = Field(default=1.0, gt=0, le=1.0)
+    efa_latency_us_extra: float = Field(default=0.0, ge=0)
+    """What one message costs at an EFA NET hop beyond InfiniBand verbs (fabrics.yaml names it `fitted`)."""
+    prior_efa_latency_us_extra: float = Field(default=0.0, ge=0)
 
 
 class FabricTraits(_Strict):
     """How one scale-out fabric differs from InfiniBand."""
 
     bw_efficiency: float = Field(gt=0, le=1)
-    latency_us_extra: float = Field(ge=0)
+    latency_us_extra: float | Literal["fitted"]
     """Time one message spends in the fabric's software path at each NET hop beyond InfiniBand verbs (a send
-    posted by NCCL's proxy until the peer's proxy sees it complete)."""
+    posted by NCCL's proxy until the peer's proxy sees it complete); `fitted`: the collective fit's constant
+    (comm_fit.yaml `<fabric>_latency_us_extra`)."""
     simple_flush: bool = False
     """The Simple protocol pays `latency_us_extra` twice per NET hop: after data lands in GPU memory the
     receiving proxy flushes it with one more network operation (NCCL's tuning model adds the net latency a
@@ -100,8 +104,23 @@ class FabricTraits(_Strict):
     basis: str
 
 
+FITTED_NET_LATENCY = ("efa",)
+"""Fabrics whose per-hop cost the collective fit owns (comm_fit.yaml), so validate's folds refit it."""
+
+
 class FabricTable(_Strict):
     fabrics: dict[str, FabricTraits]
+
+    @field_validator("fabrics")
+    @classmethod
+    def _fitted_latency_has_a_constant(cls, fabrics: dict[str, FabricTraits]) -> dict[str, FabricTraits]:
+        for name, traits in fabrics.items():
+            if isinstance(traits.latency_us_extra, float) and traits.latency_us_extra < 0:
+                raise ValueError(f"{name}: latency_us_extra must be >= 0")
+            if traits.latency_us_extra == "fitted" and name not in FITTED_NET_LATENCY:
+                raise ValueError(f"{name}: latency_us_extra 'fitted' has no fitted constant (only "
+                                 f"{', '.join(FITTED_NET_LATENCY)})")
+        return fabrics
 
 
 def _load(path: Path, model: type[BaseModel]) -> Any:
@@ -145,15 +164,17 @@ def comm_fit_override(fit: CommFit) -> AbstractContextManager[None]:
 
 
 def with_nvls_fit(overhead_us: float, sync_us: float, call_host_us: float | None = None,
-                  ampere: tuple[float, float] | None = None) -> CommFit:
+                  ampere: tuple[float, float] | None = None, efa_us: float | None = None) -> CommFit:
     """The packaged fit with another NVLS per-chunk overhead and single-node synchronisation cost (and, when
-    given, another host time per NCCL call and another A100 ring pair: NVLink hop scale, LL share)."""
+    given, another host time per NCCL call, another A100 ring pair: NVLink hop scale, LL share, and another
+    per-hop EFA cost)."""
     packaged = packaged_comm_fit()
     hop, ll = (packaged.ampere_nvlink_hop_scale, packaged.ampere_ll_share) if ampere is None else ampere
     return packaged.model_copy(update={
         "nvls_chunk_overhead_us": float(overhead_us), "nvls_sync_us": float(sync_us),
         "nccl_call_host_us": packaged.nccl_call_host_us if call_host_us is None else float(call_host_us),
-        "ampere_nvlink_hop_scale": float(hop), "ampere_ll_share": float(ll)})
+        "ampere_nvlink_hop_scale": float(hop), "ampere_ll_share": float(ll),
+        "efa_latency_us_extra": packaged.efa_latency_us_extra if efa_us is None else float(efa_us)})
 
 
 @functools.cache

@@ -12,7 +12,7 @@ import numpy as np
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
-from linkscope.model.comm.params import PROTOCOLS, FabricTraits, arch_key, fabric_traits, nccl_tuning
+from linkscope.model.comm.params import PROTOCOLS, FabricTraits, arch_key, comm_fit, fabric_traits, nccl_tuning
 
 ArrayLike = np.ndarray | float | int
 
@@ -97,6 +97,16 @@ def _fabric(system: System) -> FabricTraits | None:
     return fabric_traits()["tcpx" if so.transport in ("tcpx", "tcpxo") else so.fabric]
 
 
+def _net_latency_us_extra(traits: FabricTraits | None) -> float:
+    """The fabric's per-hop cost beyond InfiniBand: its data, or the collective fit's constant where the fit
+    owns it (EFA: data/comm_fit.yaml, refitted in validate's folds)."""
+    if traits is None:
+        return 0.0
+    if traits.latency_us_extra == "fitted":
+        return comm_fit().efa_latency_us_extra
+    return traits.latency_us_extra
+
+
 def _nic_node_bw(system: System, traits: FabricTraits | None) -> float:
     so = system.node.scale_out
     if traits is None:
@@ -126,7 +136,7 @@ def comm_tiers(system: System) -> CommTiers:
         pcie_bw_gb_per_s=tuning.pcie_x16_bw.get(node.host_pcie or node.gpu.pcie, tuning.pcie_x16_bw["pcie4"]),
         inter_socket_bw_gb_per_s=tuning.inter_socket_bw.get(cpu, tuning.inter_socket_bw["unknown"]),
         cpu_sockets=node.cpu_sockets, nic_node_gb_per_s=nic_bw,
-        net_latency_us_extra=traits.latency_us_extra if traits else 0.0,
+        net_latency_us_extra=_net_latency_us_extra(traits),
         fabric=node.scale_out.fabric,
         nvls=node.scale_up.in_network_reduction == "nvls" and tuning.nvls_efficiency[arch] > 0,
         sharp=node.scale_out.sharp and node.scale_out.fabric == "infiniband",

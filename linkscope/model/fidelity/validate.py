@@ -160,6 +160,7 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
             "nccl_call_host_us": (comm or comm_fit()).nccl_call_host_us,
             "ampere_nvlink_hop_scale": (comm or comm_fit()).ampere_nvlink_hop_scale,
             "ampere_ll_share": (comm or comm_fit()).ampere_ll_share,
+            "efa_latency_us_extra": (comm or comm_fit()).efa_latency_us_extra,
             "moe_layer_overhead_us": moe_constants().moe_layer_overhead_us}
 
 

@@ -38,15 +38,32 @@ def test_tp2_allreduce_on_mesh_is_about_seven_times_slower(db) -> None:
 
 def test_ring_allreduce_takes_2n_minus_2_steps(db) -> None:
     # At a tiny size the ring's time is its latency: base + 2(n-1) hops of NVLink latency (LL protocol);
-    # 8 bytes on one channel of three warps add a hundredth of a microsecond. A100 hops take the fitted
-    # multiple of NCCL's (data/comm_fit.yaml).
+    # 8 bytes on one channel of three warps add a hundredth of a microsecond. With one thread at work an A100
+    # hop is NCCL's too (its fitted multiple needs every channel's threads).
     tune = nccl_tuning()
-    for system, scale in (("dgx-h100", 1.0), ("dgx-a100", comm_fit().ampere_nvlink_hop_scale)):
+    for system in ("dgx-h100", "dgx-a100"):
         tiers = comm_tiers(db.systems[system])
         for n in (2, 4, 8):
             got = collective_time("all_reduce", tiers, 8, n, 1, algo="ring").time_us[0]
-            hop = tune.hw_latency_us["nvlink"]["ring"][0] * scale
+            hop = tune.hw_latency_us["nvlink"]["ring"][0]
             assert got == pytest.approx(tune.base_latency_us["ring"][0] + 2 * (n - 1) * hop, rel=1e-2), system
+
+
+def test_an_a100_hop_grows_with_the_threads_at_work_up_to_the_fitted_scale(db) -> None:
+    """ABCI's A100 sweep: 4-512 B at about NCCL's hop, 4-16 KiB at about twice it, and from 128 KiB at the fitted
+    multiple; each doubling of the threads at work adds the same time, and H100 keeps NCCL's hop at every size."""
+    from linkscope.model.comm.collectives import _ring_hop_us, _shape
+
+    scale = comm_fit().ampere_nvlink_hop_scale
+    nccl_hop = nccl_tuning().hw_latency_us["nvlink"]["ring"][0]
+    sizes = [4, 4096, 16384, 2**20, 2**30]
+    a100 = _ring_hop_us(comm_tiers(db.systems["dgx-a100"]), _shape(sizes, 8, 1), 0)
+    assert a100[0] == pytest.approx(nccl_hop)
+    assert list(a100) == sorted(a100)
+    assert 1.5 < a100[1] / nccl_hop < 2.5
+    assert a100[-1] == pytest.approx(nccl_hop * scale)
+    h100 = _ring_hop_us(comm_tiers(db.systems["dgx-h100"]), _shape(sizes, 8, 1), 0)
+    assert list(h100) == pytest.approx([nccl_hop] * len(sizes))
 
 
 def test_nvls_needs_fewer_steps_than_a_ring(db) -> None:
@@ -311,28 +328,52 @@ def _two_node_allreduce_us(db, system: str, size: int, protocols: tuple[str, ...
 
 
 def test_efa_small_allreduce_pays_its_per_hop_cost_on_two_net_hops(db) -> None:
-    from linkscope.model.comm.params import fabric_traits
+    from linkscope.model.comm.params import comm_fit
 
     # Two nodes: the tree crosses the network twice (up and down), each hop paying EFA's software path.
     efa_us, proto = _two_node_allreduce_us(db, "aws/p5.48xlarge", 64)
     ib_us, _ = _two_node_allreduce_us(db, "dgx-h100", 64)
     assert proto == "LL"
-    assert efa_us - ib_us == pytest.approx(2 * fabric_traits()["efa"].latency_us_extra, rel=0.05)
+    assert efa_us - ib_us == pytest.approx(2 * comm_fit().efa_latency_us_extra, rel=0.05)
     # evidence/fabric_latency.yaml: 68.4-69.3 us (p5, 2025) and 55.6-57.1 us (p6-b200, 2026) at 32-256 B.
     assert 55.0 < efa_us < 70.0
 
 
 def test_simple_only_runs_pay_the_flush_as_nccls_model_does(db) -> None:
-    from linkscope.model.comm.params import fabric_traits
+    from linkscope.model.comm.params import comm_fit
 
     # aws-ofi-nccl sets NCCL_PROTO=simple on p4d; Simple pays the EFA cost twice per NET hop (the receiver's flush).
     auto_us, _ = _two_node_allreduce_us(db, "aws/p4d.24xlarge", 32)
     simple_us, proto = _two_node_allreduce_us(db, "aws/p4d.24xlarge", 32, ("Simple",))
     assert proto == "Simple" and simple_us > auto_us
     no_flush_us, _ = _two_node_allreduce_us(db, "aws/p4d.24xlarge", 32, ("Simple",), flush=False)
-    assert simple_us - no_flush_us == pytest.approx(2 * fabric_traits()["efa"].latency_us_extra)
+    assert simple_us - no_flush_us == pytest.approx(2 * comm_fit().efa_latency_us_extra)
     # aws-samples/aws-efa-eks (NCCL 2.8.3): 167.9 us at 32 B.
     assert simple_us == pytest.approx(167.9, rel=0.05)
+
+
+def test_efa_per_hop_cost_is_the_collective_fits_and_a_fold_moves_it(db) -> None:
+    """EFA's per-hop cost is a constant of the collective fit (comm_fit.yaml), not fabric data: a prediction made
+    under another fit (a validate fold) pays that fit's cost."""
+    from linkscope.model.comm.params import comm_fit, comm_fit_override, fabric_traits, with_nvls_fit
+
+    assert fabric_traits()["efa"].latency_us_extra == "fitted"
+    packaged_us, _ = _two_node_allreduce_us(db, "aws/p5.48xlarge", 64)
+    fit = comm_fit()
+    with comm_fit_override(with_nvls_fit(fit.nvls_chunk_overhead_us, fit.nvls_sync_us,
+                                         efa_us=fit.efa_latency_us_extra + 5.0)):
+        slower_us, _ = _two_node_allreduce_us(db, "aws/p5.48xlarge", 64)
+    assert slower_us - packaged_us == pytest.approx(2 * 5.0, rel=0.05)
+
+
+def test_a_fabric_without_a_fitted_constant_cannot_say_fitted(tmp_path) -> None:
+    from linkscope.hardware.errors import DataError
+    from linkscope.model.comm.params import FabricTable, _validated
+
+    path = tmp_path / "fabrics.yaml"
+    path.write_text("fabrics:\n  roce: {bw_efficiency: 0.9, latency_us_extra: fitted, basis: x}\n")
+    with pytest.raises(DataError, match="roce"):
+        _validated(path, FabricTable)
 
 
 def test_infiniband_pays_no_fabric_extra_and_no_flush(db) -> None:
