@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
@@ -115,8 +116,9 @@ class FabricTable(_Strict):
     @classmethod
     def _fitted_latency_has_a_constant(cls, fabrics: dict[str, FabricTraits]) -> dict[str, FabricTraits]:
         for name, traits in fabrics.items():
-            if isinstance(traits.latency_us_extra, float) and traits.latency_us_extra < 0:
-                raise ValueError(f"{name}: latency_us_extra must be >= 0")
+            extra = traits.latency_us_extra
+            if isinstance(extra, float) and not (math.isfinite(extra) and extra >= 0):
+                raise ValueError(f"{name}: latency_us_extra must be a finite number >= 0 (got {extra})")
             if traits.latency_us_extra == "fitted" and name not in FITTED_NET_LATENCY:
                 raise ValueError(f"{name}: latency_us_extra 'fitted' has no fitted constant (only "
                                  f"{', '.join(FITTED_NET_LATENCY)})")
