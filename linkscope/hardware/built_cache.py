@@ -1,7 +1,7 @@
 """Validated data kept between starts, so that a command does not validate the same shipped files on every run.
 
-A command such as `predict train` reads seven packaged data files; checking them against their schemas means
-building pydantic's validators for them first, and that costs a short command a sixth of its time. The checked
+A command such as `predict train` reads nine packaged data files; checking them against their schemas means
+building pydantic's validators for them first, and that cost a short command about a sixth of its time. The checked
 result of the same files, built by the same code, is the same every time: it is kept here, pickled, under a key
 made of the files' texts, the source files of the code that builds it and the Python and pydantic releases.
 Edit a data file or that code and the key changes, so a stale entry is never read.
@@ -38,6 +38,7 @@ _SAFE_GLOBALS: dict[tuple[str, str], Any] = {
     ("builtins", "set"): set,
 }
 _PACKAGE = "linkscope"
+_MISS = object()
 
 
 def cached(name: str, files: Iterable[Path], code: Iterable[Path], build: Callable[[], T]) -> T:
@@ -54,9 +55,6 @@ def cached(name: str, files: Iterable[Path], code: Iterable[Path], build: Callab
     if path is not None:
         _store(path, value)
     return value
-
-
-_MISS = object()
 
 
 def _entry(name: str, files: Iterable[Path], code: Iterable[Path]) -> Path | None:
