@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 from linkscope.cli.main import app
+from tests.cli.helpers import forget_packaged_data
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # large byte reprs
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -349,24 +350,13 @@ def test_bench_train_lora_refuses_bad_ranks_before_any_rank_starts(value: str) -
         assert len(result.output.strip().splitlines()) == 1 and "--lora" in result.output, result.output
 
 
-def _packaged_loaders() -> list[Any]:
-    from linkscope.model.comm import params
-    from linkscope.model.ranges import accuracy
-    from linkscope.model.step import compute, transformer
-
-    return [compute.packaged_constants, params.nccl_tuning, params.packaged_comm_fit, params.fabric_traits,
-            accuracy.accuracy_file, transformer.model_presets]
-
-
 def _predict_train_from_cache() -> Result:
     """`predict train` with every packaged loader reading the cache again, as a fresh process would."""
-    for loader in _packaged_loaders():
-        loader.cache_clear()
+    forget_packaged_data()
     try:
         return invoke(*TRAIN)
     finally:
-        for loader in _packaged_loaders():
-            loader.cache_clear()
+        forget_packaged_data()
 
 
 @FUZZ
