@@ -41,12 +41,13 @@ _PACKAGE = "linkscope"
 _MISS = object()
 
 
-def cached(name: str, files: Iterable[Path], code: Iterable[Path], build: Callable[[], T]) -> T:
-    """`build()`, or what it returned before for the same `files` (their texts) and `code` (source files).
+def cached(name: str, files: Iterable[Path], stamped: Iterable[Path], build: Callable[[], T]) -> T:
+    """`build()`, or what it returned before for the same `files` (by their texts) and `stamped` (by path, size
+    and modification time: the source files of the code that builds, and files the result names but never read).
 
-    `build` must depend only on those files and modules; it runs, and its result is stored, whenever no valid
-    entry exists. Errors it raises pass through and nothing is stored."""
-    path = _entry(name, files, code)
+    `build` must depend only on those; it runs, and its result is stored, whenever no valid entry exists. Errors
+    it raises pass through and nothing is stored."""
+    path = _entry(name, files, stamped)
     if path is not None:
         value = _load(path)
         if value is not _MISS:
@@ -57,15 +58,15 @@ def cached(name: str, files: Iterable[Path], code: Iterable[Path], build: Callab
     return value
 
 
-def _entry(name: str, files: Iterable[Path], code: Iterable[Path]) -> Path | None:
+def _entry(name: str, files: Iterable[Path], stamped: Iterable[Path]) -> Path | None:
     root = parsed_cache.cache_root()
     if root is None:
         return None
     digest = hashlib.sha256(f"{_FORMAT}:{sys.version}:{_library_version('pydantic')}".encode())
     try:
-        for source in code:
-            stat = source.stat()
-            digest.update(f"|{source}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+        for stamp in stamped:
+            stat = stamp.stat()
+            digest.update(f"|{stamp}:{stat.st_mtime_ns}:{stat.st_size}".encode())
         for file in files:
             digest.update(f"|{file}:".encode() + file.read_bytes())
     except OSError:

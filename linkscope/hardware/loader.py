@@ -428,9 +428,10 @@ def load_db(extra_files: Iterable[Path | str] = (), include_user: bool = True) -
     extra = [Path(p) for p in extra_files]
     if user or extra:
         return _read_db(user, extra)
-    # The shipped files alone validate to the same database every time: it is kept between starts.
-    files = [*_packaged_base_files(), *_packaged_offering_files()]
-    return built_cache.cached("hardware", files, _BUILD_CODE, lambda: _read_db([], []))
+    # The shipped files alone validate to the same database every time: it is kept between starts. It holds the
+    # offering files' paths, read on first use, not their contents: those count by their stamps alone.
+    stamped = [*_BUILD_CODE, *_packaged_offering_files()]
+    return built_cache.cached("hardware", _packaged_base_files(), stamped, lambda: _read_db([], []))
 
 
 def _read_db(user: list[Path], extra: list[Path]) -> HardwareDB:

@@ -162,18 +162,12 @@ def test_packaged_constants_are_what_the_fitting_procedure_gives(db: HardwareDB)
 
 def test_packaged_comm_constant_is_what_the_fitting_procedure_gives(db: HardwareDB) -> None:
     fitted = PricedCollectives(load_evidence().collectives, db).fit()
-    step = float(OVERHEAD_GRID_US[1] - OVERHEAD_GRID_US[0])
-    assert fitted.nvls_chunk_overhead_us == pytest.approx(packaged_comm_fit().nvls_chunk_overhead_us, abs=step)
-    sync_step = float(SYNC_GRID_US[1] - SYNC_GRID_US[0])
-    assert fitted.nvls_sync_us == pytest.approx(packaged_comm_fit().nvls_sync_us, abs=sync_step)
-    host_step = float(HOST_GRID_US[1] - HOST_GRID_US[0])
-    assert fitted.nccl_call_host_us == pytest.approx(packaged_comm_fit().nccl_call_host_us, abs=host_step)
-    hop_step = float(HOP_SCALE_GRID[1] - HOP_SCALE_GRID[0])
-    assert fitted.ampere_nvlink_hop_scale == pytest.approx(packaged_comm_fit().ampere_nvlink_hop_scale, abs=hop_step)
-    share_step = float(LL_SHARE_GRID[1] - LL_SHARE_GRID[0])
-    assert fitted.ampere_ll_share == pytest.approx(packaged_comm_fit().ampere_ll_share, abs=share_step)
-    efa_step = float(EFA_GRID_US[1] - EFA_GRID_US[0])
-    assert fitted.efa_latency_us_extra == pytest.approx(packaged_comm_fit().efa_latency_us_extra, abs=efa_step)
+    grids = {"nvls_chunk_overhead_us": OVERHEAD_GRID_US, "nvls_sync_us": SYNC_GRID_US,
+             "nccl_call_host_us": HOST_GRID_US, "ampere_nvlink_hop_scale": HOP_SCALE_GRID,
+             "ampere_ll_share": LL_SHARE_GRID, "efa_latency_us_extra": EFA_GRID_US}
+    for name, grid in grids.items():
+        step = float(grid[1] - grid[0])
+        assert getattr(fitted, name) == pytest.approx(getattr(packaged_comm_fit(), name), abs=step), name
 
 
 def test_efa_per_hop_cost_is_fitted_on_two_floors_and_left_out_keeps_its_prior(db: HardwareDB) -> None:
