@@ -14,13 +14,14 @@ from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerin
 from linkscope.hardware.check import check_db, stale_warning
 from linkscope.hardware.currency import check_currency, in_currency, rates
 from linkscope.hardware.errors import UserError
-from linkscope.hardware.refresh import known_clouds, refresh, write_overrides
-from linkscope.hardware.refresh_source import parse_as_of, read_catalog
+from linkscope.hardware.refresh import known_clouds, refresh
+from linkscope.hardware.refresh_source import parse_stated, read_catalog
+from linkscope.hardware.refresh_write import write_overrides
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.serialize import offering_dict
 from linkscope.report.catalog import catalog_csv, catalog_table
 from linkscope.report.catalog_html import render_catalog_page
-from linkscope.report.refresh_diff import refresh_lines
+from linkscope.report.refresh_diff import merge_lines, refresh_lines
 
 catalog_app = typer.Typer(help="List cloud offerings with typed interconnect fields; check or refresh the data.",
                           invoke_without_command=True, no_args_is_help=False)
@@ -99,18 +100,21 @@ def refresh_cmd(
     source: str = typer.Option(..., "--from", help="A directory laid out like skypilot-catalog "
                                "(catalogs/v<N>/<cloud>/vms.csv), one vms.csv, or an http(s) URL of one."),
     cloud: Optional[str] = typer.Option(None, "--cloud", help="Cloud of a single CSV (default: its directory name)."),
-    commit: Optional[str] = typer.Option(None, "--commit", help="The skypilot-catalog commit the files are from "
-                                         "(read from git when --from is a checkout)."),
-    as_of: Optional[str] = typer.Option(None, "--as-of", help="That commit's date, YYYY-MM-DD (read from git when "
-                                        "--from is a checkout); prices are dated by it, never by today."),
-    apply: bool = typer.Option(False, "--apply", help="Write the applied prices; without it only the diff is shown."),
+    commit: Optional[list[str]] = typer.Option(None, "--commit", help="[CLOUD=]HASH: the skypilot-catalog commit "
+                                               "of a file (read from git in a checkout); repeat per cloud."),
+    as_of: Optional[list[str]] = typer.Option(None, "--as-of", help="[CLOUD=]YYYY-MM-DD: the date of a file "
+                                              "outside a git checkout (in one, each file is dated by its own last "
+                                              "commit); repeat per cloud. An undated file's prices are held back."),
+    apply: bool = typer.Option(False, "--apply", help="Merge the applied prices into the override file (entries "
+                               "of other offerings are kept); without it only the diff is shown."),
 ) -> None:
-    """Show what SkyPilot's catalog would change in the prices; with --apply, write it to the config directory."""
+    """Show what SkyPilot's catalog would change in the prices; with --apply, merge it into the config directory."""
     db = load_db()
-    when = parse_as_of(as_of)
-    report = refresh(db, read_catalog(source, known_clouds(db), cloud, commit, when))
+    stated = parse_stated(as_of, commit)
+    report = refresh(db, read_catalog(source, known_clouds(db), cloud, stated))
     for rejected in report.source.rejected:
-        err_console.print(f"rejected {rejected}", highlight=False, soft_wrap=True, markup=False)
+        if rejected.blocking:
+            err_console.print(f"rejected {rejected}", highlight=False, soft_wrap=True, markup=False)
     if report.blocking:
         raise UserError(f"{len(report.blocking)} row(s) of {source} rejected (listed above); nothing written",
                         field="from")
@@ -121,7 +125,8 @@ def refresh_cmd(
         typer.echo(f"nothing written; rerun with --apply to write {len(applied)} price(s)" if applied
                    else "nothing to write")
     elif applied:
-        typer.echo(f"wrote {write_overrides(report)}")
+        for line in merge_lines(write_overrides(report)):
+            typer.echo(line)
     else:
         typer.echo("nothing to write")
 

@@ -2,8 +2,9 @@
 
 The schema rejects malformed entries; these checks catch entries that are well-formed but wrong: a per-GPU price in
 the source text that disagrees with the node price, NIC rates outside the fabric's known generations, undated or
-placeholder-dated values, dates in the future, a price per GPU-hour outside its family's plausibility
-band. Each finding names the entry and says what is wrong.
+placeholder-dated values, dates in the future, an on-demand or spot price per GPU-hour outside its family's
+plausibility band, a spot price above the on-demand price, a text that is not one printable line, an offering with
+no price that does not say why. Each finding names the entry and says what is wrong.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Iterable
 
 from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
-from linkscope.hardware.plausibility import family_medians, implausible, usd_per_gpu_hour
+from linkscope.hardware.plausibility import Bands, family_bands, usd_per_gpu_hour, usd_spot_per_gpu_hour
+from linkscope.hardware.refresh_rows import bad_text
 
 STALE_AFTER_DAYS = 90
 """A price older than this draws a warning wherever it is shown or used."""
@@ -66,8 +68,12 @@ def _price_findings(o: Offering) -> list[Finding]:
     out = []
     if o.price_per_hour is not None and not o.price_source:
         out.append(Finding(o.id, "price_per_hour has no price_source"))
+    if o.price_per_hour is None and not o.price_source:
+        out.append(Finding(o.id, "no price and no price_source saying why (e.g. 'no public price: sold by contract')"))
     if o.spot_price_per_hour is not None and o.price_as_of is None:
         out.append(Finding(o.id, "spot_price_per_hour has no price_as_of"))
+    if o.price_source_file and not o.price_source_commit:
+        out.append(Finding(o.id, "price_source_file has no price_source_commit"))
     if o.price_per_hour is not None and o.price_source:
         per_gpu = o.price_per_hour / o.system.node.gpus
         for m in _PER_GPU.finditer(o.price_source):
@@ -75,6 +81,37 @@ def _price_findings(o: Offering) -> list[Finding]:
             if abs(stated - per_gpu) > 0.006:
                 out.append(Finding(o.id, f"price_source states ${stated}/GPU-h but price_per_hour / gpus = "
                                          f"{o.price_per_hour} / {o.system.node.gpus} = {per_gpu:.4f}"))
+    return out
+
+
+def _band_findings(o: Offering, bands: Bands) -> list[Finding]:
+    """On-demand and spot prices inside the family's band (built without this offering), spot under on-demand."""
+    out = []
+    family = o.system.node.gpu.family_name
+    spot, price = o.spot_price_per_hour, o.price_per_hour
+    if spot is not None and price is not None and spot > price:
+        out.append(Finding(o.id, f"spot_price_per_hour {spot:g} is above price_per_hour {price:g}"))
+    for name, value in (("price_per_hour", price), ("spot_price_per_hour", spot)):
+        per_gpu = usd_per_gpu_hour(o) if name == "price_per_hour" else usd_spot_per_gpu_hour(o)
+        spot_band = name == "spot_price_per_hour"
+        outside = bands.check(per_gpu, family, o.id, spot_band) if per_gpu is not None else None
+        if outside:
+            out.append(Finding(o.id, f"{name} {value:g} is implausible: {outside}"))
+    return out
+
+
+def _text_findings(o: Offering) -> list[Finding]:
+    """Every text shown or joined on is one printable line: a newline or a bidirectional override in a region or a
+    source would print as lines (or a reordered line) the data does not hold."""
+    texts = [("instance", o.instance), ("provider", o.provider), ("name", o.system.name),
+             *(("regions", r) for r in o.regions), ("price_source", o.price_source or ""), ("notes", o.notes),
+             ("source", o.source), *(("skypilot", k) for k in (o.skypilot or "", *o.skypilot_aliases,
+                                                                 *o.skypilot_parts))]
+    out = []
+    for name, text in texts:
+        problem = bad_text(text, None)
+        if problem:
+            out.append(Finding(o.id, f"{name} {problem}"))
     return out
 
 
@@ -122,14 +159,12 @@ def check_db(db: HardwareDB, today: date | None = None) -> list[Finding]:
         found += _dates(f"link {link.id}", today, ("as_of", link.as_of))
     for s in db.systems.values():
         found += _dates(f"system {s.id}", today, ("as_of", s.as_of))
-    medians = family_medians(db.offerings.values())
+    bands = family_bands(db.offerings.values())
     for o in sorted(db.offerings.values(), key=lambda o: o.id):
         found += _dates(o.id, today, ("as_of", o.as_of), ("price_as_of", o.price_as_of))
         found += _price_findings(o)
-        usd = usd_per_gpu_hour(o)
-        band = implausible(usd, o.system.node.gpu.family_name, medians) if usd is not None else None
-        if band:
-            found.append(Finding(o.id, f"price_per_hour {o.price_per_hour:g} is implausible: {band}"))
+        found += _band_findings(o, bands)
+        found += _text_findings(o)
         found += _nic_findings(o, db)
         found += _unconfirmed_findings(o)
     return found

@@ -304,7 +304,7 @@ def _check_unique(kind: str, items: Iterable[tuple[str, str]]) -> None:
 
 def _gpu_spec(e: GpuEntry) -> GpuSpec:
     return GpuSpec(
-        id=e.id, vendor=e.vendor, arch=e.arch, form_factor=e.form_factor, memory_gib=e.memory_gib,
+        id=e.id, vendor=e.vendor, arch=e.arch, form_factor=e.form_factor, memory_gib=e.derived_memory_gib,
         hbm_gb_per_s=e.hbm_gb_per_s, fp16_dense_tflops=e.fp16_dense_tflops, bf16_dense_tflops=e.bf16_dense_tflops,
         fp8_dense_tflops=e.fp8_dense_tflops, scale_up_link=e.scale_up_link, nvlink_links=e.nvlink_links,
         pcie=e.pcie, compute_capability=e.compute_capability, source=e.source, as_of=e.as_of,
@@ -405,7 +405,9 @@ def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
                     multi_node=e.multi_node, unconfirmed=tuple(e.unconfirmed), notes=e.notes,
                     source=e.source, as_of=e.as_of, skypilot=e.skypilot,
                     skypilot_aliases=tuple(e.skypilot_aliases), skypilot_parts=tuple(e.skypilot_parts),
-                    price_source_kind=e.price_source_kind, currency=e.currency)
+                    price_source_kind=e.price_source_kind, currency=e.currency,
+                    price_date_basis=e.price_date_basis, price_source_file=e.price_source_file,
+                    price_source_commit=e.price_source_commit)
 
 
 def _apply_override(o: Offering, p: PriceOverride) -> Offering:
@@ -414,7 +416,9 @@ def _apply_override(o: Offering, p: PriceOverride) -> Offering:
     return replace(o, price_per_hour=p.price_per_hour, spot_price_per_hour=p.spot_price_per_hour,
                    price_as_of=p.price_as_of, price_source=p.price_source,
                    price_source_kind=p.price_source_kind, currency=p.currency,
-                   regions=tuple(p.regions) or o.regions, unconfirmed=unconfirmed)
+                   regions=tuple(p.regions) or o.regions, unconfirmed=unconfirmed,
+                   price_date_basis=p.price_date_basis, price_source_file=p.price_source_file,
+                   price_source_commit=p.price_source_commit)
 
 
 _BUILD_CODE = tuple(Path(__file__).with_name(f"{m}.py") for m in ("loader", "schema", "specs", "system", "offering",
@@ -496,7 +500,15 @@ def _apply_overrides(db: HardwareDB, overrides: list[tuple[str, PriceOverride]],
     mistake to report, never a price silently dropped: in a `--catalog` file it fails like any bad entry; in the
     config directory (a refresh from before an offering was renamed) it is skipped with a warning, so one stale
     price cannot break every command."""
+    seen: set[tuple[str, str]] = set()
     for file, p in overrides:
+        if (file, p.offering) in seen:
+            twice = f"price_overrides: {p.offering} is listed twice; the later entry is used"
+            if file not in user_files:
+                raise DataError(file, f"{p.offering} is listed twice", entry=p.offering, field="offering")
+            warnings.warn(ConfigFileWarning(f"{file}: {twice} (fix it, or delete the file: rm '{file}')"),
+                          stacklevel=4)
+        seen.add((file, p.offering))
         if p.offering in db.offerings:
             db.offerings[p.offering] = _apply_override(db.offerings[p.offering], p)
             continue

@@ -40,6 +40,17 @@ class Offering:
     """`provider`, `dataset` or `marketplace` when stated in the data."""
     currency: str = "USD"
     """The currency of `price_per_hour` and `spot_price_per_hour` (as published)."""
+    price_date_basis: str = "source"
+    """`source`: `price_as_of` is the source's own date; `read`: only the day a source of unknown date was read."""
+    price_source_file: str | None = None
+    """The skypilot-catalog file (`catalogs/v8/lambda/vms.csv`) the price came from, if it came from one."""
+    price_source_commit: str | None = None
+    """That file's commit, by which a refresh from a skypilot-catalog checkout dates the price."""
+
+    @property
+    def price_dated(self) -> bool:
+        """Whether the price carries its source's own date (else it is undated and never outranks a dated one)."""
+        return self.price_as_of is not None and self.price_date_basis == "source"
 
     @property
     def price_per_gpu_hour(self) -> float | None:

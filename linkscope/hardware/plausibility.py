@@ -1,23 +1,37 @@
 """The plausibility band on prices: a price per GPU-hour far from its GPU family's median is a data error.
 
-One band serves `catalog --check` (shipped data and user overrides) and `catalog refresh` (every new price), so a
-price that the check would flag can never be written by a refresh.
+One band serves `catalog --check` (shipped data and user overrides) and `catalog refresh` (every new price, on-demand
+and spot), so a price that the check would flag can never be written by a refresh.
+
+The band comes from the catalog itself. Around the family's median it is as wide as the family's own widest
+spread (hyperscaler on-demand prices next to marketplace listings of the same GPU are about 4x apart), plus a
+quarter, never narrower than MIN_FACTOR nor wider than MAX_FACTOR. The spread is taken over the family's other
+prices (leave one out), so a wrong price cannot widen the band that judges it.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from linkscope.hardware.currency import in_currency
 from linkscope.hardware.offering import Offering
 
-BAND_FACTOR = 5.0
-"""A price per GPU-hour more than this factor above or below its family's median is implausible. Wide enough for
-on-demand hyperscaler prices next to marketplace listings of the same GPU (about 4x apart in the shipped data),
-narrow enough to catch a host-only price or a per-GPU price entered as a node price (8x)."""
+MIN_FACTOR = 3.5
+"""Every price within this factor of its family's median is plausible, however tight the family's prices are."""
+MAX_FACTOR = 4.5
+"""No price further than this from its family's median is plausible: it catches a host-only price (GCP bills the
+GPUs apart) or a per-GPU price entered as a node price (8x)."""
+SLACK = 1.25
+"""How much wider than the family's widest other price the band reaches."""
 MIN_PRICES = 3
 """Families with fewer priced offerings have no median to trust; their prices are not banded."""
+SPOT_DISCOUNT_MAX = 0.9
+"""Spot prices reach 90% below on-demand (Azure's ND96asr A100 v4: $3.37/h spot against $27.20/h), so a spot price's
+band reaches that much below the on-demand band; above, it ends where the on-demand band ends (and a spot price is
+never above its own on-demand price)."""
 
 
 def usd_per_gpu_hour(o: Offering) -> float | None:
@@ -25,22 +39,68 @@ def usd_per_gpu_hour(o: Offering) -> float | None:
     return in_currency(o, "USD").price_per_gpu_hour
 
 
-def family_medians(offerings: Iterable[Offering]) -> dict[str, float]:
-    """Median on-demand USD price per GPU-hour of each GPU family with at least MIN_PRICES priced offerings."""
-    prices: dict[str, list[float]] = {}
+def usd_spot_per_gpu_hour(o: Offering) -> float | None:
+    """The spot price per GPU-hour in USD, None when there is none."""
+    spot = in_currency(o, "USD").spot_price_per_hour
+    return None if spot is None else spot / o.system.node.gpus
+
+
+@dataclass(frozen=True)
+class Band:
+    """One GPU family's plausible prices per GPU-hour (USD)."""
+
+    family: str
+    median: float
+    factor: float
+
+    @property
+    def low(self) -> float:
+        return self.median / self.factor
+
+    @property
+    def high(self) -> float:
+        return self.median * self.factor
+
+    def outside(self, per_gpu_hour: float, spot: bool = False) -> str | None:
+        """Why a price per GPU-hour is outside the band (a spot price's reaches lower), or None when inside."""
+        low = self.low * (1 - SPOT_DISCOUNT_MAX) if spot else self.low
+        if low <= per_gpu_hour <= self.high:
+            return None
+        what = "spot band" if spot else "band"
+        return (f"${per_gpu_hour:.2f}/GPU-h is outside the {self.family} {what} ${low:.2f}..${self.high:.2f} "
+                f"({self.factor:.2f}x around the median ${self.median:.2f})")
+
+
+@dataclass
+class Bands:
+    """Each family's median and its prices' spreads, from which an offering's band is built without that offering."""
+
+    medians: dict[str, float]
+    spreads: dict[str, list[tuple[float, str]]]
+    """Per family, each offering's spread from the median (a factor >= 1) and its id, widest first."""
+
+    def band(self, family: str, leave_out: str | None = None) -> Band | None:
+        """The band of `family`, its spread taken over every offering but `leave_out`; None for too few prices."""
+        median = self.medians.get(family)
+        if median is None:
+            return None
+        widest = next((s for s, oid in self.spreads[family] if oid != leave_out), 1.0)
+        return Band(family, median, min(MAX_FACTOR, max(MIN_FACTOR, SLACK * widest)))
+
+    def check(self, per_gpu_hour: float, family: str, leave_out: str | None = None, spot: bool = False) -> str | None:
+        """Why a price is implausible for `family`, or None when it is plausible (or the family has no band)."""
+        band = self.band(family, leave_out)
+        return band.outside(per_gpu_hour, spot) if band else None
+
+
+def family_bands(offerings: Iterable[Offering]) -> Bands:
+    """The bands of every GPU family with at least MIN_PRICES priced offerings, from their on-demand USD prices."""
+    prices: dict[str, list[tuple[float, str]]] = {}
     for o in offerings:
         per_gpu = usd_per_gpu_hour(o)
-        if per_gpu is not None:
-            prices.setdefault(o.system.node.gpu.family_name, []).append(per_gpu)
-    return {family: statistics.median(p) for family, p in prices.items() if len(p) >= MIN_PRICES}
-
-
-def implausible(per_gpu_hour: float, family: str, medians: dict[str, float]) -> str | None:
-    """Why a price per GPU-hour is outside its family's band, or None when it is inside (or there is no band)."""
-    median = medians.get(family)
-    if median is None:
-        return None
-    if per_gpu_hour > median * BAND_FACTOR or per_gpu_hour < median / BAND_FACTOR:
-        return (f"${per_gpu_hour:.2f}/GPU-h is outside {BAND_FACTOR:g}x of the {family} median "
-                f"${median:.2f}/GPU-h")
-    return None
+        if per_gpu is not None and per_gpu > 0 and math.isfinite(per_gpu):
+            prices.setdefault(o.system.node.gpu.family_name, []).append((per_gpu, o.id))
+    medians = {f: statistics.median(p for p, _ in ps) for f, ps in prices.items() if len(ps) >= MIN_PRICES}
+    spreads = {f: sorted(((max(p / medians[f], medians[f] / p), oid) for p, oid in prices[f]), reverse=True)
+               for f in medians}
+    return Bands(medians, spreads)

@@ -1,42 +1,34 @@
 """`linkscope catalog refresh`: newer prices from SkyPilot's catalog, joined safely and written as an override.
 
 A refreshed price is applied only when it is whole (every row the provider splits it over: GCP's host row plus
-its GPU rows), dated by the source commit and not older than the price it replaces, from a source that ranks at
-least as high (provider page > maintained dataset > marketplace listing), and inside the plausibility band of its
-GPU family. Everything else is reported: held-back prices with the reason, region switches, offerings with no
-row, and source rows that match no offering. The shipped data is never modified: prices go to
-`prices-skypilot.yaml` in the user's config directory, written atomically, which the loader reads after it.
+its GPU rows), priced for the offering's own GPU count (a rack-priced row never prices a node, nor a node-priced row
+a rack), dated by its source file and not older than the price it replaces (an undated price never replaces a dated
+one), from a source that ranks at least as high (provider page > maintained dataset > marketplace listing), inside
+the plausibility band of its GPU family (on-demand and spot, spot never above on-demand), and not a jump of more
+than MAX_STEP from the current price. Everything else is reported: held-back prices with the reason, region
+switches, offerings with no row, and source rows that match no offering. The shipped data is never modified:
+prices are merged into `prices-skypilot.yaml` in the user's config directory (see hardware.refresh_write).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
 
-import yaml
-from pydantic import ValidationError
-
-from linkscope.hardware.errors import UserError
-from linkscope.hardware.loader import USER_DIR_ENV, HardwareDB
+from linkscope.hardware.git_dates import file_date_at
+from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
-from linkscope.hardware.plausibility import family_medians, implausible
-from linkscope.hardware.refresh_source import MARKETPLACE_CLOUDS, CatalogRow, CatalogSource
-from linkscope.hardware.schema import PriceOverride
+from linkscope.hardware.plausibility import Bands, family_bands
+from linkscope.hardware.refresh_rows import CatalogRow
+from linkscope.hardware.refresh_source import MARKETPLACE_CLOUDS, CatalogSource, SourceFile
 
-OVERRIDE_FILE = "prices-skypilot.yaml"
 RANKS = {"marketplace": 0, "dataset": 1, "provider": 2}
 SPLIT_PRICE_CLOUDS = frozenset({"gcp"})
 """Clouds whose SkyPilot VM row holds only the host part of the price; the GPUs are rows of their own."""
-
-
-class _NoAliasDumper(yaml.SafeDumper):
-    """Writes repeated values (the same date object) in full instead of as YAML anchors."""
-
-    def ignore_aliases(self, data: object) -> bool:
-        return True
+MAX_STEP = 2.0
+"""A new price more than this factor above or below the current one is held back for a person to check: real
+price changes are smaller (Lambda's H100 $2.49 -> $3.29, AWS's 2025 P5 cut of 45%), while a mis-joined row or a
+corrupt field is not."""
 
 
 def source_kind(o: Offering) -> str:
@@ -68,6 +60,9 @@ class PriceChange:
     held_back: str | None = None
     """Why the new price is not applied; None when it is."""
     region_switch: str | None = None
+    old_as_of: str = "undated"
+    """The current price's date as the refresh ranked it (`2026-09-20`, `undated (read 2026-12-04)`)."""
+    file: SourceFile | None = None
 
     @property
     def changed(self) -> bool:
@@ -88,7 +83,6 @@ class RefreshReport:
     """Offerings of the clouds in the source with no (whole) row there, with the reason."""
     unused: dict[str, list[str]] = field(default_factory=dict)
     """Per cloud, the GPU instance types in the source that match no offering."""
-    written: Path | None = None
 
     @property
     def blocking(self) -> list[str]:
@@ -101,7 +95,7 @@ def _keys(o: Offering) -> list[str]:
 
 
 def _in_region(rows: list[CatalogRow], region: str) -> CatalogRow | None:
-    """The cheapest row in one region (zones of a region repeat the same price)."""
+    """The cheapest row in one region (zones of a region repeat the same on-demand price)."""
     here = [r for r in rows if r.region == region and r.price is not None]
     return min(here, key=lambda r: r.price or 0.0) if here else None
 
@@ -115,6 +109,17 @@ def _whole_price(parts: list[list[CatalogRow]], region: str) -> tuple[float, flo
     spots = [p.spot_price for p in chosen]
     spot = round(sum(s for s in spots if s is not None), 6) if all(s is not None for s in spots) else None
     return round(sum(p.price or 0.0 for p in chosen), 6), spot
+
+
+def _counts_differ(o: Offering, parts: list[list[CatalogRow]]) -> str | None:
+    """Why the rows price another number of GPUs than the offering has (a rack row on a node, a node row on a
+    rack); None when every row that states its GPUs states the offering's."""
+    gpus = o.system.node.gpus
+    stated = sorted({r.gpus for rows in parts for r in rows if r.gpus is not None and r.accelerator})
+    if stated and stated != [gpus]:
+        return (f"the source rows price {', '.join(map(str, stated))} GPU(s), the offering has {gpus}; "
+                "a row is never joined to a unit of another size")
+    return None
 
 
 def _join(o: Offering, by_key: dict[str, list[CatalogRow]],
@@ -133,7 +138,9 @@ def _join(o: Offering, by_key: dict[str, list[CatalogRow]],
     missing = [p for p in o.skypilot_parts if p not in by_key]
     if missing:
         return f"no row for {', '.join(missing)}"
-    return key, [host, *(by_key[p] for p in o.skypilot_parts)]
+    parts = [host, *(by_key[p] for p in o.skypilot_parts)]
+    mismatch = _counts_differ(o, parts)
+    return mismatch if mismatch else (key, parts)
 
 
 def _cheapest(o: Offering, parts: list[list[CatalogRow]]) -> tuple[str, float, float | None] | None:
@@ -146,17 +153,80 @@ def _cheapest(o: Offering, parts: list[list[CatalogRow]]) -> tuple[str, float, f
     return min(found, key=lambda f: f[1]) if found else None
 
 
-def _hold_back(o: Offering, price: float, as_of: date | None, kind: str, medians: dict[str, float]) -> str | None:
-    if as_of is None:
-        return "the source has no date (give --as-of, the source commit's date)"
+@dataclass
+class _Context:
+    """What every offering's decision needs: the source, the bands, and the dates of current prices."""
+
+    source: CatalogSource
+    bands: Bands
+    dated: dict[tuple[str, str], date | None] = field(default_factory=dict)
+
+    def current_date(self, o: Offering) -> tuple[date | None, str]:
+        """The current price's date for ranking, and how to print it. A price read from a skypilot-catalog file
+        whose commit date was not at hand is dated by that file's last change as of its commit when the source
+        is a checkout holding that commit; otherwise it is undated."""
+        if o.price_dated:
+            return o.price_as_of, str(o.price_as_of)
+        checkout = self.source.checkout
+        if checkout is not None and o.price_source_file and o.price_source_commit:
+            key = (o.price_source_commit, o.price_source_file)
+            if key not in self.dated:
+                self.dated[key] = file_date_at(checkout, *key)
+            when = self.dated[key]
+            if when is not None:
+                return when, f"{when} (its file's last change as of commit {o.price_source_commit[:8]})"
+        read = f" (read {o.price_as_of})" if o.price_as_of else ""
+        return None, f"undated{read}"
+
+
+def _step(old: float | None, new: float) -> str | None:
+    if old is None or old <= 0:
+        return None
+    ratio = new / old
+    if ratio > MAX_STEP or ratio < 1 / MAX_STEP:
+        return (f"the price would move {max(ratio, 1 / ratio):.2f}x at once ({old:g} -> {new:g}; more than "
+                f"{MAX_STEP:g}x); check the source, and set it by hand if it is right")
+    return None
+
+
+def _implausible(o: Offering, price: float, spot: float | None, bands: Bands) -> str | None:
+    gpus, family = o.system.node.gpus, o.system.node.gpu.family_name
+    if spot is not None and spot > price:
+        return f"the spot price {spot:g} is above the on-demand price {price:g}"
+    for what, value in (("on-demand", price), ("spot", spot)):
+        if value is not None:
+            outside = bands.check(value / gpus, family, o.id, spot=what == "spot")
+            if outside:
+                return f"the {what} price {outside}"
+    return None
+
+
+def _hold_back(o: Offering, price: float, spot: float | None, file: SourceFile, kind: str, ctx: _Context,
+               old_date: date | None) -> str | None:
+    if file.commit_date is None:
+        return f"the source file is {file.dated_by}"
     if o.currency != "USD":
         return f"the current price is published in {o.currency}; SkyPilot's are USD"
-    if o.price_as_of is not None and o.price_as_of > as_of:
-        return f"the current price is newer ({o.price_as_of} > {as_of})"
+    if old_date is not None and old_date > file.commit_date:
+        return f"the current price is newer ({old_date} > {file.commit_date})"
     old_kind = source_kind(o)
     if o.price_per_hour is not None and RANKS[old_kind] > RANKS[kind]:
         return f"the current price is from a {old_kind} source, which ranks above a {kind}"
-    return implausible(price / o.system.node.gpus, o.system.node.gpu.family_name, medians)
+    return _implausible(o, price, spot, ctx.bands) or _step(o.price_per_hour, price)
+
+
+def _change(o: Offering, key: str, parts: list[list[CatalogRow]], ctx: _Context) -> PriceChange | str:
+    picked = _cheapest(o, parts)
+    if picked is None:
+        return "no region has every part of the price"
+    region, price, spot = picked
+    file = ctx.source.files[key.split("/", 1)[0]]
+    kind = "marketplace" if file.cloud in MARKETPLACE_CLOUDS else "dataset"
+    switch = f"{', '.join(o.regions)} -> {region}" if o.regions and region not in o.regions else None
+    old_date, old_text = ctx.current_date(o)
+    return PriceChange(o.id, o.price_per_hour, price, o.spot_price_per_hour, spot, region,
+                       " + ".join([key, *o.skypilot_parts]), file.describe(), file.commit_date, kind,
+                       _hold_back(o, price, spot, file, kind, ctx, old_date), switch, old_text, file)
 
 
 def refresh(db: HardwareDB, source: CatalogSource) -> RefreshReport:
@@ -167,7 +237,7 @@ def refresh(db: HardwareDB, source: CatalogSource) -> RefreshReport:
     for row in source.rows:
         by_key.setdefault(row.key, []).append(row)
     clouds = set(source.files)
-    medians = family_medians(db.offerings.values())
+    ctx = _Context(source, family_bands(db.offerings.values()))
     used: set[str] = set()
     versions = {cloud: f.version for cloud, f in source.files.items()}
     for o in sorted(db.offerings.values(), key=lambda o: o.id):
@@ -180,18 +250,11 @@ def refresh(db: HardwareDB, source: CatalogSource) -> RefreshReport:
         key, parts = joined
         used.update(k for k in _keys(o) if k in by_key)
         used.update(o.skypilot_parts)
-        picked = _cheapest(o, parts)
-        if picked is None:
-            report.unmatched.append(f"{o.id} (no region has every part of the price)")
-            continue
-        region, price, spot = picked
-        file = source.files[key.split("/", 1)[0]]
-        kind = "marketplace" if file.cloud in MARKETPLACE_CLOUDS else "dataset"
-        switch = (f"{', '.join(o.regions)} -> {region}" if o.regions and region not in o.regions else None)
-        rows = " + ".join([key, *o.skypilot_parts])
-        report.changes.append(PriceChange(
-            o.id, o.price_per_hour, price, o.spot_price_per_hour, spot, region, rows, file.describe(),
-            file.commit_date, kind, _hold_back(o, price, file.commit_date, kind, medians), switch))
+        change = _change(o, key, parts, ctx)
+        if isinstance(change, str):
+            report.unmatched.append(f"{o.id} ({change})")
+        else:
+            report.changes.append(change)
     for cloud in sorted(clouds):
         names = sorted({r.instance or r.key.split("/", 1)[1] for r in source.rows
                         if r.cloud == cloud and r.accelerator and r.key not in used})
@@ -206,66 +269,3 @@ def known_clouds(db: HardwareDB) -> set[str]:
     for o in db.offerings.values():
         clouds.update(k.split("/", 1)[0] for k in (*_keys(o), *o.skypilot_parts))
     return clouds
-
-
-def override_dir() -> Path:
-    """$LINKSCOPE_CONFIG_DIR, else the platform's config directory for linkscope."""
-    configured = os.environ.get(USER_DIR_ENV)
-    if configured:
-        return Path(configured)
-    from platformdirs import user_config_dir
-
-    return Path(user_config_dir("linkscope"))
-
-
-def override_entries(report: RefreshReport) -> list[dict[str, object]]:
-    """The applied prices as `price_overrides` entries, each validated as the loader will validate it."""
-    entries: list[dict[str, object]] = []
-    for c in report.changes:
-        if not c.applied or c.as_of is None:
-            continue
-        entry: dict[str, object] = {"offering": c.offering}
-        if c.new_price is not None:
-            entry["price_per_hour"] = c.new_price
-        if c.new_spot is not None:
-            entry["spot_price_per_hour"] = c.new_spot
-        entry["price_as_of"] = c.as_of
-        entry["price_source"] = f"{c.source}: {c.rows}, {c.region or 'no region'}"
-        entry["price_source_kind"] = c.kind
-        entry["currency"] = "USD"  # SkyPilot's catalog prices are USD
-        if c.region:
-            entry["regions"] = [c.region]
-        try:
-            PriceOverride.model_validate(entry)
-        except ValidationError as exc:  # a bug upstream, never a reason to write a file that breaks every command
-            raise UserError(f"refusing to write {c.offering}: {exc.errors()[0]['msg']}") from None
-        entries.append(entry)
-    return entries
-
-
-def write_overrides(report: RefreshReport, directory: Path | None = None) -> Path:
-    """Write the applied prices to the override file atomically: a reader sees the old file or the new one."""
-    directory = directory or override_dir()
-    if report.blocking:
-        raise UserError(f"{len(report.blocking)} rejected row(s) in the source; nothing written")
-    entries = override_entries(report)
-    header = ("# Written by `linkscope catalog refresh`. Applied over linkscope's shipped prices; "
-              "delete this file to go back to them.\n")
-    text = header + yaml.dump({"price_overrides": entries}, Dumper=_NoAliasDumper, sort_keys=False, width=120)
-    path = directory / OVERRIDE_FILE
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".prices-", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise UserError(f"cannot write {path} ({exc.strerror or exc})", field="LINKSCOPE_CONFIG_DIR") from None
-    report.written = path
-    return path

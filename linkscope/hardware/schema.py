@@ -17,7 +17,15 @@ from linkscope.hardware.specs import LinkFamily, LinkUnit
 Id = str
 PriceSourceKind = Literal["provider", "dataset", "marketplace"]
 """Where a price was read, best first: the provider's own page, a maintained dataset, a marketplace listing."""
+PriceDateBasis = Literal["source", "read"]
+"""What `price_as_of` is: the source's own date (a page read the day it stated the price, a file's last commit), or
+only the day a source of unknown date was read (a stored copy, a file whose commit date was not at hand): no newer
+than that, and never ranked above a price dated by its source."""
 SKYPILOT_KEY = r"^[a-z0-9-]+/\S+$"
+CATALOG_FILE = r"^catalogs/v[0-9]+/[a-z0-9-]+/vms\.csv$"
+COMMIT = r"^[0-9a-f]{40}$"
+GIB_PER_GB = 1e9 / 2**30
+"""GiB in one decimal gigabyte (10^9 bytes)."""
 MAX_COUNT = 10_000_000
 """Upper bound on counts (GPUs, nodes, NICs): far beyond any machine, keeps arithmetic finite and fast."""
 
@@ -54,7 +62,13 @@ class GpuEntry(Provenance):
     arch: str = Field(min_length=1)
     form_factor: Literal["SXM", "PCIe", "NVL", "OAM", "Superchip"]
     compute_capability: str | None = None
-    memory_gib: float = Field(gt=0)
+    memory_gb: float | None = Field(default=None, gt=0)
+    """The vendor's memory figure, as printed ("288 GB")."""
+    memory_gb_unit: Literal["GiB", "GB"] | None = None
+    """What the vendor's "GB" is: binary (an "80GB" A100 reports 81,920 MiB) or decimal (a "288 GB" B300 reports
+    275,040 MiB, 268.6 GiB)."""
+    memory_gib: float | None = Field(default=None, gt=0)
+    """Only for a GPU given without the vendor's figure; otherwise derived from memory_gb."""
     hbm_gb_per_s: float = Field(gt=0)
     fp16_dense_tflops: float = Field(gt=0)
     bf16_dense_tflops: float | None = Field(default=None, gt=0)
@@ -62,6 +76,21 @@ class GpuEntry(Provenance):
     scale_up_link: Id | None = None
     nvlink_links: int | None = Field(default=None, ge=1, le=MAX_COUNT, strict=True)
     pcie: Id
+
+    @model_validator(mode="after")
+    def _one_memory_figure(self) -> GpuEntry:
+        if self.memory_gb is not None and self.memory_gb_unit is None:
+            raise ValueError("memory_gb needs memory_gb_unit (GiB when the vendor's GB are binary, GB when decimal)")
+        if (self.memory_gb is None) == (self.memory_gib is None):
+            raise ValueError("give memory_gb with memory_gb_unit (the vendor's figure), or memory_gib, not both")
+        return self
+
+    @property
+    def derived_memory_gib(self) -> float:
+        """Memory in GiB: the vendor's figure converted by what its "GB" means."""
+        if self.memory_gb is None:
+            return self.memory_gib or 0.0
+        return self.memory_gb if self.memory_gb_unit == "GiB" else round(self.memory_gb * GIB_PER_GB, 2)
 
 
 class LinkEntry(Provenance):
@@ -149,6 +178,10 @@ class OfferingEntry(NodeEntry, Provenance):
     """`cloud/gpu:NAME:COUNT` rows billed on top of the host row (GCP bills GPUs apart from the VM)."""
     price_source_kind: PriceSourceKind | None = None
     """Rank of `price_source`; when absent it is read from the source text (see hardware.refresh)."""
+    price_date_basis: PriceDateBasis = "source"
+    price_source_file: str | None = Field(default=None, pattern=CATALOG_FILE)
+    """The skypilot-catalog file the price was read from, so a refresh from a checkout can date it by its commit."""
+    price_source_commit: str | None = Field(default=None, pattern=COMMIT)
     currency: Literal["USD", "CNY", "EUR"] = "USD"
     """The currency the price was published in; it is kept, and converted only for display."""
 
@@ -180,5 +213,8 @@ class PriceOverride(_Strict):
     price_as_of: date
     price_source: str = Field(min_length=1)
     price_source_kind: PriceSourceKind | None = None
+    price_date_basis: PriceDateBasis = "source"
+    price_source_file: str | None = Field(default=None, pattern=CATALOG_FILE)
+    price_source_commit: str | None = Field(default=None, pattern=COMMIT)
     currency: Literal["USD", "CNY", "EUR"] = "USD"
     regions: list[str] = []
