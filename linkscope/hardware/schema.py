@@ -23,7 +23,8 @@ only the day a source of unknown date was read (a stored copy, a file whose comm
 than that, and never ranked above a price dated by its source."""
 SKYPILOT_KEY = r"^[a-z0-9-]+/\S+$"
 CATALOG_FILE = r"^catalogs/v[0-9]+/[a-z0-9-]+/vms\.csv$"
-COMMIT = r"^[0-9a-f]{40}$"
+COMMIT = r"^[0-9a-f]{7,40}$"
+"""A git commit, full or abbreviated (git resolves an abbreviation that is unique in the checkout)."""
 GIB_PER_GB = 1e9 / 2**30
 """GiB in one decimal gigabyte (10^9 bytes)."""
 MAX_COUNT = 10_000_000

@@ -122,7 +122,7 @@ def test_an_implausible_price_is_flagged(tmp_path: Path) -> None:
     result = run_cli("catalog", "--check", "--catalog", str(extra))
     assert result.exit_code == 1
     [line] = [ln for ln in result.stdout.splitlines() if ln.startswith("testcloud/cheap-h100")]
-    assert "price_per_hour 1 is implausible: $0.12/GPU-h is outside 5x of the H100 median" in line
+    assert "price_per_hour 1 is implausible: $0.12/GPU-h is outside the H100 band" in line
 
 
 def test_a_planted_price_in_the_config_dir_is_flagged(monkeypatch, tmp_path: Path) -> None:
@@ -151,3 +151,51 @@ def test_a_date_far_in_the_future_does_not_load(tmp_path: Path) -> None:
     bad.write_text(BAD.replace("as_of: 2026-12-04", "as_of: 2999-01-02"))
     with pytest.raises(DataError, match="bad-dates.*as_of.*2999-01-02 is in the future"):
         load_db([bad], include_user=False)
+
+
+CASES = """
+provider: testcloud
+offerings:
+  - {instance: spot-above, gpu: H100, gpus: 8, scale_up: {kind: nvswitch}, price_per_hour: 19.2,
+     spot_price_per_hour: 5000, price_as_of: 2026-11-01, price_source: t, source: t, as_of: 2026-11-01}
+  - {instance: spot-too-low, gpu: H100, gpus: 8, scale_up: {kind: nvswitch}, price_per_hour: 19.2,
+     spot_price_per_hour: 0.08, price_as_of: 2026-11-01, price_source: t, source: t, as_of: 2026-11-01}
+  - {instance: spoofed-region, gpu: H100, gpus: 8, scale_up: {kind: nvswitch}, price_per_hour: 19.2,
+     price_as_of: 2026-11-01, price_source: t, regions: ["us-east-1\\nlambda/x: 1 -> 2/h"], source: t,
+     as_of: 2026-11-01}
+  - {instance: bidi-source, gpu: H100, gpus: 8, scale_up: {kind: nvswitch}, price_per_hour: 19.2,
+     price_as_of: 2026-11-01, price_source: "page \\u202e1.91", source: t, as_of: 2026-11-01}
+  - {instance: unpriced, gpu: H100, gpus: 8, scale_up: {kind: nvswitch}, source: t, as_of: 2026-11-01}
+  - {instance: per-node-row-on-a-rack, gpu: GB200, gpus: 72, scale_up: {kind: nvswitch}, price_per_hour: 64.0,
+     price_as_of: 2026-11-01, price_source: "one 4-GPU node's row", source: t, as_of: 2026-11-01}
+"""
+
+
+@pytest.mark.parametrize(("instance", "message"), [
+    ("spot-above", "spot_price_per_hour 5000 is above price_per_hour 19.2"),
+    ("spot-above", "spot_price_per_hour 5000 is implausible: $625.00/GPU-h is outside the H100 spot band"),
+    ("spot-too-low", "spot_price_per_hour 0.08 is implausible: $0.01/GPU-h is outside the H100 spot band"),
+    ("spoofed-region", "regions contains a control or invisible character (U+000A)"),
+    ("bidi-source", "price_source contains a control or invisible character (U+202E)"),
+    ("unpriced", "no price and no price_source saying why"),
+    ("per-node-row-on-a-rack", "price_per_hour 64 is implausible: $0.89/GPU-h is outside the B200 band"),
+])
+def test_check_flags_each_case_a_refresh_refuses(tmp_path: Path, instance: str, message: str) -> None:
+    extra = tmp_path / "cases.yaml"
+    extra.write_text(CASES)
+    found = [str(f) for f in check_db(load_db([extra], include_user=False))]
+    assert any(f.startswith(f"testcloud/{instance}: {message}") for f in found), found
+
+
+def test_an_override_listed_twice_is_named(monkeypatch, tmp_path: Path) -> None:
+    from linkscope.hardware.errors import DataError
+    from linkscope.hardware.loader import ConfigFileWarning
+
+    entry = "  - {offering: lambda/gpu_8x_a100, price_per_hour: 15.0, price_as_of: 2026-11-01, price_source: x}\n"
+    twice = tmp_path / "prices.yaml"
+    twice.write_text(f"price_overrides:\n{entry}{entry}")
+    with pytest.raises(DataError, match="lambda/gpu_8x_a100 is listed twice"):
+        load_db([twice], include_user=False)
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    with pytest.warns(ConfigFileWarning, match="listed twice; the later entry is used"):
+        assert load_db().offerings["lambda/gpu_8x_a100"].price_per_hour == 15.0
