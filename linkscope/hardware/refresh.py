@@ -20,7 +20,8 @@ from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.plausibility import Bands, family_bands
 from linkscope.hardware.refresh_rows import CatalogRow
-from linkscope.hardware.refresh_source import MARKETPLACE_CLOUDS, CatalogSource, SourceFile
+from linkscope.hardware.currency import rates
+from linkscope.hardware.refresh_source import MARKETPLACE_CLOUDS, CatalogSource, SourceFile, source_currency
 
 RANKS = {"marketplace": 0, "dataset": 1, "provider": 2}
 SPLIT_PRICE_CLOUDS = frozenset({"gcp"})
@@ -63,6 +64,8 @@ class PriceChange:
     old_as_of: str = "undated"
     """The current price's date as the refresh ranked it (`2026-09-20`, `undated (read 2026-12-04)`)."""
     file: SourceFile | None = None
+    currency: str = "USD"
+    """The currency of the new prices, as the source publishes them."""
 
     @property
     def changed(self) -> bool:
@@ -189,13 +192,14 @@ def _step(old: float | None, new: float) -> str | None:
     return None
 
 
-def _implausible(o: Offering, price: float, spot: float | None, bands: Bands) -> str | None:
+def _implausible(o: Offering, price: float, spot: float | None, currency: str, bands: Bands) -> str | None:
     gpus, family = o.system.node.gpus, o.system.node.gpu.family_name
     if spot is not None and spot > price:
         return f"the spot price {spot:g} is above the on-demand price {price:g}"
+    to_usd = rates().factor(currency, "USD") if currency != "USD" else 1.0  # the bands are in USD
     for what, value in (("on-demand", price), ("spot", spot)):
         if value is not None:
-            outside = bands.check(value / gpus, family, o.id, spot=what == "spot")
+            outside = bands.check(value * to_usd / gpus, family, o.id, spot=what == "spot")
             if outside:
                 return f"the {what} price {outside}"
     return None
@@ -205,14 +209,15 @@ def _hold_back(o: Offering, price: float, spot: float | None, file: SourceFile, 
                old_date: date | None) -> str | None:
     if file.commit_date is None:
         return f"the source file is {file.dated_by}"
-    if o.currency != "USD":
-        return f"the current price is published in {o.currency}; SkyPilot's are USD"
+    currency = source_currency(file.cloud)
+    if o.price_per_hour is not None and o.currency != currency:
+        return f"the current price is published in {o.currency}; SkyPilot's {file.cloud} rows are {currency}"
     if old_date is not None and old_date > file.commit_date:
         return f"the current price is newer ({old_date} > {file.commit_date})"
     old_kind = source_kind(o)
     if o.price_per_hour is not None and RANKS[old_kind] > RANKS[kind]:
         return f"the current price is from a {old_kind} source, which ranks above a {kind}"
-    return _implausible(o, price, spot, ctx.bands) or _step(o.price_per_hour, price)
+    return _implausible(o, price, spot, currency, ctx.bands) or _step(o.price_per_hour, price)
 
 
 def _change(o: Offering, key: str, parts: list[list[CatalogRow]], ctx: _Context) -> PriceChange | str:
@@ -226,7 +231,8 @@ def _change(o: Offering, key: str, parts: list[list[CatalogRow]], ctx: _Context)
     old_date, old_text = ctx.current_date(o)
     return PriceChange(o.id, o.price_per_hour, price, o.spot_price_per_hour, spot, region,
                        " + ".join([key, *o.skypilot_parts]), file.describe(), file.commit_date, kind,
-                       _hold_back(o, price, spot, file, kind, ctx, old_date), switch, old_text, file)
+                       _hold_back(o, price, spot, file, kind, ctx, old_date), switch, old_text, file,
+                       source_currency(file.cloud))
 
 
 def refresh(db: HardwareDB, source: CatalogSource) -> RefreshReport:

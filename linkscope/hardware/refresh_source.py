@@ -22,6 +22,14 @@ MAX_SOURCE_BYTES = 64 * 1024 * 1024
 """The largest vms.csv read (SkyPilot's biggest, GCP's, is about 2 MB)."""
 MARKETPLACE_CLOUDS = frozenset({"shadeform", "vast"})
 """SkyPilot clouds whose rows are marketplace listings rather than a provider's own price list."""
+SOURCE_CURRENCIES = {"seeweb": "EUR"}
+"""Clouds whose SkyPilot Price column is not USD: SkyPilot's Seeweb fetcher (sky/catalog/data_fetchers/fetch_seeweb.py)
+copies the hourly_price of Seeweb's API, in euros, without converting it. Every other cloud's rows are USD."""
+
+
+def source_currency(cloud: str) -> str:
+    """The currency of a SkyPilot cloud's Price and SpotPrice columns."""
+    return SOURCE_CURRENCIES.get(cloud, "USD")
 _VERSION = re.compile(r"^v(\d+)$")
 _COMMIT = re.compile(r"^[0-9a-fA-F]{7,40}$")
 

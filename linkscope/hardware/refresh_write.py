@@ -70,7 +70,7 @@ def _entry(c: PriceChange) -> dict[str, Any]:
                                                                                             c.file.path):
         entry["price_source_file"] = c.file.path
         entry["price_source_commit"] = c.file.commit
-    entry["currency"] = "USD"  # SkyPilot's catalog prices are USD
+    entry["currency"] = c.currency
     if c.region:
         entry["regions"] = [c.region]
     try:
