@@ -1,12 +1,13 @@
-"""The plausibility band on prices: a price per GPU-hour far from its GPU family's median is a data error.
+"""The plausibility band on prices: a price per GPU-hour far from its GPU family's prices is a data error.
 
 One band serves `catalog --check` (shipped data and user overrides) and `catalog refresh` (every new price, on-demand
 and spot), so a price that the check would flag can never be written by a refresh.
 
-The band comes from the catalog itself. Around the family's median it is as wide as the family's own widest
-spread (hyperscaler on-demand prices next to marketplace listings of the same GPU are about 4x apart), plus a
-quarter, never narrower than MIN_FACTOR nor wider than MAX_FACTOR. The spread is taken over the family's other
-prices (leave one out), so a wrong price cannot widen the band that judges it.
+The band comes from the catalog itself: a family's cheapest and dearest prices, each widened by SLACK, taken over the
+family's other offerings (leave one out, so that a wrong price cannot widen the band that judges it). It always
+reaches MIN_FACTOR either side of the family's median (a family of three like prices still admits a real discount)
+and never beyond MAX_FACTOR. Most families' bands are 3.5x either side of the median; H100's reaches 5x upward only
+because hyperscaler on-demand rates (Azure's $12.29/GPU-h) sit that far above marketplace listings.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from dataclasses import dataclass
 from linkscope.hardware.currency import in_currency
 from linkscope.hardware.offering import Offering
 
-MIN_FACTOR = 3.5
-"""Every price within this factor of its family's median is plausible, however tight the family's prices are."""
-MAX_FACTOR = 4.5
-"""No price further than this from its family's median is plausible: it catches a host-only price (GCP bills the
-GPUs apart) or a per-GPU price entered as a node price (8x)."""
 SLACK = 1.25
-"""How much wider than the family's widest other price the band reaches."""
+"""How far beyond the family's cheapest and dearest other prices the band reaches."""
+MIN_FACTOR = 3.5
+"""Every price within this factor of its family's median is plausible, however alike the family's prices are."""
+MAX_FACTOR = 5.0
+"""No price further than this from its family's median is plausible: it catches a host-only price (GCP bills the
+GPUs apart) or a per-GPU price entered as a node price (8x), and a rack's price joined to one tray (18x)."""
 MIN_PRICES = 3
 """Families with fewer priced offerings have no median to trust; their prices are not banded."""
 SPOT_DISCOUNT_MAX = 0.9
@@ -51,15 +52,8 @@ class Band:
 
     family: str
     median: float
-    factor: float
-
-    @property
-    def low(self) -> float:
-        return self.median / self.factor
-
-    @property
-    def high(self) -> float:
-        return self.median * self.factor
+    low: float
+    high: float
 
     def outside(self, per_gpu_hour: float, spot: bool = False) -> str | None:
         """Why a price per GPU-hour is outside the band (a spot price's reaches lower), or None when inside."""
@@ -68,24 +62,26 @@ class Band:
             return None
         what = "spot band" if spot else "band"
         return (f"${per_gpu_hour:.2f}/GPU-h is outside the {self.family} {what} ${low:.2f}..${self.high:.2f} "
-                f"({self.factor:.2f}x around the median ${self.median:.2f})")
+                f"(median ${self.median:.2f})")
 
 
 @dataclass
 class Bands:
-    """Each family's median and its prices' spreads, from which an offering's band is built without that offering."""
+    """Each family's median and its prices, from which an offering's band is built without that offering."""
 
     medians: dict[str, float]
-    spreads: dict[str, list[tuple[float, str]]]
-    """Per family, each offering's spread from the median (a factor >= 1) and its id, widest first."""
+    prices: dict[str, list[tuple[float, str]]]
+    """Per family, each offering's USD price per GPU-hour and id, cheapest first."""
 
     def band(self, family: str, leave_out: str | None = None) -> Band | None:
-        """The band of `family`, its spread taken over every offering but `leave_out`; None for too few prices."""
+        """The band of `family`, its range taken over every offering but `leave_out`; None for too few prices."""
         median = self.medians.get(family)
         if median is None:
             return None
-        widest = next((s for s, oid in self.spreads[family] if oid != leave_out), 1.0)
-        return Band(family, median, min(MAX_FACTOR, max(MIN_FACTOR, SLACK * widest)))
+        others = [p for p, oid in self.prices[family] if oid != leave_out] or [median]
+        low = max(median / MAX_FACTOR, min(others[0] / SLACK, median / MIN_FACTOR))
+        high = min(median * MAX_FACTOR, max(others[-1] * SLACK, median * MIN_FACTOR))
+        return Band(family, median, low, high)
 
     def check(self, per_gpu_hour: float, family: str, leave_out: str | None = None, spot: bool = False) -> str | None:
         """Why a price is implausible for `family`, or None when it is plausible (or the family has no band)."""
@@ -101,6 +97,4 @@ def family_bands(offerings: Iterable[Offering]) -> Bands:
         if per_gpu is not None and per_gpu > 0 and math.isfinite(per_gpu):
             prices.setdefault(o.system.node.gpu.family_name, []).append((per_gpu, o.id))
     medians = {f: statistics.median(p for p, _ in ps) for f, ps in prices.items() if len(ps) >= MIN_PRICES}
-    spreads = {f: sorted(((max(p / medians[f], medians[f] / p), oid) for p, oid in prices[f]), reverse=True)
-               for f in medians}
-    return Bands(medians, spreads)
+    return Bands(medians, {f: sorted(prices[f]) for f in medians})

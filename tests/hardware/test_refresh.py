@@ -267,9 +267,24 @@ def test_a_rack_priced_row_is_never_joined_to_a_node_nor_a_node_row_to_a_rack(tm
 
 
 def test_the_band_is_tighter_than_five_fold_and_comes_from_the_catalog() -> None:
-    from linkscope.hardware.plausibility import MAX_FACTOR, family_bands
+    from linkscope.hardware.plausibility import MAX_FACTOR, MIN_FACTOR, family_bands
 
     bands = family_bands(load_db(include_user=False).offerings.values())
-    h100 = bands.band("H100")
-    assert h100 is not None and h100.factor <= MAX_FACTOR < 5
-    assert bands.check(h100.median * 4.6, "H100") is not None and bands.check(h100.median * 3, "H100") is None
+    for family in bands.medians:
+        band = bands.band(family)
+        assert band is not None and band.median / MAX_FACTOR <= band.low <= band.median / MIN_FACTOR
+        assert band.median * MIN_FACTOR <= band.high <= band.median * MAX_FACTOR
+    tight = [f for f in bands.medians if (b := bands.band(f)) and b.high / b.low < 0.99 * MAX_FACTOR ** 2]
+    assert len(tight) == len(bands.medians)  # every family's band is narrower than the old fixed 5x each way
+    b200 = bands.band("B200")
+    assert b200 is not None and bands.check(b200.median * 8, "B200")  # a per-GPU price entered as a node price
+
+
+def test_leave_one_out_keeps_a_wrong_price_from_widening_its_own_band(tmp_path: Path) -> None:
+    from linkscope.hardware.plausibility import family_bands
+
+    extra = tmp_path / "planted.yaml"
+    extra.write_text("offerings:\n  - {provider: alpha, instance: x, gpu: B200, gpus: 8, scale_up: {kind: nvswitch}, "
+                     "price_per_hour: 400.0, price_as_of: 2026-11-01, price_source: t, source: t, as_of: 2026-11-01}\n")
+    bands = family_bands(load_db([extra], include_user=False).offerings.values())
+    assert bands.check(50.0, "B200", leave_out="alpha/x") is not None
