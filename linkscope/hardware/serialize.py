@@ -69,6 +69,7 @@ def offering_dict(o: Offering) -> dict[str, Any]:
         "price_per_gpu_hour": None if o.price_per_gpu_hour is None else round(o.price_per_gpu_hour, 4),
         "currency": o.currency if o.price_per_hour is not None or o.spot_price_per_hour is not None else None,
         "price_as_of": _iso(o.price_as_of),
+        "price_date_basis": o.price_date_basis if o.price_as_of is not None else None,
         "price_source": o.price_source,
         "regions": list(o.regions),
         "multi_node": o.multi_node,

@@ -94,14 +94,21 @@ def _catalog_cells(o: Offering) -> list[str]:
     return [o.id, node.gpu.id, str(node.gpus), scale_up_text(node), scale_out_text(node, o.unconfirmed),
             _num(o.price_per_hour, unconfirmed=price_unconfirmed),
             _num(o.price_per_gpu_hour, unconfirmed=price_unconfirmed),
-            str(o.price_as_of or UNKNOWN), multi]
+            price_date_text(o), multi]
+
+
+def price_date_text(o: Offering) -> str:
+    """The price's date; `≤2026-12-04` when it is only the day a source of unknown date was read."""
+    if o.price_as_of is None:
+        return UNKNOWN if o.price_per_hour is not None else "-"
+    return f"≤{o.price_as_of}" if o.price_date_basis == "read" else str(o.price_as_of)
 
 
 CSV_COLUMNS = ("id", "provider", "instance", "gpu", "gpus", "gpu_memory_gib", "scale_up_kind", "scale_up_generation",
                "scale_up_bw_gb_per_s", "scale_up_domain_size", "in_network_reduction", "scale_out_fabric",
                "scale_out_nics", "nic_gbit_per_s", "scale_out_total_gbit_per_s", "gpudirect_rdma", "sharp",
                "price_per_hour", "spot_price_per_hour", "price_per_gpu_hour", "price_as_of", "regions",
-               "multi_node", "unconfirmed", "source", "as_of", "currency")
+               "multi_node", "unconfirmed", "source", "as_of", "currency", "price_date_basis")
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +116,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **{k: row[k] for k in ("id", "provider", "instance", "gpu", "gpus", "gpu_memory_gib", "price_per_hour",
                                "spot_price_per_hour", "price_per_gpu_hour", "price_as_of", "multi_node",
-                               "source", "as_of", "currency")},
+                               "source", "as_of", "currency", "price_date_basis")},
         "scale_up_kind": su["kind"], "scale_up_generation": su["generation"],
         "scale_up_bw_gb_per_s": su["bw_gb_per_s"], "scale_up_domain_size": su["domain_size"],
         "in_network_reduction": su["in_network_reduction"], "scale_out_fabric": so["fabric"],

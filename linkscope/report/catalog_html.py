@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from linkscope.hardware.offering import Offering
+from linkscope.report.catalog import price_date_text
 
 COLUMNS = [
     ("id", "offering"), ("provider", "provider"), ("gpu", "GPU"), ("family", "family"), ("gpus", "GPUs/node"),
@@ -33,7 +34,7 @@ def page_row(o: Offering) -> dict[str, Any]:
         "multi_node": o.multi_node,
         "price_per_hour": round(o.price_per_hour, 4) if o.price_per_hour is not None else None,
         "price_per_gpu_hour": round(per_gpu, 4) if per_gpu is not None else None,
-        "price_as_of": o.price_as_of.isoformat() if o.price_as_of else None,
+        "price_as_of": price_date_text(o) if o.price_as_of else None,
         "currency": o.currency if o.price_per_hour is not None else None,
         "region": ", ".join(o.regions) or None,
         "nvlink": su.is_nvlink, "rdma": so.is_rdma,

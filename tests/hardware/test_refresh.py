@@ -77,28 +77,31 @@ def test_marketplace_rows_move_to_a_host_that_became_a_cloud() -> None:
     assert by_id["hyperstack/H100x8"].rows == "hyperstack/n3-H100x8"  # v7 Shadeform key gone; the native v8 row
     assert by_id["crusoe/A100-80Gx4"].rows == "shadeform/crusoe_A100-80GBx4"  # renamed SKU, through its alias
     lines = "\n".join(refresh_lines(report))
-    assert "hyperstack: 1 source GPU type(s) match no offering: n3-A100x8-NVLink" in lines
+    assert by_id["hyperstack/n3-A100x8-NVLink"].rows == "hyperstack/n3-A100x8-NVLink"
+    assert "hyperstack: " not in lines  # every native Hyperstack row of the sample now has an offering
     assert any(u.startswith("hyperstack/8x-h100-sxm (no row") for u in report.unmatched)
 
 
-def test_verda_rows_join_its_native_cloud_and_report_the_region_switch() -> None:
+def test_verda_rows_join_its_native_cloud() -> None:
     report = _report(AFTER_ALL)
     by_id = {c.offering: c for c in report.changes}
-    h200 = by_id["verda/H200x8"]  # v7 Shadeform key datacrunch_H200x8; Verda's own v8 file names it 8H200.141S.176V
+    h200 = by_id["verda/H200x8"]  # once Shadeform's datacrunch_H200x8; Verda's own v8 file names it 8H200.141S.176V
     assert h200.rows == "verda/8H200.141S.176V"
-    assert (h200.old_price, h200.new_price, h200.new_spot) == (26.95, 20.72, 10.36)
-    assert h200.kind == "dataset" and h200.applied  # the provider's own catalog outranks the marketplace listing
-    assert h200.region_switch == "helsinki-finland-2 -> FIN-03"
+    # The shipped price was re-sourced from that very v8 row: the refresh finds nothing to change.
+    assert (h200.old_price, h200.new_price, h200.new_spot) == (20.72, 20.72, 10.36) and not h200.changed
+    assert h200.kind == "dataset" and h200.region_switch is None
     assert by_id["verda/B200x8"].new_price == 30.32 and by_id["verda/B200x8"].new_spot is None
     assert {c.offering for c in report.changes if c.offering.startswith("verda/")} == {
         f"verda/{i}" for i in ("B200", "B200x2", "B200x4", "B200x8", "H200", "H200x2", "H200x8", "H100-sxm5",
-                               "A100-sxm4-80Gx4", "A100-sxm4-80Gx8", "V100", "V100x8", "L40S")}
+                               "A100-sxm4-80Gx4", "A100-sxm4-80Gx8", "V100", "V100x8", "L40S", "B300x8",
+                               "RTXPRO6000x8")}
     # Verda's own 8x V100 row ($0.14 per GPU-hour) is outside the V100 band: shown, never applied.
-    assert by_id["verda/V100x8"].new_price == 1.1 and "is outside the V100 band" in (
-        by_id["verda/V100x8"].held_back or "")
+    v100 = by_id["verda/V100x8"]
+    assert v100.new_price == 1.1 and "is outside the V100 band" in (v100.held_back or "")
+    assert v100.region_switch == "helsinki-finland-1 -> FIN-03"
     lines = refresh_lines(report)
-    assert "region switch verda/H200x8: helsinki-finland-2 -> FIN-03" in lines
-    assert "verda: 2 source GPU type(s) match no offering: 8B300.240V, 8RTXPRO6000.240V" in "\n".join(lines)
+    assert "region switch verda/V100x8: helsinki-finland-1 -> FIN-03" in lines
+    assert "verda: " not in "\n".join(lines)  # every row of the sample has an offering
 
 
 def test_a_region_switch_is_reported(tmp_path: Path) -> None:
@@ -128,25 +131,25 @@ def test_versions_compare_as_numbers(tmp_path: Path) -> None:
 
 
 def _newer_listing(tmp_path: Path) -> Path:
-    """A v8 Shadeform file with the v7 crusoe A100-80G x 8 row (13.2/h there) at 19.0/h."""
+    """A v8 Shadeform file with the v7 Scaleway L40S x 4 row (6.23/h there) at 7.5/h."""
     tree = tmp_path / "catalogs" / "v8" / "shadeform"
     tree.mkdir(parents=True)
     header, *rows = (SAMPLE / "catalogs" / "v7" / "shadeform" / "vms.csv").read_text().splitlines()
-    row = next(r for r in rows if r.startswith("crusoe_A100-80Gx8,"))
-    tree.joinpath("vms.csv").write_text(f"{header}\n{row.replace(',13.2,', ',19.0,')}\n")
+    row = next(r for r in rows if r.startswith("scaleway_L40Sx4,"))
+    tree.joinpath("vms.csv").write_text(f"{header}\n{row.replace(',6.23,', ',7.5,')}\n")
     return tmp_path
 
 
 def test_written_override_is_applied_and_dated_by_the_source(tmp_path: Path) -> None:
     report = _report(AFTER_ALL, _newer_listing(tmp_path))
-    assert [c.offering for c in report.changes if c.applied] == ["crusoe/A100-80Gx8"]
+    assert [c.offering for c in report.changes if c.applied] == ["scaleway/L40Sx4"]
     path = write_overrides(report, tmp_path / "config").path
     [entry] = yaml.safe_load(path.read_text())["price_overrides"]
-    assert entry["price_per_hour"] == 19.0 and entry["price_as_of"] == AFTER_ALL
+    assert entry["price_per_hour"] == 7.5 and entry["price_as_of"] == AFTER_ALL
     assert entry["price_source_kind"] == "marketplace"
     assert entry["price_source"].startswith("SkyPilot catalog v8 shadeform/vms.csv (skypilot-org/skypilot-catalog")
     assert not list((tmp_path / "config").glob(".prices-*"))  # no temporary file left behind
-    assert load_db([path], include_user=False).offerings["crusoe/A100-80Gx8"].price_per_hour == 19.0
+    assert load_db([path], include_user=False).offerings["scaleway/L40Sx4"].price_per_hour == 7.5
 
 
 def test_an_unwritable_config_dir_is_a_user_error(monkeypatch, tmp_path: Path) -> None:
@@ -288,3 +291,18 @@ def test_leave_one_out_keeps_a_wrong_price_from_widening_its_own_band(tmp_path: 
                      "price_per_hour: 400.0, price_as_of: 2026-11-01, price_source: t, source: t, as_of: 2026-11-01}\n")
     bands = family_bands(load_db([extra], include_user=False).offerings.values())
     assert bands.check(50.0, "B200", leave_out="alpha/x") is not None
+
+
+def test_seeweb_rows_are_euros(tmp_path: Path) -> None:
+    # SkyPilot's Seeweb fetcher copies the API's hourly_price (EUR) unconverted: the rows are joined as EUR prices.
+    tree = tmp_path / "catalogs" / "v8" / "seeweb"
+    tree.mkdir(parents=True)
+    (tree / "vms.csv").write_text("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,"
+                                  "SpotPrice\nECS1GPU10,H200,1,16,120,2.7,it-fr2,,\n")
+    db = load_db(include_user=False)
+    report = refresh(db, read_catalog(str(tmp_path), known_clouds(db), stated=Stated({"seeweb": AFTER_ALL})))
+    [change] = [c for c in report.changes if c.offering == "seeweb/ECS1GPU10"]
+    assert db.offerings["seeweb/ECS1GPU10"].currency == "EUR"
+    assert change.currency == "EUR" and change.applied and change.new_price == 2.7
+    path = write_overrides(report, tmp_path / "config").path
+    assert load_db([path], include_user=False).offerings["seeweb/ECS1GPU10"].currency == "EUR"
