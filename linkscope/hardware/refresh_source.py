@@ -202,7 +202,8 @@ def read_catalog(source: str, known_clouds: set[str], cloud: str | None = None,
         name = cloud or _cloud_of(str(path.resolve()))
         _known(name, known_clouds)
         out = CatalogSource(checkout=checkout_top(path.parent))
-        out.files[name] = _dated(name, path, path.name, _url_version(str(path.resolve())), out.checkout, stated, out)
+        out.files[name] = _dated(name, path, _catalog_path(path), _url_version(str(path.resolve())), out.checkout,
+                                 stated, out)
         parsed = parse_csv(_read(path), name, str(path))
         out.rows, out.rejected = parsed.rows, parsed.rejected
         return out
@@ -237,6 +238,14 @@ def _cloud_of(path: str) -> str:
     """`catalogs/v7/aws/vms.csv` -> `aws`: the directory holding the file."""
     parts = [p for p in path.replace("\\", "/").split("/") if p]
     return parts[-2].lower() if len(parts) >= 2 else "unknown"
+
+
+def _catalog_path(path: Path) -> str:
+    """`.../catalogs/v8/lium/vms.csv` -> `catalogs/v8/lium/vms.csv` (the path inside skypilot-catalog), else the name."""
+    parts = path.resolve().parts
+    if len(parts) >= 4 and parts[-4] == "catalogs" and _VERSION.match(parts[-3]):
+        return "/".join(parts[-4:])
+    return path.name
 
 
 def _url_version(path: str) -> int | None:

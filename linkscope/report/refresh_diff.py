@@ -89,7 +89,7 @@ def merge_lines(merged: Merged) -> list[str]:
     """What --apply did to the override file: each entry added, replaced (old -> new, both dated) and kept."""
     lines = []
     for change, entry in merged.added:
-        lines.append(f"added {change.offering}: {_money(change.old_price)}/h ({change.old_as_of}, shipped) -> "
+        lines.append(f"added {change.offering}: {_money(change.old_price)}/h shipped, {change.old_as_of} -> "
                      f"{_priced(entry)}")
     for old, new in merged.replaced:
         lines.append(f"replaced {new['offering']}: {_priced(old)} -> {_priced(new)}")

@@ -61,7 +61,7 @@ def test_refreshing_cloud_b_keeps_cloud_a_corrections(config: Path, tmp_path: Pa
     assert [db.offerings[i].price_per_hour for i in ("alpha/h100x1", "alpha/h100x8", "beta/h100x8")] == [
         3.29, 31.92, 24.0]
     lines = merge_lines(second)
-    assert "added beta/h100x8: 26/h (2026-01-10, shipped) -> 24/h (2026-12-01)" in lines
+    assert "added beta/h100x8: 26/h shipped, 2026-01-10 -> 24/h (2026-12-01)" in lines
     assert "kept alpha/h100x1: 3.29/h (2026-11-30)" in lines
     assert lines[-1].endswith(": 1 added, 0 replaced, 2 kept")
 
@@ -81,7 +81,7 @@ def test_the_command_prints_added_replaced_and_kept(config: Path, tmp_path: Path
     assert run_cli("catalog", "refresh", "--from", str(a), "--as-of", "alpha=2026-11-30", "--apply").exit_code == 0
     result = run_cli("catalog", "refresh", "--from", str(b), "--as-of", "beta=2026-12-01", "--apply")
     assert result.exit_code == 0, result.output
-    assert "added beta/h100x8: 26/h (2026-01-10, shipped) -> 24/h (2026-12-01)" in result.stdout
+    assert "added beta/h100x8: 26/h shipped, 2026-01-10 -> 24/h (2026-12-01)" in result.stdout
     assert "kept alpha/h100x1: 3.29/h (2026-11-30)" in result.stdout
 
 
@@ -94,3 +94,21 @@ def test_a_file_that_cannot_be_merged_into_is_left_alone(config: Path, tmp_path:
         with pytest.raises(UserError, match="cannot merge into"), pytest.warns(ConfigFileWarning):
             _apply(a, "alpha", "2026-11-30", config)  # the loader skips or warns; the writer refuses
         assert target.read_text() == text
+
+
+def test_a_real_two_cloud_refresh_keeps_the_first_clouds_prices(monkeypatch, tmp_path: Path) -> None:
+    """The README's example: two real SkyPilot files (see the fixture's SOURCES.md), one cloud after the other."""
+    monkeypatch.setenv("LINKSCOPE_CONFIG_DIR", str(tmp_path))
+    tree = Path(__file__).parents[1] / "fixtures" / "catalog" / "skypilot-later" / "catalogs" / "v8"
+    first = run_cli("catalog", "refresh", "--from", str(tree / "jarvislabs" / "vms.csv"), "--as-of", "2026-12-07",
+                    "--commit", "8f097115", "--apply")
+    assert first.exit_code == 0, first.output
+    assert first.stdout.rstrip().endswith(": 12 added, 0 replaced, 0 kept")
+    second = run_cli("catalog", "refresh", "--from", str(tree / "lium" / "vms.csv"), "--as-of", "2026-12-07",
+                     "--commit", "b286816c", "--apply")
+    assert second.exit_code == 0, second.output
+    assert "kept jarvislabs/8x_H100_192V_1600G: 21.52/h (2026-12-07)" in second.stdout
+    assert second.stdout.rstrip().endswith(": 2 added, 0 replaced, 12 kept")
+    entries = yaml.safe_load((tmp_path / OVERRIDE_FILE).read_text())["price_overrides"]
+    assert {e["price_source_file"] for e in entries} == {"catalogs/v8/jarvislabs/vms.csv", "catalogs/v8/lium/vms.csv"}
+    assert run_cli("catalog", "--check").exit_code == 0
