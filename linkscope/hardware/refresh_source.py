@@ -241,7 +241,7 @@ def _cloud_of(path: str) -> str:
 
 
 def _catalog_path(path: Path) -> str:
-    """`.../catalogs/v8/lium/vms.csv` -> `catalogs/v8/lium/vms.csv` (the path inside skypilot-catalog), else the name."""
+    """`.../catalogs/v8/lium/vms.csv` -> `catalogs/v8/lium/vms.csv`, its path in skypilot-catalog; else the name."""
     parts = path.resolve().parts
     if len(parts) >= 4 and parts[-4] == "catalogs" and _VERSION.match(parts[-3]):
         return "/".join(parts[-4:])
