@@ -76,12 +76,12 @@ def test_plan_prices_zero3_per_layer_gathers() -> None:
     base = [*PLAN_16, "--tp", "8", "--pp", "1", "--dp", "2", "-m", "llama2-13b", "--micro-batch", "1"]
     zero1, zero3 = _json(*base, "--zero", "1"), _json(*base, "--zero", "3")
     assert zero3["layout"]["zero"] == 3
-    assert zero3["cost"]["dp_s"] > zero1["cost"]["dp_s"]
+    assert zero3["groups"]["dp"]["time_s"] > zero1["groups"]["dp"]["time_s"]
     # The framework the step times assume: by ZeRO stage unless --framework says otherwise.
     assert (zero1["framework"], zero3["framework"]) == ("megatron", "fsdp")
     assert _json(*base, "--zero", "2", "--framework", "fsdp")["framework"] == "fsdp"
     # ZeRO-2 reduce-scatters every micro-batch: more DP time than ZeRO-1's once per step.
-    assert _json(*base, "--zero", "2")["cost"]["dp_s"] > zero1["cost"]["dp_s"]
+    assert _json(*base, "--zero", "2")["groups"]["dp"]["time_s"] > zero1["groups"]["dp"]["time_s"]
 
 
 def test_plan_prints_the_job_it_assumed() -> None:
