@@ -232,7 +232,7 @@ def train(
         comparison = None
         if compare and winner is not None:
             comparison = compare_train(request, winner, db.offerings[winner.offering], db,
-                                           _in_usd(price_per_gpu_hour))
+                                       _in_usd(price_per_gpu_hour), advice)
         warn_stale([db.offerings[r.offering] for r in selection.top])
         if as_json:
             print_json(_with_currency(train_json(advice, selection, comparison)))
