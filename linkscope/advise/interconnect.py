@@ -173,7 +173,7 @@ def _advised(advice: TrainAdvice, first: TrainOption, v: Variant, db: HardwareDB
              and _same_kind(db.offerings[p.offering], v, spans)]
     if plans:
         objective, limits = advice.request.objective, advice.request.limits
-        best = min(plans, key=lambda p: (not p.feasible, limits.excess(p.time_to_train_s or 0.0, p.cost_usd),
+        best = min(plans, key=lambda p: (not p.feasible, limits.excess(p.p90_time_s, p.cost_usd),
                                          rank_key(objective, p.time_to_train_s or 0.0, p.cost_usd), p.offering))
         return best, ""
     what = f"{first.gpu} with {_kind_text(v, spans)}"

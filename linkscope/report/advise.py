@@ -194,26 +194,27 @@ def framework_text(framework: str) -> str:
 
 
 def limits_text(advice: TrainAdvice) -> str:
-    """`deadline 90 d (the default; --deadline to change, --deadline none to remove)`, `deadline 30 d`, or
-    `no deadline`."""
+    """`deadline 90 d (the default; ...), met when a plan's p90 time is within it`, `deadline 30 d, met ...`, or
+    `no deadline`; the deadline in the unit it was given."""
     limits = advice.request.limits
     if limits.deadline_s is None:
         return "no deadline"
-    text = f"deadline {duration_text(limits.deadline_s)}"
-    return text + (" (the default; --deadline to change, --deadline none to remove)"
-                   if limits.deadline_is_default else "")
+    default = " (the default; --deadline to change, --deadline none to remove)" if limits.deadline_is_default else ""
+    return f"deadline {limits.deadline_text()}{default}, met when a plan's p90 time is within it"
 
 
 def no_plan_text(advice: TrainAdvice) -> str | None:
-    """Why no plan qualifies, naming the nearest one: `no plan meets the deadline (90 d): the fastest takes 141 d
-    on X (1024 GPUs)`; None when no offering can run the job at all (the reasons table says why)."""
+    """Why no plan qualifies, naming the nearest one: `no plan meets the deadline (90 d) at its p90: the fastest
+    takes 141 d (p90 160 d) on X (1024 GPUs)`; None when no offering can run the job at all (the reasons table
+    says why)."""
     limits = advice.request.limits
     fastest = advice.fastest_plan()
     if fastest is None:
         return None
-    if limits.deadline_s is not None and (fastest.time_to_train_s or 0.0) > limits.deadline_s:
-        return (f"no plan meets the deadline ({duration_text(limits.deadline_s)}): the fastest takes "
-                f"{duration_text(fastest.time_to_train_s)} on {fastest.offering} ({fastest.gpus} GPUs, "
+    if limits.deadline_s is not None and fastest.p90_time_s > limits.deadline_s:
+        return (f"no plan meets the deadline ({limits.deadline_text()}) at its p90: the fastest takes "
+                f"{duration_text(fastest.time_to_train_s)} (p90 {duration_text(fastest.p90_time_s)}) on "
+                f"{fastest.offering} ({fastest.gpus} GPUs, "
                 f"{'no known price' if fastest.cost_usd is None else money_text(fastest.cost_usd)})")
     cheapest = advice.cheapest_plan()
     budget = money_text(limits.budget_usd)
