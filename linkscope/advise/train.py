@@ -124,7 +124,7 @@ class TrainOption:
     frontier: bool = False
     """This plan (offering and node count) is on the time–cost frontier across every offering."""
     frontier_role: str | None = None
-    """`cheapest` or `fastest` for the frontier's two ends."""
+    """On the frontier: `cheapest` and `fastest` at its two ends, `between` for the points between; None off it."""
 
     @property
     def p90_time_s(self) -> float:

@@ -111,7 +111,9 @@ def test_the_default_answer_is_the_frontier_within_the_default_deadline() -> Non
     assert [r["cost_usd"] for r in front] == sorted(r["cost_usd"] for r in front)
     assert [r["time_to_train_s"] for r in front] == sorted((r["time_to_train_s"] for r in front), reverse=True)
     assert front[0]["frontier_role"] == "cheapest" and front[-1]["frontier_role"] == "fastest"
+    assert all(r["frontier_role"] == "between" for r in front[1:-1])
     others = rows[len(front):]
+    assert all(r["frontier_role"] is None for r in others)
     assert others and not any(r["frontier"] for r in others)
     # Every other offering is beaten on both time and cost by some plan of the frontier.
     for r in others:
@@ -119,6 +121,9 @@ def test_the_default_answer_is_the_frontier_within_the_default_deadline() -> Non
             assert any(f["time_to_train_s"] <= r["time_to_train_s"] and f["cost_usd"] <= r["cost_usd"] for f in front)
     text = run(*TRAIN).stdout
     assert "deadline 90 d (the default" in text and "plans on the frontier" in text and "Cheapest: " in text
+    # The other offerings' rows are each offering's cheapest plan, or a faster one within COST_TIE of its cost.
+    assert "each at its cheapest plan within the limits, or a faster one costing at most 5% more" in \
+        " ".join(text.split())
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
