@@ -61,7 +61,7 @@ def thin(front: list[T], keep: int, time_s: Callable[[T], float | None] | None =
     return [front[i] for i in sorted(chosen)]
 
 
-def roles(count: int) -> list[str | None]:
+def roles(count: int) -> list[str]:
     """What each point of a frontier of `count` points is called: the first the cheapest, the last the fastest,
     the rest between them."""
     if count == 0:
