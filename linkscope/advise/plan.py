@@ -80,11 +80,6 @@ class OrderCost:
     groups: dict[str, GroupCost]
     step_time_s: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {"order": self.order, "step_time_s": self.step_time_s,
-                "groups": [g.as_dict() for g in self.groups.values()]}
-
 
 @dataclass
 class PlanResult:
