@@ -148,7 +148,11 @@ def _digits(lay: Layouts, order: tuple[str, ...], group: str) -> list[Digit]:
         fold: list[Digit] = [(lay.etp, False), (lay.ep, group == "ep"), (edp, group == "edp")]
     else:
         fold = [(sizes[d], d in members) for d in order if d != "pp"]
-    below_pp = np.prod([sizes[d] for d in order[:order.index("pp")]], axis=0) * np.ones(len(lay))
+    stage: Digit = (np.full(len(lay), 2.0) if group == "pp" else lay.pp, group == "pp")
+    at = order.index("pp")
+    if at in (0, len(order) - 1):
+        return [stage, *fold] if at == 0 else [*fold, stage]
+    below_pp = np.prod([sizes[d] for d in order[:at]], axis=0)
     inner: list[Digit] = []
     outer: list[Digit] = []
     low = np.ones(len(lay))
@@ -158,7 +162,6 @@ def _digits(lay: Layouts, order: tuple[str, ...], group: str) -> list[Digit]:
         inner.append((below, member))
         outer.append((size / below, member))
         low = low * size
-    stage: Digit = (np.full(len(lay), 2.0) if group == "pp" else lay.pp, group == "pp")
     return [*inner, stage, *outer]
 
 
@@ -173,13 +176,13 @@ def _merged(digits: list[Digit]) -> list[Digit]:
     return out
 
 
-def order_spans(lay: Layouts, gpus_per_node: int, order: tuple[str, ...] = MEGATRON_ORDER
-                ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per group (GROUPS), (its ranks on one node, the nodes it spans) under rank `order`, as `group_span` gives
-    them for Megatron's order: ranks are numbered node-major, and a group's ranks fill a node as far as the
-    digits below and between them leave room."""
+def order_spans(lay: Layouts, gpus_per_node: int, order: tuple[str, ...] = MEGATRON_ORDER,
+                groups: tuple[str, ...] = GROUPS) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per group (of GROUPS), (its ranks on one node, the nodes it spans) under rank `order`, as `group_span`
+    gives them for Megatron's order: ranks are numbered node-major, and a group's ranks fill a node as far as
+    the digits below and between them leave room."""
     spans = {}
-    for group in GROUPS:
+    for group in groups:
         room = np.full(len(lay), float(gpus_per_node))
         per_node = np.ones(len(lay))
         size = np.ones(len(lay))
