@@ -58,9 +58,9 @@ class GroupCost:
     ranks: int
     nodes: int
     """The most nodes one group of this kind spans."""
-    link: str
-    """Basis `step`: where the step model sends the group's traffic (nvlink, pcie, or the fabric between nodes).
-    Basis `reference`: what bounds its 64 MiB collective (nvlink, pcie, network, latency)."""
+    tier: str
+    """Basis `step`: the tier the step model sends the group's traffic over (nvlink, pcie, or the fabric between
+    nodes). Basis `reference`: what bounds its 64 MiB collective (nvlink, pcie, network, latency)."""
     time_s: float
     """Basis `step`: the group's time on the step's critical path (exposed_per_group_s). Basis `reference`: one
     64 MiB collective."""
@@ -159,7 +159,7 @@ def _without_model(req: PlanRequest, system: System, tiers: CommTiers) -> PlanRe
                       "reference", reason)
 
 
-def _link(nodes: float, tiers: CommTiers) -> str:
+def _tier(nodes: float, tiers: CommTiers) -> str:
     """Where a group's traffic goes: the scale-up domain inside a node, else the fabric between nodes."""
     if nodes > 1:
         return tiers.fabric
@@ -180,7 +180,7 @@ def _step_cost(job: Job, layout: Layout, p: Placement, tiers: CommTiers) -> Orde
             continue
         nodes = int(model_spans["ep"][1][0]) if g == "ep" else spans[g].nodes
         collectives = [{"op": op, "bytes": size, "count": count} for op, size, count in items[g]] if ranks > 1 else []
-        groups[g] = GroupCost(g, ranks, nodes, _link(float(model_spans[g][1][0]), tiers) if ranks > 1 else "none",
+        groups[g] = GroupCost(g, ranks, nodes, _tier(float(model_spans[g][1][0]), tiers) if ranks > 1 else "none",
                               exposed[g], collectives)
     return OrderCost(p.order_text, groups, float(est.step_time_s[0]))
 

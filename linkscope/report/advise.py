@@ -321,8 +321,8 @@ def groups_table(result: PlanResult) -> Table:
         # The data-parallel group spans the context-parallel ranks too: name every dimension it spans.
         dims = group_dims(name) if name in DIMS else (name,)
         label = " x ".join(d.upper() for d in dims if d not in DIMS or result.request.par.size(d) > 1)
-        table.add_row(label or name.upper(), str(a.ranks), str(a.nodes), link_text(a.link), _seconds(a.time_s),
-                      str(b.nodes), link_text(b.link), _seconds(b.time_s))
+        table.add_row(label or name.upper(), str(a.ranks), str(a.nodes), link_text(a.tier), _seconds(a.time_s),
+                      str(b.nodes), link_text(b.tier), _seconds(b.time_s))
     return table
 
 

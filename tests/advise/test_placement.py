@@ -85,8 +85,8 @@ def test_without_a_model_the_same_bytes_move_faster_in_the_placement(h100: Syste
     result = make_plan(PlanRequest(ResolvedSystem.plain(h100), 4, Parallelism(tp=8, pp=2, dp=2)))
     assert result.basis == "reference" and result.step_time_s is None
     assert result.cost.groups["tp"].time_s < result.baseline_cost.groups["tp"].time_s
-    assert result.cost.groups["tp"].link.startswith("nvlink")
-    assert result.baseline_cost.groups["tp"].link.startswith("network")
+    assert result.cost.groups["tp"].tier.startswith("nvlink")
+    assert result.baseline_cost.groups["tp"].tier.startswith("network")
 
 
 def test_with_a_model_the_placement_predicts_a_faster_step_than_naive(h100: System) -> None:

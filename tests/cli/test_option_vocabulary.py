@@ -123,10 +123,10 @@ def test_plan_in_fp8_needs_fp8_tensor_cores() -> None:
     assert "Traceback" not in refused.output
 
 
-def test_plan_json_lists_every_group_with_its_link_and_exposed_time() -> None:
+def test_plan_json_lists_every_group_with_its_tier_and_exposed_time() -> None:
     doc = _json(*PLAN_16, "-m", "mixtral-8x7b", "--ep", "8")
     groups = doc["groups"]
     assert set(groups) == {"tp", "cp", "pp", "dp", "ep"}
-    assert all({"ranks", "nodes", "link", "time_s", "collectives"} <= set(g) for g in groups.values())
+    assert all({"ranks", "nodes", "tier", "time_s", "collectives"} <= set(g) for g in groups.values())
     assert groups["ep"]["ranks"] == 8 and groups["ep"]["collectives"][0]["op"] == "all_to_all"
     assert set(doc["baseline_groups"]) == set(groups) == set(doc["predict_train"]["groups"])
