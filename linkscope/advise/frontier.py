@@ -19,6 +19,8 @@ T = TypeVar("T")
 
 CHEAPEST = "cheapest"
 FASTEST = "fastest"
+BETWEEN = "between"
+"""A frontier point between the two ends: faster than the cheapest, cheaper than the fastest."""
 
 
 def pareto(items: Sequence[T], time_s: Callable[[T], float | None], cost: Callable[[T], float | None]) -> list[T]:
@@ -59,10 +61,11 @@ def thin(front: list[T], keep: int, time_s: Callable[[T], float | None] | None =
     return [front[i] for i in sorted(chosen)]
 
 
-def roles(count: int) -> list[str | None]:
-    """What each point of a frontier of `count` points is called: the first the cheapest, the last the fastest."""
+def roles(count: int) -> list[str]:
+    """What each point of a frontier of `count` points is called: the first the cheapest, the last the fastest,
+    the rest between them."""
     if count == 0:
         return []
     if count == 1:
         return [f"{CHEAPEST}, {FASTEST}"]
-    return [CHEAPEST] + [None] * (count - 2) + [FASTEST]
+    return [CHEAPEST] + [BETWEEN] * (count - 2) + [FASTEST]

@@ -102,6 +102,7 @@ class InferOption:
     frontier: bool = False
     """This plan (offering, layout and batch) is on the time–cost frontier across every offering."""
     frontier_role: str | None = None
+    """On the frontier: `cheapest` and `fastest` at its two ends, `between` for the points between; None off it."""
 
     @property
     def time_per_output_token_s(self) -> float | None:

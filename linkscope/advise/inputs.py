@@ -39,16 +39,22 @@ def parse_count(text: str, flag: str) -> float:
 
 def parse_duration_s(text: str, flag: str = "--deadline") -> float:
     """`30d`, `36h`, `90min`, `2w`, `1y`, `3600s` -> seconds. A unit is required: a bare `30` is ambiguous."""
+    return _duration(text, flag)[0]
+
+
+def _duration(text: str, flag: str) -> tuple[float, str]:
+    """(seconds, the duration in the unit it was given: `0.0001 s`, `30 d`)."""
     cleaned = text.strip()
     if cleaned.startswith("-") or _is_zero(cleaned):
         raise UserError(f"{flag}: must be longer than zero (got '{text}')")
     match = _DURATION.match(cleaned)
     if not match:
         raise UserError(f"{flag}: cannot read '{text}' (write a number with a unit: s, min, h, d, w or y, e.g. 30d)")
-    seconds = float(match.group(1)) * _DURATION_S[match.group(2).lower()]
+    number, unit = float(match.group(1)), match.group(2).lower()
+    seconds = number * _DURATION_S[unit]
     if seconds <= 0:
         raise UserError(f"{flag}: must be longer than zero (got '{text}')")
-    return seconds
+    return seconds, f"{number:g} {unit}"
 
 
 def _is_zero(text: str) -> bool:
@@ -62,14 +68,14 @@ def parse_deadline(text: str | None) -> Limits:
     """`--deadline`: None -> the default deadline (marked as such), `none` -> no deadline, else a duration of at
     most MAX_DEADLINE_S."""
     if text is None:
-        return Limits(DEFAULT_DEADLINE_S, deadline_is_default=True)
+        return Limits(DEFAULT_DEADLINE_S, deadline_is_default=True, deadline_given=f"{DEFAULT_DEADLINE_S / 86400:g} d")
     if text.strip().lower() in _NO_DEADLINE:
         return Limits(None)
-    seconds = parse_duration_s(text, "--deadline")
+    seconds, given = _duration(text, "--deadline")
     if seconds > MAX_DEADLINE_S:
         raise UserError(f"--deadline: '{text}' is longer than {MAX_DEADLINE_S / (365 * 86400):.0f} years; "
                         "write --deadline none for no deadline")
-    return Limits(seconds)
+    return Limits(seconds, deadline_given=given)
 
 
 def parse_money_usd(text: str, flag: str = "--budget") -> float:

@@ -41,18 +41,29 @@ def parse_objective(text: str) -> Objective:
 
 @dataclass(frozen=True)
 class Limits:
-    """Hard limits on one training run; None = no limit."""
+    """Hard limits on one training run; None = no limit. A plan meets the deadline when the p90 of its time to
+    train does (a p10..p90 range is a promise: 9 in 10 runs finish by its p90), not merely its central value."""
 
     deadline_s: float | None = None
     budget_usd: float | None = None
     deadline_is_default: bool = False
     """The deadline is DEFAULT_DEADLINE_S because the user gave none (the header says so)."""
+    deadline_given: str | None = None
+    """The deadline in the unit it was given (`0.0001 s`, `30 d`), for every line that names it."""
 
-    def misses(self, time_s: float, cost_usd: float | None) -> list[str]:
-        """Why a (time, cost) pair breaks the limits, in words; empty when it keeps them."""
+    def deadline_text(self) -> str:
+        """The deadline as given, else in days or hours."""
+        if self.deadline_given:
+            return self.deadline_given
+        return _days(self.deadline_s) if self.deadline_s is not None else "none"
+
+    def misses(self, p90_s: float, cost_usd: float | None, central_s: float | None = None) -> list[str]:
+        """Why a plan breaks the limits, in words (empty when it keeps them): its p90 time to train against the
+        deadline (its central value named too), its cost against the budget."""
         reasons = []
-        if self.deadline_s is not None and time_s > self.deadline_s:
-            reasons.append(f"misses the deadline ({_days(time_s)} > {_days(self.deadline_s)})")
+        if self.deadline_s is not None and p90_s > self.deadline_s:
+            central = f", central {_days(central_s)}" if central_s is not None else ""
+            reasons.append(f"misses the deadline (p90 {_days(p90_s)}{central} > {self.deadline_text()})")
         if self.budget_usd is not None:
             if cost_usd is None:
                 reasons.append("price unknown, so the budget cannot be checked")
@@ -60,17 +71,19 @@ class Limits:
                 reasons.append(f"over budget (${cost_usd:,.0f} > ${self.budget_usd:,.0f})")
         return reasons
 
-    def excess(self, time_s: float, cost_usd: float | None) -> float:
+    def excess(self, p90_s: float, cost_usd: float | None) -> float:
         """How far past the limits, as a sum of relative overshoots (0 when within): ranks the near misses."""
         over = 0.0
         if self.deadline_s is not None:
-            over += max(time_s / self.deadline_s - 1.0, 0.0)
+            over += max(p90_s / self.deadline_s - 1.0, 0.0)
         if self.budget_usd is not None:
             over += math.inf if cost_usd is None else max(cost_usd / self.budget_usd - 1.0, 0.0)
         return over
 
 
-def _days(seconds: float) -> str:
+def _days(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
     return f"{seconds / 86400:.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h"
 
 

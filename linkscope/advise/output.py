@@ -54,6 +54,7 @@ def _request_dict(advice: TrainAdvice, view: str) -> dict[str, Any]:
             "gpus": req.gpus.gpus, "gpus_range": None if req.gpus.gpus else [req.gpus.low, req.gpus.high],
             "view": view, "objective": req.objective.value if view == LIST else None,
             "deadline_s": req.limits.deadline_s, "deadline_is_default": req.limits.deadline_is_default,
+            "deadline_given": req.limits.deadline_given, "deadline_met_by": "p90",
             "budget_usd": req.limits.budget_usd, "framework": req.framework,
             "peft": req.peft.as_dict() if req.peft else None}
 

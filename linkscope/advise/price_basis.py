@@ -18,6 +18,8 @@ from linkscope.hardware.loader import HardwareDB
 from linkscope.hardware.offering import Offering
 
 USER_PRICE = "--price-per-gpu-hour"
+NO_PLAN = "no plan"
+"""The source of a training variant that no bookable offering runs: it has no price."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def closest_price(v: Variant, offered: Offering, db: HardwareDB) -> PriceBasis:
     same = [o for o in db.offerings.values() if o.price_per_gpu_hour is not None
             and o.system.node.gpu.family_name == gpu.family_name and scale_up_class(o.system.node.scale_up) == wanted]
     if not same:
-        name = _CLASS_NAMES.get(wanted, wanted)
+        name = CLASS_NAMES.get(wanted, wanted)
         return PriceBasis(offered.price_per_gpu_hour, offered.id,
                           f"no {name} offering of {gpu.family_name} in the catalog: {offered.id}'s price")
     best = max(same, key=lambda o: (_score(o, v, gpu.id), o.id))
@@ -85,5 +87,5 @@ def closest_price(v: Variant, offered: Offering, db: HardwareDB) -> PriceBasis:
     return PriceBasis(best.price_per_gpu_hour, best.id, "; ".join(differs) or exact)
 
 
-_CLASS_NAMES = {"pcie": "PCIe", "nvlink-mesh": "NVLink-mesh", "nvswitch": "NVSwitch", "rack": "rack-scale NVSwitch",
+CLASS_NAMES = {"pcie": "PCIe", "nvlink-mesh": "NVLink-mesh", "nvswitch": "NVSwitch", "rack": "rack-scale NVSwitch",
                 "nvlink-bridge": "NVLink-bridge", "xgmi-mesh": "xGMI-mesh"}

@@ -124,7 +124,13 @@ class TrainOption:
     frontier: bool = False
     """This plan (offering and node count) is on the time–cost frontier across every offering."""
     frontier_role: str | None = None
-    """`cheapest` or `fastest` for the frontier's two ends."""
+    """On the frontier: `cheapest` and `fastest` at its two ends, `between` for the points between; None off it."""
+
+    @property
+    def p90_time_s(self) -> float:
+        """The time held to the deadline: the p90 of the time to train (its central value where it has no range)."""
+        span = self.time_to_train_s_range
+        return span[-1] if span else (self.time_to_train_s or 0.0)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -182,10 +188,10 @@ class TrainAdvice:
                    default=None)
 
     def cheapest_plan(self, within_deadline: bool = False) -> TrainOption | None:
-        """The cheapest priced plan of all (or of those within the deadline)."""
+        """The cheapest priced plan of all (or of those whose p90 is within the deadline)."""
         deadline = self.request.limits.deadline_s
         priced = [p for p in self.plans if p.cost_usd is not None
-                  and not (within_deadline and deadline is not None and (p.time_to_train_s or 0.0) > deadline)]
+                  and not (within_deadline and deadline is not None and p.p90_time_s > deadline)]
         return min(priced, key=lambda p: p.cost_usd or 0.0, default=None)
 
 
@@ -270,8 +276,8 @@ def _best(options: list[TrainOption], objective: Objective) -> TrainOption:
 
 
 def _held_to(option: TrainOption, limits: Limits) -> TrainOption:
-    """The option, marked infeasible with the reasons when it breaks the deadline or the budget."""
-    misses = limits.misses(option.time_to_train_s or 0.0, option.cost_usd)
+    """The option, marked infeasible with the reasons when its p90 breaks the deadline or it breaks the budget."""
+    misses = limits.misses(option.p90_time_s, option.cost_usd, option.time_to_train_s)
     return replace(option, feasible=False, reason="; ".join(misses)) if misses else option
 
 
@@ -281,7 +287,7 @@ def _choose(options: list[TrainOption], request: TrainRequest) -> TrainOption:
     within = [o for o in options if o.feasible]
     if within:
         return _best(within, request.objective)
-    return min(options, key=lambda o: (limits.excess(o.time_to_train_s or 0.0, o.cost_usd),
+    return min(options, key=lambda o: (limits.excess(o.p90_time_s, o.cost_usd),
                                        rank_key(request.objective, o.time_to_train_s or 0.0, o.cost_usd)))
 
 
@@ -356,7 +362,7 @@ def _sort(rows: list[TrainOption], request: TrainRequest) -> list[TrainOption]:
 
     feasible = sorted((r for r in rows if r.feasible), key=lambda r: (objective_key(r), r.offering))
     predicted = [r for r in rows if not r.feasible and r.time_to_train_s is not None]
-    predicted.sort(key=lambda r: (request.limits.excess(r.time_to_train_s or 0.0, r.cost_usd), objective_key(r)))
+    predicted.sort(key=lambda r: (request.limits.excess(r.p90_time_s, r.cost_usd), objective_key(r)))
     rest = [r for r in rows if not r.feasible and r.time_to_train_s is None]
     rest.sort(key=lambda r: (_memory_ratio(r), r.offering))
     return feasible + predicted + rest

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from linkscope.advise.inputs import DEFAULT_GPU_RANGE, parse_count, parse_deadline, parse_gpu_range, parse_money_usd
 from linkscope.advise.interconnect import InterconnectComparison, compare_infer, compare_train
-from linkscope.advise.objective import DEFAULT_DEADLINE_S, Objective, parse_objective
+from linkscope.advise.objective import COST_TIE, DEFAULT_DEADLINE_S, Objective, parse_objective
 from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelection, infer_json, select_infer,
                                      select_train, train_json)
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
@@ -140,7 +140,8 @@ def _print_frontier(advice: TrainAdvice, selection: TrainSelection) -> None:
         console.print(f"[bold]Fastest: {fastest.offering}[/] ({fastest.gpus} x {fastest.gpu}): "
                       f"{duration_text(fastest.time_to_train_s)}, {money_text(fastest.cost_usd)}", highlight=False)
     if selection.others:
-        title = "the other offerings, each at its cheapest plan within the limits (vs #1 above)"
+        title = (f"the other offerings, each at its cheapest plan within the limits, or a faster one costing at most "
+                 f"{COST_TIE:.0%} more (vs #1 above)")
         console.print(train_table(selection.others, title, console.width, versus=selection.top[0], start=shown + 1))
     hidden = len({r.offering for r in advice.feasible} - {r.offering for r in selection.top + selection.others})
     if hidden > 0:
@@ -232,7 +233,7 @@ def train(
         comparison = None
         if compare and winner is not None:
             comparison = compare_train(request, winner, db.offerings[winner.offering], db,
-                                           _in_usd(price_per_gpu_hour))
+                                       _in_usd(price_per_gpu_hour), advice)
         warn_stale([db.offerings[r.offering] for r in selection.top])
         if as_json:
             print_json(_with_currency(train_json(advice, selection, comparison)))

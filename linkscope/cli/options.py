@@ -3,16 +3,20 @@ range per numeric option so that `--seq-len` means the same thing (and fails the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from linkscope.cli.common import check_range
 from linkscope.hardware.errors import UserError
+from linkscope.hardware.limits import check_imbalance
 from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES, PRECISIONS
-from linkscope.model.step.job import FRAMEWORKS
+from linkscope.model.step.job import ATTENTION_KERNELS, FRAMEWORKS, Job, batch_and_length
 from linkscope.model.step.peft import DEFAULT_RANK, DEFAULT_TARGETS, Peft, check_peft
 from linkscope.model.step.transformer import ModelConfig
+
+if TYPE_CHECKING:
+    from linkscope.model.step.search import LayoutRequest
 
 _COUNT = 10_000_000  # GPUs, nodes, parallel sizes: far beyond any machine
 _LENGTH = 100_000_000  # sequences, tokens: far beyond any real job, keeps the layout search bounded
@@ -108,6 +112,61 @@ PrefillInterferenceOpt = typer.Option(True, "--prefill-interference/--no-prefill
                                       help="Count other users' chunked prefills in each user's time per output "
                                            "token (continuous batching, the default); --no-prefill-interference "
                                            "gives decode-only speed.")
+
+
+# The training job's options: `predict train`, `predict scaling` and `plan` take the same ones.
+InterleaveOpt = typer.Option(None, "--interleave", help="Pipeline chunks per stage, or auto.")
+RecomputeOpt = typer.Option("auto", "--recompute", help="auto, full, selective or none.")
+RECOMPUTE_CHOICES = ("full", "selective", "none")
+SequenceParallelOpt = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
+                                   help="Megatron sequence parallelism (default: on with TP).")
+MoeA2aOverlapOpt = typer.Option(False, "--moe-a2a-overlap/--no-moe-a2a-overlap",
+                                help="Hide MoE dispatch/combine behind another micro-batch's compute (Megatron-Core "
+                                     "1F1B A2A overlap).")
+MoeImbalanceOpt = typer.Option(1.0, "--moe-imbalance",
+                               help="MoE routing imbalance: the busiest EP rank's tokens over the mean (1 = forced "
+                                    "balance; dropless routing runs above 1).")
+AttentionOpt = typer.Option("flash", "--attention",
+                            help="flash (fused, tuned for the GPU), flash2 (FlashAttention-2, and PyTorch SDPA's "
+                                 "default before 2.9), triton (FlashAttention's Triton kernel) or unfused (scores "
+                                 "materialised).")
+DpOverlapOpt = typer.Option(None, "--dp-overlap/--no-dp-overlap",
+                            help="Overlap the data-parallel gradient reduction with the backward pass (Megatron "
+                                 "--overlap-grad-reduce, DeepSpeed overlap_comm; default: the framework's).")
+TpOverlapOpt = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
+                            help="Overlap tensor-parallel collectives with their GEMMs (Megatron/NeMo "
+                                 "--tp-comm-overlap).")
+
+
+def training_job(spec: ModelConfig, global_batch: int | None, seq_len: int | None, precision: str = "bf16",
+                 attention: str = "flash", moe_dispatcher: str = "alltoall", moe_imbalance: float = 1.0,
+                 **options: Any) -> Job:
+    """The training job the options describe, each checked against its one definition (one line naming a bad
+    flag): its global batch and sequence length as given, else the model's length and ~4M tokens."""
+    check_option(global_batch, "--global-batch")
+    check_option(seq_len, "--seq-len")
+    batch, length = batch_and_length(spec.seq_len, global_batch, seq_len)
+    return Job(model=spec, global_batch=batch, seq_len=length, precision=choice(precision, "--precision", PRECISIONS),
+               attention=choice(attention, "--attention", ATTENTION_KERNELS),
+               moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
+               moe_imbalance=check_imbalance(moe_imbalance, "--moe-imbalance"), **options)
+
+
+def layout_request(tp: str | None, pp: str | None, dp: str | None, cp: str | None, interleave: str | None = None,
+                   micro_batch: str | None = None, recompute: str = "auto", zero: int | None = None,
+                   sequence_parallel: bool | None = None, ep: str | None = None,
+                   etp: str | None = "1") -> LayoutRequest:
+    """What the layout search may not choose, from the layout options (`auto` or nothing: searched)."""
+    # Imported here: the commands that share these options but search no layout start without the step model.
+    from linkscope.model.step.search import LayoutRequest
+
+    check_zero(zero)
+    return LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
+                         cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
+                         micro_batch=auto_int(micro_batch, "--micro-batch"),
+                         recompute=None if recompute == "auto" else choice(recompute, "--recompute", RECOMPUTE_CHOICES),
+                         zero=zero, sequence_parallel=sequence_parallel, ep=auto_int(ep, "--ep"),
+                         etp=auto_int(etp, "--etp"))
 
 
 def tp_opt(default: str | None = None) -> Any:  # typer.Option is typed Any so that it can stand as a default

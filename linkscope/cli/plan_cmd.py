@@ -8,35 +8,25 @@ from typing import Any, Optional
 import typer
 
 from linkscope.advise.launch import host_names, launch_plan
-from linkscope.advise.placement import Parallelism, group_spans, parse_order
-from linkscope.advise.plan import PlanRequest, PlanResult, make_plan, searched_parallelism
+from linkscope.advise.placement import Parallelism, parse_order
+from linkscope.advise.plan import OrderCost, PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt,
-                                   LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, MoeDispatcherOpt, PeftOpt, SeqLenOpt,
-                                   SystemOpt, ZeroOpt, auto_int, check_framework, check_option, check_zero, choice,
-                                   peft_of, pp_opt, tp_opt)
+from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, DpOverlapOpt, EpOpt, EtpOpt, FrameworkOpt,
+                                   GlobalBatchOpt, InterleaveOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt,
+                                   MoeA2aOverlapOpt, MoeDispatcherOpt, MoeImbalanceOpt, PeftOpt, PrecisionOpt,
+                                   RecomputeOpt, SeqLenOpt, SequenceParallelOpt, SystemOpt, TpOverlapOpt, ZeroOpt,
+                                   check_framework, check_option, layout_request, peft_of, pp_opt, tp_opt,
+                                   training_job)
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
+from linkscope.model.step.job import Job
 from linkscope.model.step.search import LayoutRequest
-from linkscope.model.step.job import Job, batch_and_length
 from linkscope.model.step.transformer import load_model
 from linkscope.report.advise import groups_table, launch_text, plan_summary, rank_map_table
 
 MAP_NODES = 4
 """Nodes drawn in the rank map and launch lines on the terminal; --json always has all of them."""
-
-
-def _job(model: str | None, seq_len: int | None, global_batch: int | None, moe_dispatcher: str,
-         peft: Optional[str], lora_rank: int, lora_targets: str, base_precision: str, framework: str) -> Job | None:
-    if model is None:
-        if peft is not None:
-            raise UserError("--peft needs --model: the adapters are sized from the model")
-        return None
-    config = load_model(model)
-    batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
-    return Job(model=config, global_batch=batch, seq_len=length, moe_dispatcher=moe_dispatcher,
-               peft=peft_of(peft, lora_rank, lora_targets, base_precision, config), framework=framework)
 
 
 def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: LayoutRequest) -> Parallelism:
@@ -49,17 +39,23 @@ def _parallelism(resolved: ResolvedSystem, nodes: int, job: Job | None, given: L
     return searched_parallelism(resolved, nodes, job, given)
 
 
+def _groups(cost: OrderCost) -> dict[str, Any]:
+    return {g: c.as_dict() for g, c in cost.groups.items()}
+
+
 def _json(result: PlanResult, hosts: list[str]) -> dict[str, Any]:
-    p = result.placement
+    p, megatron = result.placement, result.megatron_cost
     return {
         "system": p.system.id, "nodes": p.system.nodes, "gpus_per_node": p.system.node.gpus,
         "parallelism": dict(p.par.__dict__), "order": p.order_text, "order_reason": result.order_reason,
         "baseline_order": result.baseline.order_text, "basis": result.basis,
         "step_time_s": result.step_time_s, "baseline_step_time_s": result.baseline_step_time_s,
+        "predict_train": None if megatron is None else {"order": megatron.order, "step_time_s": megatron.step_time_s,
+                                                        "groups": _groups(megatron)},
+        "moves_s": result.moves(),
         "layout": result.layout.as_dict() if result.layout else None, "framework": result.framework,
         "ranks": p.rank_rows(),
-        "groups": {d: dict(s.__dict__) for d, s in group_spans(p).items()},
-        "cost": result.cost.as_dict(), "baseline_cost": result.baseline_cost.as_dict(),
+        "groups": _groups(result.cost), "baseline_groups": _groups(result.baseline_cost),
         "rails": {k: {"cross_node_pairs": v[0], "same_rail": v[1]} for k, v in result.rails().items()},
         "launch": launch_plan(p, hosts).as_dict(), "notes": result.notes,
     }
@@ -77,16 +73,25 @@ def plan(
                                         "searches auto sizes (else bytes-only comparison)."),
     seq_len: Optional[int] = SeqLenOpt,
     global_batch: Optional[int] = GlobalBatchOpt,
+    interleave: Optional[str] = InterleaveOpt,
     micro_batch: Optional[str] = MicroBatchOpt,
+    recompute: str = RecomputeOpt,
+    sequence_parallel: Optional[bool] = SequenceParallelOpt,
     zero: Optional[int] = ZeroOpt,
     ep: Optional[str] = EpOpt,
     etp: str = EtpOpt,
     moe_dispatcher: str = MoeDispatcherOpt,
+    moe_a2a_overlap: bool = MoeA2aOverlapOpt,
+    moe_imbalance: float = MoeImbalanceOpt,
+    precision: str = PrecisionOpt,
+    attention: str = AttentionOpt,
+    framework: str = FrameworkOpt,
+    dp_overlap: Optional[bool] = DpOverlapOpt,
+    tp_overlap: bool = TpOverlapOpt,
     peft: Optional[str] = PeftOpt,
     lora_rank: int = LoraRankOpt,
     lora_targets: str = LoraTargetsOpt,
     base_precision: str = BasePrecisionOpt,
-    framework: str = FrameworkOpt,
     order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
     baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
                                            "(default TP slowest-varying)."),
@@ -101,19 +106,22 @@ def plan(
     check_output_path(hostfile, "--write-hostfile")
     for flag, value in (("--nodes", nodes), ("--seq-len", seq_len), ("--global-batch", global_batch)):
         check_option(value, flag)
-    check_zero(zero)
     framework = check_framework(framework)
-    given = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
-                          cp=auto_int(cp, "--cp"), micro_batch=auto_int(micro_batch, "--micro-batch"), zero=zero,
-                          ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"))
+    given = layout_request(tp, pp, dp, cp, interleave, micro_batch, recompute, zero, sequence_parallel, ep, etp)
     db = load_db(extra or [])
     resolved = resolve(system, db)
-    job = _job(model, seq_len, global_batch, choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS), peft,
-               lora_rank, lora_targets, base_precision, framework)
+    job = None
+    if model is not None:
+        spec = load_model(model)
+        job = training_job(spec, global_batch, seq_len, precision, attention, moe_dispatcher, moe_imbalance,
+                           dp_overlap=dp_overlap, tp_overlap=tp_overlap, moe_a2a_overlap=moe_a2a_overlap,
+                           peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec), framework=framework)
+    elif peft is not None:
+        raise UserError("--peft needs --model: the adapters are sized from the model")
     request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,
-                          job=job, micro_batch=given.micro_batch, zero=zero, ep=given.ep, etp=given.etp)
+                          job=job, given=given)
     result = make_plan(request)
     tp, pp, dp, cp = (str(request.par.size(d)) for d in ("tp", "pp", "dp", "cp"))
     names = host_names(hosts, nodes)

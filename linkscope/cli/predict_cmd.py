@@ -7,23 +7,22 @@ What one command alone uses (its table, the inference and scaling models) is imp
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
-                                   FrameworkOpt,
-                                   GlobalBatchOpt, InputTokensOpt, LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt,
-                                   MicroBatchOpt, ModelOpt, MoeDispatcherOpt, OutputTokensOpt, PeftOpt, PrecisionOpt,
-                                   PrefillInterferenceOpt, SeqLenOpt, SystemOpt, ZeroOpt, auto_int, check_framework,
-                                   check_option, check_zero, choice, peft_of, pp_opt, tp_opt)
+from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, CatalogOpt, DpOverlapOpt, EngineOpt, EpOpt,
+                                   EtpOpt, FrameworkOpt, GlobalBatchOpt, InputTokensOpt, InterleaveOpt,
+                                   LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, ModelOpt,
+                                   MoeA2aOverlapOpt, MoeDispatcherOpt, MoeImbalanceOpt, OutputTokensOpt, PeftOpt,
+                                   PrecisionOpt, PrefillInterferenceOpt, RecomputeOpt, SeqLenOpt, SequenceParallelOpt,
+                                   SystemOpt, TpOverlapOpt, ZeroOpt, auto_int, check_framework, check_option,
+                                   check_zero, choice, layout_request, peft_of, pp_opt, tp_opt, training_job)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
-from linkscope.hardware.limits import check_imbalance
 from linkscope.model.step.compute import ENGINES, PRECISIONS
-from linkscope.model.step.job import ATTENTION_KERNELS, Job, batch_and_length
 from linkscope.model.step.predict import predict_train_on
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import ModelConfig, load_model
@@ -84,13 +83,6 @@ def _resolved(spec: str, gpus: int | None, nodes: int | None, extra: list[Path])
     return resolve(spec, load_db(extra), gpus, nodes)
 
 
-def _job(spec: ModelConfig, global_batch: int | None, seq_len: int | None, precision: str, **options: Any) -> Job:
-    """The job with its global batch and sequence length as given, else the model's length and ~4M tokens."""
-    batch, length = batch_and_length(spec.seq_len, global_batch, seq_len)
-    return Job(model=spec, global_batch=batch, seq_len=length, precision=choice(precision, "--precision", PRECISIONS),
-               **options)
-
-
 @predict_app.command("train")
 @user_errors
 def train(
@@ -102,35 +94,23 @@ def train(
     pp: Optional[str] = pp_opt(),
     dp: Optional[str] = typer.Option(None, help="Data parallel size or auto."),
     cp: str = typer.Option("1", help="Context parallel size or auto."),
-    interleave: Optional[str] = typer.Option(None, help="Pipeline chunks per stage, or auto."),
+    interleave: Optional[str] = InterleaveOpt,
     micro_batch: Optional[str] = MicroBatchOpt,
     global_batch: Optional[int] = GlobalBatchOpt,
     seq_len: Optional[int] = SeqLenOpt,
-    recompute: str = typer.Option("auto", help="auto, full, selective or none."),
-    sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
-                                                     help="Megatron sequence parallelism (default: on with TP)."),
+    recompute: str = RecomputeOpt,
+    sequence_parallel: Optional[bool] = SequenceParallelOpt,
     zero: Optional[int] = ZeroOpt,
     ep: Optional[str] = EpOpt,
     etp: str = EtpOpt,
     moe_dispatcher: str = MoeDispatcherOpt,
-    moe_a2a_overlap: bool = typer.Option(False, "--moe-a2a-overlap/--no-moe-a2a-overlap",
-                                         help="Hide MoE dispatch/combine behind another micro-batch's compute "
-                                              "(Megatron-Core 1F1B A2A overlap)."),
-    moe_imbalance: float = typer.Option(1.0, "--moe-imbalance",
-                                        help="MoE routing imbalance: the busiest EP rank's tokens over the mean "
-                                             "(1 = forced balance; dropless routing runs above 1)."),
+    moe_a2a_overlap: bool = MoeA2aOverlapOpt,
+    moe_imbalance: float = MoeImbalanceOpt,
     precision: str = PrecisionOpt,
-    attention: str = typer.Option("flash", help="flash (fused, tuned for the GPU), flash2 (FlashAttention-2, "
-                                                "and PyTorch SDPA's default before 2.9), triton (FlashAttention's "
-                                                "Triton kernel) or unfused (scores materialised)."),
+    attention: str = AttentionOpt,
     framework: str = FrameworkOpt,
-    dp_overlap: Optional[bool] = typer.Option(None, "--dp-overlap/--no-dp-overlap",
-                                              help="Overlap the data-parallel gradient reduction with the "
-                                                   "backward pass (Megatron --overlap-grad-reduce, DeepSpeed "
-                                                   "overlap_comm; default: the framework's)."),
-    tp_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
-                                    help="Overlap tensor-parallel collectives with their GEMMs (Megatron/NeMo "
-                                         "--tp-comm-overlap)."),
+    dp_overlap: Optional[bool] = DpOverlapOpt,
+    tp_overlap: bool = TpOverlapOpt,
     peft: Optional[str] = PeftOpt,
     lora_rank: int = LoraRankOpt,
     lora_targets: str = LoraTargetsOpt,
@@ -152,18 +132,10 @@ def train(
         prediction = _on_fit(resolved.train_fit, resolved.profile, spec, global_batch, seq_len, dp_overlap, gpus,
                              auto_int(tp, "--tp"), auto_int(dp, "--dp"), zero, recompute)
     else:
-        job = _job(spec, global_batch, seq_len, precision,
-                   attention=choice(attention, "--attention", ATTENTION_KERNELS), dp_overlap=dp_overlap,
-                   tp_overlap=tp_overlap, moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
-                   moe_a2a_overlap=moe_a2a_overlap, moe_imbalance=check_imbalance(moe_imbalance, "--moe-imbalance"),
-                   peft=adapters, framework=framework)
-        req = LayoutRequest(tp=auto_int(tp, "--tp"), pp=auto_int(pp, "--pp"), dp=auto_int(dp, "--dp"),
-                            cp=auto_int(cp, "--cp"), interleave=auto_int(interleave, "--interleave"),
-                            micro_batch=auto_int(micro_batch, "--micro-batch"),
-                            recompute=None if recompute == "auto" else choice(recompute, "--recompute",
-                                                                                 ("full", "selective", "none")),
-                            zero=zero, sequence_parallel=sequence_parallel, ep=auto_int(ep, "--ep"),
-                            etp=auto_int(etp, "--etp"))
+        job = training_job(spec, global_batch, seq_len, precision, attention, moe_dispatcher, moe_imbalance,
+                           dp_overlap=dp_overlap, tp_overlap=tp_overlap, moe_a2a_overlap=moe_a2a_overlap,
+                           peft=adapters, framework=framework)
+        req = layout_request(tp, pp, dp, cp, interleave, micro_batch, recompute, zero, sequence_parallel, ep, etp)
         prediction = predict_train_on(job, resolved, req)
     if as_json:
         print_json(prediction.as_dict())
@@ -184,8 +156,8 @@ def _on_fit(fit: TrainFit, profile: Profile, spec: ModelConfig, global_batch: in
 
     tp_n = tp or 1
     ranks = gpus or profile.ranks
-    job = _job(spec, global_batch or bench_global_batch(ranks, tp_n), seq_len, "bf16",
-               dp_overlap=True if dp_overlap is None else dp_overlap)
+    job = training_job(spec, global_batch or bench_global_batch(ranks, tp_n), seq_len, "bf16",
+                       dp_overlap=True if dp_overlap is None else dp_overlap)
     return predict_on_fit(fit, profile.name, job, tp_n, dp or max(ranks // tp_n, 1), zero or 0,
                           "none" if recompute in ("auto", "none") else recompute, available_host_gib())
 
@@ -282,8 +254,8 @@ def scaling(
     check_option(seq_len, "--seq-len")
     resolved = _resolved(system, None, 1, extra or [])
     spec = load_model(model)
-    job = _job(spec, global_batch, seq_len, precision,
-               peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec))
+    job = training_job(spec, global_batch, seq_len, precision,
+                       peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec))
     points, note = predict_scaling(job, resolved, nodes, LayoutRequest(tp=auto_int(tp, "--tp"),
                                                                        pp=auto_int(pp, "--pp")), strong)
     note = "; ".join([note, *resolved.training_notes])

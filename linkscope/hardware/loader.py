@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from linkscope.hardware import built_cache, parsed_cache
+from linkscope.hardware.link_limits import HardwareWarning, bandwidth_problem, generation_problem
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.specs import GpuSpec, LinkSpec
@@ -369,6 +370,12 @@ class NodeBuilder:
         if bw is None:
             raise DataError(file, f"link '{generation}' has no default rate; give bw_gb_per_s",
                             entry=label, field="scale_up.bw_gb_per_s")
+        impossible = bandwidth_problem(gpu, link, bw)
+        if impossible:
+            raise DataError(file, impossible, entry=label, field="scale_up.bw_gb_per_s")
+        foreign = generation_problem(gpu, link)
+        if foreign:
+            warnings.warn(HardwareWarning(f"{file}: {label}: scale_up.generation: {foreign}"), stacklevel=2)
         domain = su.domain_size or (2 if su.kind == "nvlink-bridge" else e.gpus)
         if su.in_network_reduction == "nvls" and su.kind != "nvswitch":
             raise DataError(file, "NVLS in-network reduction needs kind 'nvswitch'",

@@ -194,26 +194,27 @@ def framework_text(framework: str) -> str:
 
 
 def limits_text(advice: TrainAdvice) -> str:
-    """`deadline 90 d (the default; --deadline to change, --deadline none to remove)`, `deadline 30 d`, or
-    `no deadline`."""
+    """`deadline 90 d (the default; ...), met when a plan's p90 time is within it`, `deadline 30 d, met ...`, or
+    `no deadline`; the deadline in the unit it was given."""
     limits = advice.request.limits
     if limits.deadline_s is None:
         return "no deadline"
-    text = f"deadline {duration_text(limits.deadline_s)}"
-    return text + (" (the default; --deadline to change, --deadline none to remove)"
-                   if limits.deadline_is_default else "")
+    default = " (the default; --deadline to change, --deadline none to remove)" if limits.deadline_is_default else ""
+    return f"deadline {limits.deadline_text()}{default}, met when a plan's p90 time is within it"
 
 
 def no_plan_text(advice: TrainAdvice) -> str | None:
-    """Why no plan qualifies, naming the nearest one: `no plan meets the deadline (90 d): the fastest takes 141 d
-    on X (1024 GPUs)`; None when no offering can run the job at all (the reasons table says why)."""
+    """Why no plan qualifies, naming the nearest one: `no plan meets the deadline (90 d) at its p90: the fastest
+    takes 141 d (p90 160 d) on X (1024 GPUs)`; None when no offering can run the job at all (the reasons table
+    says why)."""
     limits = advice.request.limits
     fastest = advice.fastest_plan()
     if fastest is None:
         return None
-    if limits.deadline_s is not None and (fastest.time_to_train_s or 0.0) > limits.deadline_s:
-        return (f"no plan meets the deadline ({duration_text(limits.deadline_s)}): the fastest takes "
-                f"{duration_text(fastest.time_to_train_s)} on {fastest.offering} ({fastest.gpus} GPUs, "
+    if limits.deadline_s is not None and fastest.p90_time_s > limits.deadline_s:
+        return (f"no plan meets the deadline ({limits.deadline_text()}) at its p90: the fastest takes "
+                f"{duration_text(fastest.time_to_train_s)} (p90 {duration_text(fastest.p90_time_s)}) on "
+                f"{fastest.offering} ({fastest.gpus} GPUs, "
                 f"{'no known price' if fastest.cost_usd is None else money_text(fastest.cost_usd)})")
     cheapest = advice.cheapest_plan()
     budget = money_text(limits.budget_usd)
@@ -307,19 +308,21 @@ def rank_map_table(p: Placement, max_nodes: int, max_gpus: int = 8) -> Table:
 
 
 def groups_table(result: PlanResult) -> Table:
-    """Each kind of group under both placements: nodes spanned, what bounds it, and its time."""
-    per = "per step" if result.basis == "step" else "per 64 MiB op"
-    table = _table(f"collectives {per}: {result.placement.order_text} vs naive {result.baseline.order_text}",
+    """Each kind of group under both placements: nodes spanned, where its traffic goes (or what bounds it), and
+    its time: on the step's critical path (with a model) or for one 64 MiB collective (without)."""
+    per = "on the critical path per step" if result.basis == "step" else "per 64 MiB op"
+    table = _table(f"collectives, time {per}: {result.placement.order_text} vs naive {result.baseline.order_text}",
                    [("group", "left"), ("ranks", "right"), ("nodes", "right"), ("link", "left"),
                     ("time", "right"), ("naive nodes", "right"), ("naive link", "left"), ("naive time", "right")])
-    for dim in DIMS:
-        a, b = result.cost.dims[dim], result.baseline_cost.dims[dim]
+    for name, a in result.cost.groups.items():
+        b = result.baseline_cost.groups[name]
         if a.ranks <= 1:
             continue
         # The data-parallel group spans the context-parallel ranks too: name every dimension it spans.
-        name = " x ".join(d.upper() for d in group_dims(dim) if result.request.par.size(d) > 1) or dim.upper()
-        table.add_row(name, str(a.ranks), str(a.nodes), link_text(a.limit), _seconds(a.time_s), str(b.nodes),
-                      link_text(b.limit), _seconds(b.time_s))
+        dims = group_dims(name) if name in DIMS else (name,)
+        label = " x ".join(d.upper() for d in dims if d not in DIMS or result.request.par.size(d) > 1)
+        table.add_row(label or name.upper(), str(a.ranks), str(a.nodes), link_text(a.tier), _seconds(a.time_s),
+                      str(b.nodes), link_text(b.tier), _seconds(b.time_s))
     return table
 
 
@@ -331,11 +334,11 @@ def _seconds(value: float) -> str:
 def plan_summary(result: PlanResult) -> str:
     """The verdict: predicted step times (with a model) or collective times (without), and the rails."""
     lines = [f"placement: order {result.placement.order_text} ({result.order_reason})"]
-    if result.basis == "step" and result.step_time_s is not None and result.baseline_step_time_s is not None:
-        delta = result.baseline_step_time_s - result.step_time_s
-        lines.append(f"predicted step: {result.step_time_s:.3g} s; naive {result.baseline.order_text}: "
-                     f"{result.baseline_step_time_s:.3g} s ({delta:+.3g} s, "
-                     f"{result.baseline_step_time_s / result.step_time_s - 1:+.0%})")
+    step, naive = result.step_time_s, result.baseline_step_time_s
+    if result.basis == "step" and step is not None and naive is not None:
+        lines.append(f"predicted step: {step:.4g} s{_versus_predict(result)}")
+        lines.append(f"naive {result.baseline.order_text}: {naive:.4g} s ({naive - step:+.3g} s, "
+                     f"{naive / step - 1:+.0%})")
         if result.layout:
             lines.append(f"step model's layout: {layout_detail(result.layout)}")
         job = result.request.job
@@ -345,8 +348,8 @@ def plan_summary(result: PlanResult) -> str:
                          f"{job.global_batch * job.seq_len / 1e6:.1f}M tokens per step, {job.precision}, "
                          f"framework {result.framework}{default}")
     else:
-        slower = [f"{d.upper()} {result.baseline_cost.dims[d].time_s / c.time_s:.1f}x"
-                  for d, c in result.cost.dims.items() if c.time_s > 0]
+        slower = [f"{d.upper()} {result.baseline_cost.groups[d].time_s / c.time_s:.1f}x"
+                  for d, c in result.cost.groups.items() if c.time_s > 0]
         lines.append(f"naive placement, time for the same bytes: {', '.join(slower)} "
                      "(give --model for predicted step times)")
     rails = result.rails()
@@ -355,6 +358,23 @@ def plan_summary(result: PlanResult) -> str:
         lines.append(f"pipeline neighbours across nodes on the same rail: {same} of {crossing} pairs")
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def _versus_predict(result: PlanResult) -> str:
+    """How the step relates to `predict train`'s (Megatron-Core's order): the same, or that plus each group's move."""
+    megatron = result.megatron_cost
+    if megatron is None or megatron.step_time_s is None:
+        return ""
+    moves = result.moves()
+    if not moves:
+        return f", as `predict train` gives it (Megatron-Core's order {megatron.order})"
+    parts = ", ".join(f"{g.upper()} {_signed_seconds(d)}" for g, d in moves.items())
+    return f" = `predict train`'s {megatron.step_time_s:.4g} s (order {megatron.order}) + the groups moved: {parts}"
+
+
+def _signed_seconds(value: float) -> str:
+    """`+12.3 ms`, `-4.56 s`."""
+    return ("+" if value >= 0 else "-") + _seconds(abs(value))
 
 
 def launch_text(plan: LaunchPlan, max_nodes: int) -> str:

@@ -9,7 +9,7 @@ from rich.table import Table
 from linkscope.report.columns import Column
 
 from linkscope.advise.interconnect import InterconnectComparison, VariantResult
-from linkscope.advise.price_basis import PriceBasis
+from linkscope.advise.price_basis import NO_PLAN, PriceBasis
 from linkscope.report.advise import duration_text, layout_text
 from linkscope.report.money import amount_text, current_currency, money_text
 
@@ -32,6 +32,8 @@ def _bases(c: InterconnectComparison) -> dict[PriceBasis, int]:
 
 
 def _price_cell(v: VariantResult, keys: dict[PriceBasis, int]) -> str:
+    if v.price.source == NO_PLAN:
+        return f"- [{keys[v.price]}]"
     if v.price.usd_per_gpu_hour is None:
         return f"unknown [{keys[v.price]}]"
     return f"{amount_text(v.price.usd_per_gpu_hour)} [{keys[v.price]}]"
@@ -61,7 +63,8 @@ def train_comparison_table(c: InterconnectComparison) -> Table:
         cells = {"in the node, GB/s": v.scale_up, "between nodes": v.scale_out, "layout": layout_text(v.parallelism),
                  "time": duration_text(v.time_to_train_s) if v.reason is None else v.reason,
                  "tok/s/GPU": "-" if v.tokens_per_s_per_gpu is None else f"{v.tokens_per_s_per_gpu:,.0f}",
-                 "cost": money_text(v.cost_usd) if v.reason is None else "-", gpu_h: _price_cell(v, keys)}
+                 "cost": money_text(v.cost_usd) if v.reason is None and v.cost_usd is not None else "-",
+                 gpu_h: _price_cell(v, keys)}
         table.add_row(*[cells[name] for name, _ in columns], style="bold" if v.as_offered else None)
     return table
 

@@ -111,7 +111,9 @@ def test_the_default_answer_is_the_frontier_within_the_default_deadline() -> Non
     assert [r["cost_usd"] for r in front] == sorted(r["cost_usd"] for r in front)
     assert [r["time_to_train_s"] for r in front] == sorted((r["time_to_train_s"] for r in front), reverse=True)
     assert front[0]["frontier_role"] == "cheapest" and front[-1]["frontier_role"] == "fastest"
+    assert all(r["frontier_role"] == "between" for r in front[1:-1])
     others = rows[len(front):]
+    assert all(r["frontier_role"] is None for r in others)
     assert others and not any(r["frontier"] for r in others)
     # Every other offering is beaten on both time and cost by some plan of the frontier.
     for r in others:
@@ -119,6 +121,9 @@ def test_the_default_answer_is_the_frontier_within_the_default_deadline() -> Non
             assert any(f["time_to_train_s"] <= r["time_to_train_s"] and f["cost_usd"] <= r["cost_usd"] for f in front)
     text = run(*TRAIN).stdout
     assert "deadline 90 d (the default" in text and "plans on the frontier" in text and "Cheapest: " in text
+    # The other offerings' rows are each offering's cheapest plan, or a faster one within COST_TIE of its cost.
+    assert "each at its cheapest plan within the limits, or a faster one costing at most 5% more" in \
+        " ".join(text.split())
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
@@ -134,7 +139,7 @@ def test_no_deadline_and_a_flat_list_on_request() -> None:
 def test_nothing_meets_the_deadline_names_the_fastest_plan_and_exits_0() -> None:
     result = run(*TRAIN, "--deadline", "1h")
     assert result.exit_code == 0
-    assert "No plan meets the deadline (60 min): the fastest takes" in " ".join(result.stdout.split())
+    assert "No plan meets the deadline (1 h) at its p90: the fastest takes" in " ".join(result.stdout.split())
     assert "[dim]" not in result.stdout  # an unpriced fastest plan says so in words, not in leaked markup
     doc = json.loads(run(*TRAIN, "--deadline", "1h", "--json").stdout)
     assert doc["rows"] == [] and doc["closest"] and doc["frontier_plans"] == 0
@@ -268,3 +273,9 @@ def test_infer_prices_tokens_in_the_chosen_currency_and_rejects_others() -> None
     assert "CNY/Mtok" in text and "$/Mtok" not in text
     bad = run(*args, "--currency", "GBP")
     assert bad.exit_code == 2 and "unknown currency 'GBP'" in bad.output and len(bad.output.strip().splitlines()) == 1
+
+
+def test_a_tiny_deadline_prints_as_given_and_is_held_to_the_p90() -> None:
+    text = " ".join(run(*TRAIN, "--deadline", "0.0001s").stdout.split())
+    assert "deadline 0.0001 s, met when a plan's p90 time is within it" in text
+    assert "deadline 0 s" not in text and "No plan meets the deadline (0.0001 s) at its p90" in text

@@ -40,5 +40,5 @@ def test_thinning_in_log_time_counts_a_crowd_of_near_equal_points_once() -> None
 
 
 def test_roles_name_the_two_ends() -> None:
-    assert roles(3) == ["cheapest", None, "fastest"]
+    assert roles(3) == ["cheapest", "between", "fastest"] and roles(2) == ["cheapest", "fastest"]
     assert roles(1) == ["cheapest, fastest"] and roles(0) == []

@@ -1,5 +1,5 @@
-"""Seed 001 in one table: the same GPU and job on every interconnect, each at the price of the closest real
-offering (or the user's)."""
+"""Seed 001 in one table: the same GPU and job on every interconnect. Training rows are plans `advise` itself
+ranks (or say why none exists); serving rows are priced as the closest real offering (or at the user's price)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from linkscope.advise.bookable import GpuRequest
 from linkscope.advise.infer import InferRequest
 from linkscope.advise.interconnect import InterconnectComparison, VariantResult, compare_infer, compare_train
-from linkscope.advise.train import TrainRequest, advise_train
+from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.advise.variants import rack_domain, scale_out_variant, scale_up_variant, variants
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.model.step.transformer import load_model
@@ -19,12 +19,22 @@ def db() -> HardwareDB:
     return load_db([])
 
 
-def _compare(db: HardwareDB, offering: str, gpus: int, model: str = "llama2-13b",
-             price: float | None = None) -> InterconnectComparison:
+def _advice(db: HardwareDB, offering: str, gpus: int, model: str = "llama2-13b",
+            gpu: str | None = None) -> TrainAdvice:
+    """`advise train` over every offering of the GPU's family (or of `gpu` exactly)."""
+    family = db.offerings[offering].system.node.gpu.family_name
+    offerings = [o for o in db.offerings.values()
+                 if (o.system.node.gpu.id == gpu if gpu else o.system.node.gpu.family_name == family)]
     request = TrainRequest(model=load_model(model), tokens=1e10, global_batch=128, seq_len=4096,
                            gpus=GpuRequest(gpus=gpus))
-    plan = advise_train(request, [db.offerings[offering]]).feasible[0]
-    return compare_train(request, plan, db.offerings[offering], db, price)
+    return advise_train(request, offerings)
+
+
+def _compare(db: HardwareDB, offering: str, gpus: int, model: str = "llama2-13b",
+             price: float | None = None) -> InterconnectComparison:
+    advice = _advice(db, offering, gpus, model)
+    plan = next(p for p in advice.plans if p.offering == offering and p.gpus == gpus)
+    return compare_train(advice.request, plan, db.offerings[offering], db, price, advice)
 
 
 def _find(comparison: InterconnectComparison, up: str, out: str) -> VariantResult:
@@ -48,29 +58,61 @@ def test_every_scale_up_kind_meets_every_fabric_across_nodes(db: HardwareDB) -> 
     assert pairs == {(u, f) for u in ("pcie", "nvlink-mesh", "nvswitch") for f in ("infiniband", "roce", "efa", "tcp")}
     assert len(comparison.variants) == 12 and all(v.gpus == 16 for v in comparison.variants)
     for v in comparison.variants:
-        assert v.cost_usd == pytest.approx(v.price.usd_per_gpu_hour * 16 * v.time_to_train_s / 3600)  # type: ignore[operator]
+        assert v.time_to_train_s is not None and v.time_to_train_s > 0
+        if v.offering is not None:
+            assert v.cost_usd == pytest.approx(v.price.usd_per_gpu_hour * 16 * v.time_to_train_s / 3600)  # type: ignore[operator]
+        else:
+            assert v.cost_usd is None and v.price.usd_per_gpu_hour is None and v.price.match.startswith("no ")
     assert any("socket transport" in note for note in comparison.notes)
 
 
 def test_tcp_is_slower_than_infiniband_on_a_network_bound_job(db: HardwareDB) -> None:
     # 8 x 400 Gbit/s over NCCL's sockets carries 48 GB/s a node, not 0.6 of InfiniBand's 384: a data-parallel job
-    # of 16 nodes on a small batch waits for it.
-    comparison = _compare(db, "coreweave/hgx-h100", 128, model="llama2-7b")
+    # of 16 nodes on a small batch waits for it. (One price: every row is the what-if, TCP the socket transport;
+    # the plan advise ranks for TCP is GCP's GPUDirect-TCPXO, a faster transport.)
+    comparison = _compare(db, "coreweave/hgx-h100", 128, model="llama2-7b", price=3.0)
     ib, tcp = _find(comparison, "nvswitch", "infiniband"), _find(comparison, "nvswitch", "tcp")
     assert tcp.time_to_train_s > 1.3 * ib.time_to_train_s  # type: ignore[operator]
 
 
-def test_each_variant_is_priced_as_the_closest_real_offering(db: HardwareDB) -> None:
-    comparison = _compare(db, "aws/p5.48xlarge", 16)
-    roce = _find(comparison, "nvswitch", "roce").price
-    assert roce.source == "oci/BM.GPU.H100.8" and roce.match in ("same GPU, scale-up and network", "price unconfirmed")
-    assert roce.usd_per_gpu_hour == pytest.approx(db.offerings["oci/BM.GPU.H100.8"].price_per_gpu_hour)
-    pcie = _find(comparison, "pcie", "infiniband").price
-    assert db.offerings[pcie.source].system.node.scale_up.kind == "pcie"
-    mesh = _find(comparison, "nvlink-mesh", "infiniband").price
-    assert "no NVLink-mesh offering of H100" in mesh.match and mesh.source == "aws/p5.48xlarge"
+def test_each_training_row_is_a_plan_advise_ranks_or_says_why_none_exists(db: HardwareDB) -> None:
+    advice = _advice(db, "aws/p5.48xlarge", 16)
+    plan = next(p for p in advice.plans if p.offering == "aws/p5.48xlarge")
+    comparison = compare_train(advice.request, plan, db.offerings["aws/p5.48xlarge"], db, None, advice)
+    ranked = {(p.offering, p.gpus): p for p in advice.plans}
+    for v in comparison.variants:
+        if v.offering is None:
+            assert v.cost_usd is None and v.price.usd_per_gpu_hour is None and v.price.match.startswith("no ")
+            continue
+        # The row is advise's own plan: its offering, GPUs, time and cost, of the variant's kind.
+        own = ranked[(v.offering, v.gpus)]
+        assert (v.time_to_train_s, v.cost_usd, v.parallelism) == (own.time_to_train_s, own.cost_usd, own.parallelism)
+        node = db.offerings[v.offering].system.node
+        assert own.gpu == plan.gpu and node.scale_out.fabric == v.fabric
+        assert v.price.source == v.offering and v.price.usd_per_gpu_hour == db.offerings[v.offering].price_per_gpu_hour
+    roce = _find(comparison, "nvswitch", "roce")
+    assert roce.offering is not None and db.offerings[roce.offering].system.node.scale_out.fabric == "roce"
+    mesh = _find(comparison, "nvlink-mesh", "infiniband")
+    assert mesh.offering is None and "no H100-SXM5-80GB with NVLink-mesh among the offerings searched" in \
+        mesh.price.match
     given = _compare(db, "aws/p5.48xlarge", 16, price=2.0)
     assert {v.price.usd_per_gpu_hour for v in given.variants} == {2.0}
+
+
+def test_a_variant_no_bookable_offering_runs_is_not_priced_at_one(db: HardwareDB) -> None:
+    # The issue's case: crusoe sells A100 80GB with NVSwitch and InfiniBand at $2.30/GPU-h, but its NIC rate is
+    # unknown, so advise cannot plan 8 nodes of it; the NVSwitch + IB row is the plan advise does rank there.
+    advice = _advice(db, "aws/p4de.24xlarge", 64, model="llama2-70b", gpu="A100-SXM4-80GB")
+    crusoe = next(r for r in advice.rows if r.offering == "crusoe/a100-80gb-sxm-ib.8x")
+    assert not crusoe.feasible and "NIC rate unknown" in (crusoe.reason or "")
+    first = advice.feasible[0]
+    comparison = compare_train(advice.request, first, db.offerings[first.offering], db, None, advice)
+    ib = _find(comparison, "nvswitch", "infiniband")
+    assert ib.offering is not None and ib.offering != "crusoe/a100-80gb-sxm-ib.8x"
+    assert ib.cost_usd == next(p.cost_usd for p in advice.plans if p.offering == ib.offering and p.gpus == 64)
+    assert all(v.price.source != "crusoe/a100-80gb-sxm-ib.8x" for v in comparison.variants)
+    ranked = {p.offering for p in advice.plans}
+    assert all(v.offering in ranked or (v.offering is None and v.cost_usd is None) for v in comparison.variants)
 
 
 def test_one_node_compares_only_the_inside_of_the_node(db: HardwareDB) -> None:

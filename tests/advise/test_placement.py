@@ -84,9 +84,9 @@ def test_orders_must_name_each_dimension_once() -> None:
 def test_without_a_model_the_same_bytes_move_faster_in_the_placement(h100: System) -> None:
     result = make_plan(PlanRequest(ResolvedSystem.plain(h100), 4, Parallelism(tp=8, pp=2, dp=2)))
     assert result.basis == "reference" and result.step_time_s is None
-    assert result.cost.dims["tp"].time_s < result.baseline_cost.dims["tp"].time_s
-    assert result.cost.dims["tp"].limit.startswith("nvlink")
-    assert result.baseline_cost.dims["tp"].limit.startswith("network")
+    assert result.cost.groups["tp"].time_s < result.baseline_cost.groups["tp"].time_s
+    assert result.cost.groups["tp"].tier.startswith("nvlink")
+    assert result.baseline_cost.groups["tp"].tier.startswith("network")
 
 
 def test_with_a_model_the_placement_predicts_a_faster_step_than_naive(h100: System) -> None:
@@ -98,8 +98,9 @@ def test_with_a_model_the_placement_predicts_a_faster_step_than_naive(h100: Syst
     assert result.step_time_s < result.baseline_step_time_s
 
 
-def test_megatron_order_tp_time_matches_the_step_model(h100: System) -> None:
+def test_megatron_order_is_the_step_models_own_answer(h100: System) -> None:
     from linkscope.model.step.layout import layouts_of
+    from linkscope.model.step.step_collectives import exposed_per_group_s
     from linkscope.model.step.train import estimate_steps
 
     job = Job(load_model("llama2-7b"), global_batch=64, seq_len=4096)
@@ -108,8 +109,10 @@ def test_megatron_order_tp_time_matches_the_step_model(h100: System) -> None:
     lay = result.layout
     assert lay is not None
     est = estimate_steps(job, h100.with_nodes(2), layouts_of(lay))
-    assert result.cost.dims["tp"].time_s == pytest.approx(float(est.tp_comm_exposed_s[0]), rel=1e-6)
-    assert result.step_time_s == pytest.approx(float(est.step_time_s[0]), rel=1e-6)
+    exposed = exposed_per_group_s(est, layouts_of(lay))
+    assert result.cost.groups["tp"].time_s == pytest.approx(exposed["tp"], rel=1e-12)
+    assert result.step_time_s == pytest.approx(float(est.step_time_s[0]), rel=1e-12)
+    assert result.moves() == {}
 
 
 def test_a_single_node_system_cannot_span_nodes() -> None:
@@ -129,14 +132,15 @@ def test_the_data_parallel_group_spans_the_context_parallel_ranks(h100: System) 
 def test_plan_prices_the_gradient_reduction_as_the_step_model_does_with_context_parallelism(h100: System) -> None:
     from linkscope.model.step.layout import layouts_of
     from linkscope.model.step.memory import weight_replicas
+    from linkscope.model.step.search import LayoutRequest
     from linkscope.model.step.train import estimate_steps
 
     # No overlap: the step model's exposed data-parallel time is the whole reduce-scatter plus all-gather.
     job = Job(load_model("llama2-7b"), global_batch=64, seq_len=8192, dp_overlap=False)
     result = make_plan(PlanRequest(ResolvedSystem.plain(h100), 2, Parallelism(tp=4, pp=1, dp=2, cp=2), job=job,
-                                   order=parse_order("tp-cp-dp-pp"), zero=1))
+                                   order=parse_order("tp-cp-dp-pp"), given=LayoutRequest(zero=1)))
     lay = result.layout
     assert lay is not None and lay.cp == 2
     est = estimate_steps(job, h100.with_nodes(2), layouts_of(lay))
-    assert result.cost.dims["dp"].ranks == int(weight_replicas(layouts_of(lay))[0]) == 4
-    assert result.cost.dp_s == pytest.approx(float(est.dp_comm_exposed_s[0]), rel=1e-6)
+    assert result.cost.groups["dp"].ranks == int(weight_replicas(layouts_of(lay))[0]) == 4
+    assert result.cost.groups["dp"].time_s == pytest.approx(float(est.dp_comm_exposed_s[0]), rel=1e-12)

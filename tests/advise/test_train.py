@@ -106,10 +106,11 @@ def test_a_deadline_moves_the_choice_to_more_gpus(db: HardwareDB) -> None:
     offerings = _offerings(db, ["gcp/a2-highgpu-8g"])
     gpus = GpuRequest(None, 8, 128)
     free = advise_train(_request(gpus, model="llama2-13b"), offerings).rows[0]
-    deadline_s = (free.time_to_train_s or 0.0) / 2.5
+    deadline_s = free.p90_time_s / 2.5
     rushed = advise_train(_request(gpus, limits=Limits(deadline_s=deadline_s), model="llama2-13b"), offerings).rows[0]
     assert rushed.feasible and (rushed.gpus or 0) > (free.gpus or 0)
-    assert (rushed.time_to_train_s or 0.0) <= deadline_s
+    # Held to the deadline on its p90, not its central value.
+    assert (rushed.time_to_train_s or 0.0) < rushed.p90_time_s <= deadline_s
     assert (rushed.cost_usd or 0.0) > (free.cost_usd or 0.0)
 
 
@@ -217,3 +218,24 @@ def test_plans_past_the_deadline_are_kept_but_not_on_the_frontier(db: HardwareDB
     late = [p for p in held.plans if (p.time_to_train_s or 0.0) > deadline_s]
     assert late and all(not p.feasible and "misses the deadline" in (p.reason or "") for p in late)
     assert all((p.time_to_train_s or 0.0) <= deadline_s for p in held.frontier)
+
+
+def test_a_plan_meets_the_deadline_on_its_p90_not_its_central_value(db: HardwareDB) -> None:
+    # A deadline between the central time and the p90 of the only plan: the plan misses it, and says both.
+    offerings = _offerings(db, ["aws/p5.48xlarge"])
+    free = advise_train(_request(GpuRequest(gpus=16), model="llama2-13b"), offerings).rows[0]
+    central, p90 = free.time_to_train_s or 0.0, free.p90_time_s
+    assert central < p90
+    between = Limits(deadline_s=(central + p90) / 2, deadline_given="between")
+    held = advise_train(_request(GpuRequest(gpus=16), limits=between, model="llama2-13b"), offerings).rows[0]
+    assert not held.feasible and held.time_to_train_s == central
+    assert held.reason is not None and "misses the deadline (p90 " in held.reason and "central" in held.reason
+    assert held.reason.endswith("> between)")
+
+
+def test_a_deadline_prints_in_the_unit_it_was_given() -> None:
+    from linkscope.advise.inputs import parse_deadline
+
+    assert parse_deadline("0.0001s").deadline_text() == "0.0001 s"
+    assert parse_deadline("36h").deadline_text() == "36 h" and parse_deadline("90min").deadline_text() == "90 min"
+    assert parse_deadline(None).deadline_text() == "90 d" and parse_deadline("none").deadline_s is None

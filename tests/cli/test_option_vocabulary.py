@@ -76,12 +76,12 @@ def test_plan_prices_zero3_per_layer_gathers() -> None:
     base = [*PLAN_16, "--tp", "8", "--pp", "1", "--dp", "2", "-m", "llama2-13b", "--micro-batch", "1"]
     zero1, zero3 = _json(*base, "--zero", "1"), _json(*base, "--zero", "3")
     assert zero3["layout"]["zero"] == 3
-    assert zero3["cost"]["dp_s"] > zero1["cost"]["dp_s"]
+    assert zero3["groups"]["dp"]["time_s"] > zero1["groups"]["dp"]["time_s"]
     # The framework the step times assume: by ZeRO stage unless --framework says otherwise.
     assert (zero1["framework"], zero3["framework"]) == ("megatron", "fsdp")
     assert _json(*base, "--zero", "2", "--framework", "fsdp")["framework"] == "fsdp"
     # ZeRO-2 reduce-scatters every micro-batch: more DP time than ZeRO-1's once per step.
-    assert _json(*base, "--zero", "2")["cost"]["dp_s"] > zero1["cost"]["dp_s"]
+    assert _json(*base, "--zero", "2")["groups"]["dp"]["time_s"] > zero1["groups"]["dp"]["time_s"]
 
 
 def test_plan_prints_the_job_it_assumed() -> None:
@@ -93,3 +93,40 @@ def test_plan_prints_the_job_it_assumed() -> None:
 def test_json_and_csv_exclude_each_other_everywhere(command: list[str]) -> None:
     result = run_cli(*command, "--json", "--csv")
     assert result.exit_code == 2 and "choose one format: --json or --csv" in result.output
+
+
+JOB_OPTIONS = ["--precision", "fp8", "--recompute", "selective", "--interleave", "2", "--attention", "flash2",
+               "--no-dp-overlap", "--tp-comm-overlap", "--framework", "megatron"]
+
+
+def test_plan_takes_the_job_options_predict_train_takes_and_answers_the_same() -> None:
+    # One declaration per option: plan and predict train read the same flags into the same job and layout.
+    sizes = ["--tp", "4", "--pp", "2", "--dp", "2"]
+    planned = _json(*PLAN_16, "-m", "llama2-7b", *sizes, *JOB_OPTIONS)
+    predicted = _json("predict", "train", "-s", "dgx-h100", "--gpus", "16", "-m", "llama2-7b", *sizes, *JOB_OPTIONS)
+    assert planned["layout"] == predicted["parallelism"]
+    assert planned["layout"]["recompute"] == "selective" and planned["layout"]["interleave"] == 2
+    assert planned["predict_train"]["step_time_s"] == predicted["step_time_s"]
+    assert planned["step_time_s"] == pytest.approx(predicted["step_time_s"] + sum(planned["moves_s"].values()),
+                                                   rel=1e-12)
+    for flag, bad, needle in (("--precision", "fp4", "--precision: 'fp4' is not one of"),
+                              ("--recompute", "some", "--recompute: 'some' is not one of"),
+                              ("--attention", "xformers", "--attention: 'xformers' is not one of")):
+        result = run_cli(*PLAN_16, "-m", "llama2-7b", flag, bad)
+        assert result.exit_code == 2 and needle in result.output and "Traceback" not in result.output
+
+
+def test_plan_in_fp8_needs_fp8_tensor_cores() -> None:
+    assert _json(*PLAN_16, "-m", "llama2-13b", "--precision", "fp8")["step_time_s"] > 0
+    refused = run_cli("plan", "-s", "dgx-a100", "--nodes", "2", "-m", "llama2-13b", "--precision", "fp8")
+    assert refused.exit_code == 2 and "A100-SXM4-80GB has no FP8 tensor cores" in refused.output
+    assert "Traceback" not in refused.output
+
+
+def test_plan_json_lists_every_group_with_its_tier_and_exposed_time() -> None:
+    doc = _json(*PLAN_16, "-m", "mixtral-8x7b", "--ep", "8")
+    groups = doc["groups"]
+    assert set(groups) == {"tp", "cp", "pp", "dp", "ep"}
+    assert all({"ranks", "nodes", "tier", "time_s", "collectives"} <= set(g) for g in groups.values())
+    assert groups["ep"]["ranks"] == 8 and groups["ep"]["collectives"][0]["op"] == "all_to_all"
+    assert set(doc["baseline_groups"]) == set(groups) == set(doc["predict_train"]["groups"])

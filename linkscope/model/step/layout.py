@@ -1,7 +1,9 @@
 """Parallel layouts as arrays, and where each parallel group lands on the nodes.
 
-Ranks are ordered as Megatron-LM orders them (tp fastest, then cp, then dp, then pp), so a group of size k
-has stride 1 (tp), tp (cp), tp*cp (dp) or tp*cp*dp (pp). Groups that fit in a node stay in it.
+By default ranks are ordered as Megatron-LM orders them (tp fastest, then cp, then dp, then pp), so a group of
+size k has stride 1 (tp), tp (cp), tp*cp (dp) or tp*cp*dp (pp). Groups that fit in a node stay in it. Another
+rank order (Megatron-Core's `order`, what `plan` chooses) moves groups across nodes: `order_spans` says where
+each lands under any order.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ Recompute = Literal["none", "selective", "full"]
 RECOMPUTE: tuple[Recompute, ...] = ("none", "selective", "full")
 DIMS = ("tp", "cp", "dp", "pp")
 """The parallel dimensions, fastest-varying first in Megatron-LM's rank order."""
+MEGATRON_ORDER: tuple[str, ...] = DIMS
+"""Megatron-Core's default rank order (fastest-varying first), the one the step model assumes unless told."""
+GROUPS = ("tp", "cp", "pp", "dp", "ep", "edp")
+"""The communication groups of a training step: tensor, context, pipeline (a pair of neighbouring stages), data
+(the weight replicas, dp x cp), expert and expert data parallel."""
 
 
 @dataclass(frozen=True)
@@ -124,3 +131,66 @@ def group_span(size: np.ndarray, stride: np.ndarray, gpus_per_node: int) -> tupl
     per_node = np.where(within, size, np.where(stride >= gpus_per_node, 1.0, np.floor(gpus_per_node / stride)))
     per_node = np.clip(per_node, 1.0, size)
     return per_node, np.maximum(size / per_node, 1.0)
+
+
+Digit = tuple[np.ndarray, bool]
+"""One digit of a rank number, fastest first: its size (per layout) and whether the group varies along it."""
+
+
+def _digits(lay: Layouts, order: tuple[str, ...], group: str) -> list[Digit]:
+    """The rank number as digits, fastest first, with `group`'s marked. A pipeline stage's other ranks (tp x cp x
+    dp, in `order`) are numbered as one index, and the experts fold into that index etp fastest, then ep, then edp
+    (Megatron-Core's MoE parallel folding); the pipeline digit sits inside that index where `order` puts it."""
+    sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
+    members = {"tp": ("tp",), "cp": ("cp",), "dp": ("dp", "cp")}.get(group, ())
+    if group in ("ep", "edp"):
+        edp = np.maximum(lay.tp * lay.cp * lay.dp // (lay.ep * lay.etp), 1)
+        fold: list[Digit] = [(lay.etp, False), (lay.ep, group == "ep"), (edp, group == "edp")]
+    else:
+        fold = [(sizes[d], d in members) for d in order if d != "pp"]
+    stage: Digit = (np.full(len(lay), 2.0) if group == "pp" else lay.pp, group == "pp")
+    at = order.index("pp")
+    if at in (0, len(order) - 1):
+        return [stage, *fold] if at == 0 else [*fold, stage]
+    below_pp = np.prod([sizes[d] for d in order[:at]], axis=0)
+    inner: list[Digit] = []
+    outer: list[Digit] = []
+    low = np.ones(len(lay))
+    for size, member in fold:
+        # The part of this digit below the pipeline digit, and the part above it.
+        below = np.clip(below_pp / low, 1.0, size)
+        inner.append((below, member))
+        outer.append((size / below, member))
+        low = low * size
+    return [*inner, stage, *outer]
+
+
+def _merged(digits: list[Digit]) -> list[Digit]:
+    """Neighbouring digits of the same kind as one (a group over dp x cp next to each other is one block)."""
+    out: list[Digit] = []
+    for size, member in digits:
+        if out and out[-1][1] == member:
+            out[-1] = (out[-1][0] * size, member)
+        else:
+            out.append((np.asarray(size, dtype=float), member))
+    return out
+
+
+def order_spans(lay: Layouts, gpus_per_node: int, order: tuple[str, ...] = MEGATRON_ORDER,
+                groups: tuple[str, ...] = GROUPS) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per group (of GROUPS), (its ranks on one node, the nodes it spans) under rank `order`, as `group_span`
+    gives them for Megatron's order: ranks are numbered node-major, and a group's ranks fill a node as far as
+    the digits below and between them leave room."""
+    spans = {}
+    for group in groups:
+        room = np.full(len(lay), float(gpus_per_node))
+        per_node = np.ones(len(lay))
+        size = np.ones(len(lay))
+        for digit, member in _merged(_digits(lay, order, group)):
+            if member:
+                per_node = per_node * np.where(room >= digit, digit, np.maximum(np.floor(room), 1.0))
+                size = size * digit
+            room = room / digit
+        per_node = np.clip(per_node, 1.0, size)
+        spans[group] = (per_node, np.maximum(size / per_node, 1.0))
+    return spans

@@ -103,6 +103,8 @@ class TrainPrediction:
 def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
     """Reject layouts that cannot run at all, naming the flag."""
     m, gpus = job.model, system.gpus
+    if job.precision == "fp8" and system.node.gpu.fp8_dense_tflops is None:
+        raise UserError(f"{system.node.gpu.id} has no FP8 tensor cores (use bf16)", field="precision")
     if job.peft is not None:
         gpu = system.node.gpu
         problem = (lora.check_peft(job.peft, m) or lora.check_peft_layout(job.peft, req.tp, req.pp)

@@ -1,12 +1,15 @@
 """`predict scaling`: throughput, speedup and scaling efficiency from one node to N nodes.
 
 The job's global batch is that of the largest node count. Weak scaling by default (the global batch grows
-with the node count, as data-parallel training does, reaching the job's at the largest count); `strong` keeps
-the global batch fixed at every count. Each node count gets its own layout, searched as `predict train`
-searches it (only what the user fixed stays fixed), so a row and `predict train` on the same GPUs and global
-batch give the same step time. A count where no layout fits says so and has no figures. Speedup and
-efficiency start at the smallest count that fits (the baseline); when that is not one node, perfect scaling
-up to the baseline is assumed, and said.
+with the node count, as data-parallel training does, reaching the job's at the largest count): each node count
+gets its own layout, searched as `predict train` searches it (only what the user fixed stays fixed), so a row
+and `predict train` on the same GPUs and global batch give the same step time. `strong` keeps the global batch
+fixed at every count and, from the baseline on, the baseline's layout too (model parallelism, interleave,
+micro-batch, recomputation, ZeRO, experts): only the data-parallel degree grows, so the efficiency measures the
+scaling and not a better layout (a row is `predict train` with those values given). A count where no layout
+fits says so and has no figures. Speedup and efficiency start at the smallest count that fits (the baseline);
+when that is not one node, perfect scaling up to the baseline is assumed, and said. An efficiency above 100% is
+explained in the note by what differs from the baseline.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class ScalingPoint:
     """Why a count has no figures: nothing fits in memory, or no layout divides the job."""
     range_basis: str = ""
     """What evidence the ranges come from, or that there is none (`model.ranges.accuracy.spread`)."""
+    breakdown: dict[str, float] = field(default_factory=dict)
+    """Where the step time goes (`predict train`'s breakdown)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -85,13 +90,42 @@ def _point(job: Job, resolved: SystemInForce, req: LayoutRequest) -> ScalingPoin
                                     f"{p.memory_gib_available:.0f} GiB usable")
     return replace(base, gpus=p.gpus, fits=True, step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, mfu=p.mfu,
                    parallelism=p.parallelism, step_time_s_range=p.step_time_s_range,
-                   tokens_per_s_range=p.tokens_per_s_range, range_basis=p.range_basis)
+                   tokens_per_s_range=p.tokens_per_s_range, range_basis=p.range_basis, breakdown=p.breakdown)
+
+
+def held(layout: Layout) -> LayoutRequest:
+    """The baseline's layout with only the data-parallel degree left to the count: what strong scaling holds."""
+    return LayoutRequest(tp=layout.tp, pp=layout.pp, dp=None, cp=layout.cp, interleave=layout.interleave,
+                         micro_batch=layout.micro_batch, recompute=layout.recompute, zero=layout.zero,
+                         sequence_parallel=layout.sequence_parallel, ep=layout.ep, etp=layout.etp)
+
+
+def _hold_baseline(job: Job, resolved: SystemInForce, points: list[ScalingPoint], base: ScalingPoint) -> str:
+    """Strong scaling: every count above the baseline rerun with the baseline's layout; a count where it cannot
+    run keeps its own searched layout, and the returned note says which and why."""
+    assert base.parallelism is not None
+    req, kept = held(base.parallelism), []
+    for i, p in enumerate(points):
+        if p.nodes <= base.nodes:
+            continue
+        fixed = _point(job, resolved.with_nodes(p.nodes), req)
+        if fixed.fits:
+            points[i] = fixed
+        else:
+            kept.append(f"{p.nodes} ({fixed.reason})")
+    par = base.parallelism
+    text = (f"; strong scaling holds the baseline's layout (tp {par.tp}, pp {par.pp}, cp {par.cp}, interleave "
+            f"{par.interleave}, micro-batch {par.micro_batch}, recompute {par.recompute}, ZeRO-{par.zero}"
+            + (f", ep {par.ep} x etp {par.etp}" if par.ep * par.etp > 1 else "") + "): only dp grows")
+    if kept:
+        text += f"; searched afresh where it cannot run, at {', '.join(kept)} nodes"
+    return text
 
 
 def predict_scaling(job: Job, resolved: SystemInForce, max_nodes: int, req: LayoutRequest,
                     strong: bool = False) -> tuple[list[ScalingPoint], str]:
-    """A point for each node count of the resolved System, each with its own searched layout, and a note on
-    the baseline."""
+    """A point for each node count of the resolved System (weak: each with its own searched layout; strong: with
+    the baseline's), and a note on the baseline and on any efficiency above 100%."""
     counts = node_counts(max_nodes)
     points = [_point(replace(job, global_batch=global_batch_at(job.global_batch, n, max_nodes, strong)),
                      resolved.with_nodes(n), req) for n in counts]
@@ -101,6 +135,8 @@ def predict_scaling(job: Job, resolved: SystemInForce, max_nodes: int, req: Layo
                         f"{points[-1].reason}")
     note = "baseline: 1 node" if base.nodes == 1 else \
         f"baseline: {base.nodes} nodes (the smallest that fits), assuming perfect scaling below it"
+    if strong:
+        note += _hold_baseline(job, resolved, points, base)
     per_node_rate = base.tokens_per_s / base.nodes
     gpus_per_node = resolved.system.node.gpus
     for p in points:
@@ -111,18 +147,61 @@ def predict_scaling(job: Job, resolved: SystemInForce, max_nodes: int, req: Layo
     return points, note + _superlinear_note(points, base)
 
 
-def _model_parallel(point: ScalingPoint) -> tuple[int, ...] | None:
-    par = point.parallelism
-    return None if par is None else (par.tp, par.pp, par.cp)
+LAYOUT_FIELDS = {"tp": "tp", "pp": "pp", "cp": "cp", "interleave": "interleave", "micro_batch": "micro-batch",
+                 "recompute": "recompute", "zero": "ZeRO", "sequence_parallel": "sequence parallel", "ep": "ep",
+                 "etp": "etp"}
+"""The layout's choices other than dp, as the note names them."""
+
+SHARES = {"bubble_s": "the pipeline bubble", "optimizer_s": "the optimizer step (ZeRO shards it over the "
+          "data-parallel ranks)", "recompute_s": "recomputation", "dp_comm_exposed_s": "data-parallel traffic",
+          "tp_comm_exposed_s": "tensor-parallel traffic", "pp_comm_exposed_s": "pipeline sends",
+          "ep_comm_exposed_s": "expert dispatch and combine", "cp_comm_exposed_s": "context-parallel traffic",
+          "moe_fixed_s": "the MoE layers' fixed time"}
+"""The parts of a step that can shrink faster than the GPUs grow, as the note names them."""
+
+
+def _changes(point: ScalingPoint, base: ScalingPoint) -> list[str]:
+    """What of the layout differs from the baseline's, dp aside: `pp 2 -> 1`, `micro-batch 4 -> 8`."""
+    a, b = base.parallelism, point.parallelism
+    if a is None or b is None:
+        return []
+    return [f"{name} {getattr(a, f)} -> {getattr(b, f)}" for f, name in LAYOUT_FIELDS.items()
+            if getattr(a, f) != getattr(b, f)]
+
+
+def _share(p: ScalingPoint, key: str) -> float:
+    return p.breakdown.get(key, 0.0) / p.step_time_s if p.step_time_s else 0.0
+
+
+def _shrunk(point: ScalingPoint, base: ScalingPoint) -> str | None:
+    """The part of the step whose share of it fell the most from the baseline (None when none fell)."""
+    gains = {k: _share(base, k) - _share(point, k) for k in SHARES}
+    key = max(gains, key=lambda k: gains[k])
+    return key if gains[key] > 0 else None
 
 
 def _superlinear_note(points: list[ScalingPoint], base: ScalingPoint) -> str:
-    """Why efficiency can pass 100%: the baseline runs the layout its memory allows, and more GPUs allow faster
-    ones (said so the figure is not read as a modelling slip)."""
-    above = [p for p in points if p.efficiency is not None and p.efficiency > SUPERLINEAR_EFFICIENCY
-             and _model_parallel(p) != _model_parallel(base)]
-    if not above or base.mfu is None:
-        return ""
-    counts = ", ".join(str(p.nodes) for p in above)
-    return (f"; efficiency above 100% at {counts} nodes: the baseline runs the layout its memory allows "
-            f"(MFU {base.mfu:.0%}), and more GPUs free memory for faster layouts")
+    """Why efficiency passes 100% at each count where it does: what of the layout differs from the baseline's (the
+    baseline runs the best layout its GPUs allow, and more GPUs allow faster ones), or, with the same layout, the
+    part of the step whose share fell (each GPU then spends more of its time computing). Counts with the same
+    reason share one clause."""
+    by_change: dict[str, list[int]] = {}
+    by_part: dict[str | None, list[ScalingPoint]] = {}
+    for p in points:
+        if p.efficiency is None or p.efficiency <= SUPERLINEAR_EFFICIENCY:
+            continue
+        changes = _changes(p, base)
+        if changes:
+            by_change.setdefault(", ".join(changes), []).append(p.nodes)
+        else:
+            by_part.setdefault(_shrunk(p, base), []).append(p)
+    clauses = [(counts, f"the layout differs from the baseline's ({changes}): the baseline runs the best layout "
+                        f"its GPUs allow (MFU {base.mfu:.0%}), and more GPUs (more memory, other divisors) allow a "
+                        "faster one") for changes, counts in by_change.items()]
+    for part, shown in by_part.items():
+        shares = ", ".join(f"{_share(p, part):.1%} at {p.nodes}" for p in shown) if part else ""
+        clauses.append(([p.nodes for p in shown], f"the same layout, and {SHARES[part]} takes a smaller share of the "
+                        f"step ({_share(base, part):.1%} at the baseline, {shares})" if part else
+                        "the same layout; the collectives' algorithms suit the larger groups better"))
+    return "".join(f"; efficiency above 100% at {', '.join(map(str, sorted(counts)))} nodes: {reason}"
+                   for counts, reason in sorted(clauses))

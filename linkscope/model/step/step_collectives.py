@@ -7,20 +7,22 @@ distributed optimizer; ZeRO-2 reduce-scatters every micro-batch), or with ZeRO-3
 gradient reduce-scatter per layer and micro-batch, each split into the collectives the framework issues (one
 per layer for FSDP, one per weight matrix for DeepSpeed); for an MoE model one dispatch and one combine per MoE layer
 and micro-batch in forward and the same again in backward (listed as all-to-alls of the tokens' topk copies; the
-step model times them with the MoE model, model/comm/moe.py). `plan` prices each list on the ranks a placement
-gives the group; a test checks that the TP list priced on Megatron's order is the step model's own TP time.
+step model times them with the MoE model, model/comm/moe.py). `plan` lists them beside each group's time on the
+critical path, which `exposed_per_group_s` takes from the step model under the plan's rank order.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from linkscope.model.step.compute import compute_constants
-from linkscope.model.step.layout import Layout
+from linkscope.model.step.layout import Layout, Layouts
 from linkscope.model.step.job import Job
 from linkscope.model.step import peft as lora
 from linkscope.model.step.memory import gradient_bytes
-from linkscope.model.step.train import BF16_BYTES, zero3_collectives
+from linkscope.model.step.train import BF16_BYTES, StepEstimate, zero3_collectives
 
 REFERENCE_BYTES = 64 * 2**20
 
@@ -80,3 +82,21 @@ def step_items(job: Job, layout: Layout) -> CommItems:
     return {"ep": ep_items, "tp": tp_items,
             "cp": [("all_gather", kv, 2 * per_layer), ("reduce_scatter", kv, per_layer)],
             "pp": [("sendrecv", act / tp, 2 * layout.interleave * microbatches)], "dp": dp_items}
+
+
+def exposed_per_group_s(est: StepEstimate, lay: Layouts, i: int = 0) -> dict[str, float]:
+    """Each group's time on the critical path of layout `i`'s step, as the step model charges it: TP (with what
+    full recomputation replays), CP, PP and EP on every micro-batch, and so also in the pipeline bubble, which
+    repeats (pp - 1) / interleave micro-batches of the stage's time; DP once per step. The rest of the step
+    (compute, recomputation's compute, the optimizer and their share of the bubble) is the same wherever the
+    groups sit, so two rank orders of one layout differ by exactly the change in these."""
+    per_micro_batch = 1.0 + (float(lay.pp[i]) - 1.0) / (float(lay.v[i]) * float(est.microbatches[i]))
+
+    def at(values: np.ndarray) -> float:
+        return float(values[i]) if len(values) else 0.0
+
+    return {"tp": per_micro_batch * (at(est.tp_comm_exposed_s) + at(est.tp_replay_s)),
+            "cp": per_micro_batch * at(est.cp_comm_exposed_s),
+            "pp": per_micro_batch * at(est.pp_comm_exposed_s),
+            "ep": per_micro_batch * (at(est.ep_comm_exposed_s) + at(est.ep_replay_s)),
+            "dp": at(est.dp_comm_exposed_s)}

@@ -21,7 +21,7 @@ from linkscope.model.step.compute import (ComputeConstants, compute_constants, g
                                           memory_time_s, peak_tflops, sustained_tflops, usable_memory_gib)
 from linkscope.model.step.job import (FRAMEWORK_DP_OVERLAP, Job, framework_for, fused_attention, per_framework,
                                       recomputed_layers)
-from linkscope.model.step.layout import Layouts, group_span
+from linkscope.model.step.layout import MEGATRON_ORDER, Layouts, order_spans
 from linkscope.model.step import peft as lora
 from linkscope.model.step.memory import gradient_bytes, memory_gib_per_gpu, trainable_groups, weight_replicas
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
@@ -53,6 +53,10 @@ class StepEstimate:
     """MoE dispatch and combine (forward and backward) on the critical path."""
     moe_fixed_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """The MoE layers' fixed time (moe.yaml moe_layer_overhead_us), forward and backward; not in compute_s."""
+    tp_replay_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """The TP collectives full recomputation replays (part of recompute_s)."""
+    ep_replay_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """The MoE dispatch and combine full recomputation replays (part of recompute_s)."""
 
 
 @dataclass
@@ -64,6 +68,15 @@ class _Ctx:
     lay: Layouts
     tokens: np.ndarray
     """Tokens per micro-batch per GPU (mb * s / cp)."""
+    order: tuple[str, ...] = MEGATRON_ORDER
+    """The rank order: which groups share a node."""
+    _spans: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def span(self, group: str) -> tuple[np.ndarray, np.ndarray]:
+        """(ranks of `group` on one node, nodes it spans) per layout, under the rank order."""
+        if group not in self._spans:
+            self._spans.update(order_spans(self.lay, self.system.node.gpus, self.order, (group,)))
+        return self._spans[group]
 
     @property
     def model(self) -> ModelConfig:
@@ -85,27 +98,25 @@ layout) under hundreds of compute constants, and a step's collectives do not dep
 tiers, the group sizes and message sizes, and the collective model's own fitted constants (part of the key)."""
 
 
-def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride: np.ndarray) -> np.ndarray:
-    size, ranks, stride = np.broadcast_arrays(np.asarray(size_bytes, dtype=float), np.asarray(ranks, dtype=float),
-                                              np.asarray(stride, dtype=float))
+def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, group: str) -> np.ndarray:
+    """One collective of `size_bytes` over `ranks` of `group`, on the nodes the rank order spreads it over."""
+    size, ranks, nodes = np.broadcast_arrays(np.asarray(size_bytes, dtype=float), np.asarray(ranks, dtype=float),
+                                             ctx.span(group)[1])
     if size.size <= SMALL_LAYOUTS:
         times = _coll_small_s(op, ctx.tiers, tuple(size.ravel().tolist()), tuple(ranks.ravel().tolist()),
-                              tuple(stride.ravel().tolist()), ctx.system.node.gpus, comm_fit())
+                              tuple(nodes.ravel().tolist()), comm_fit())
         return np.asarray(times).reshape(size.shape)
-    return _coll_vector_s(op, ctx.tiers, size, ranks, stride, ctx.system.node.gpus)
+    return _coll_vector_s(op, ctx.tiers, size, ranks, nodes)
 
 
 @functools.lru_cache(maxsize=8192)
 def _coll_small_s(op: str, tiers: CommTiers, size: tuple[float, ...], ranks: tuple[float, ...],
-                  stride: tuple[float, ...], gpus_per_node: int, fit: CommFit) -> tuple[float, ...]:
+                  nodes: tuple[float, ...], fit: CommFit) -> tuple[float, ...]:
     # fit is only part of the key: collective_time reads the fit in force itself.
-    return tuple(_coll_vector_s(op, tiers, np.asarray(size), np.asarray(ranks), np.asarray(stride),
-                                gpus_per_node).tolist())
+    return tuple(_coll_vector_s(op, tiers, np.asarray(size), np.asarray(ranks), np.asarray(nodes)).tolist())
 
 
-def _coll_vector_s(op: str, tiers: CommTiers, size: np.ndarray, ranks: np.ndarray, stride: np.ndarray,
-                   gpus_per_node: int) -> np.ndarray:
-    per_node, nodes = group_span(ranks, stride, gpus_per_node)
+def _coll_vector_s(op: str, tiers: CommTiers, size: np.ndarray, ranks: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return collective_time(op, tiers, size, ranks, nodes, labels=False).time_us * 1e-6
 
 
@@ -148,7 +159,8 @@ def _expert_gemms_s(ctx: _Ctx) -> np.ndarray:
 def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
     """One dispatch plus one combine of an average layer (MoE layers' share), per micro-batch, with the
     dispatcher the job names: Megatron's alltoall (NCCL all-to-allv, BF16) or DeepEP's hierarchical kernels
-    (FP8 dispatch when the job trains in FP8). The EP group's ranks are etp apart (Megatron's expert rank order)."""
+    (FP8 dispatch when the job trains in FP8). The EP group's ranks are etp apart within a pipeline stage
+    (Megatron's expert rank order); the rank order decides how many share a node."""
     m, lay = ctx.model, ctx.lay
     out = np.zeros(len(lay))
     if not m.is_moe:
@@ -159,17 +171,17 @@ def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
     kernel, precision = ("normal", "fp8" if ctx.job.precision == "fp8" else "bf16") \
         if ctx.job.moe_dispatcher == "deepep" else ("nccl", "bf16")
     tokens = np.broadcast_to(ctx.tokens / lay.tp, (len(lay),))
+    per_node = ctx.span("ep")[0]
     cache: dict[tuple[int, int, int], float] = {}
     for i in range(len(lay)):
-        ep, etp = int(lay.ep[i]), int(lay.etp[i])
+        ep = int(lay.ep[i])
         if ep == 1:
             continue
-        key = (ep, etp, max(1, round(float(tokens[i]))))
+        key = (ep, int(per_node[i]), max(1, round(float(tokens[i]))))
         if key not in cache:
-            per_node, _ = group_span(np.asarray(ep), np.asarray(etp), ctx.system.node.gpus)
             req = MoeRequest(ep=ep, tokens_per_rank=key[2], hidden=m.hidden, topk=m.topk, experts=m.experts,
                              precision=precision, kernel=kernel, imbalance=ctx.job.moe_imbalance)
-            p = predict_moe(ctx.tiers, req, per_node=int(per_node))
+            p = predict_moe(ctx.tiers, req, per_node=key[1])
             cache[key] = (p.dispatch_us + p.combine_us) * 1e-6
         out[i] = cache[key]
     return out * m.moe_layers / m.layers
@@ -255,10 +267,9 @@ def _tp_comm_s(ctx: _Ctx, forward: bool) -> np.ndarray:
     (backward adds 2 all-gathers Megatron redoes for the weight gradients)."""
     lay = ctx.lay
     size = ctx.tokens * ctx.model.hidden * BF16_BYTES
-    stride = np.ones_like(lay.tp)
-    ar = _coll(ctx, "all_reduce", size, lay.tp, stride)
-    ag = _coll(ctx, "all_gather", size, lay.tp, stride)
-    rs = _coll(ctx, "reduce_scatter", size, lay.tp, stride)
+    ar = _coll(ctx, "all_reduce", size, lay.tp, "tp")
+    ag = _coll(ctx, "all_gather", size, lay.tp, "tp")
+    rs = _coll(ctx, "reduce_scatter", size, lay.tp, "tp")
     # A frozen base has no weight gradients, so its backward skips the all-gathers redone for them.
     sp_time = 2 * (ag + rs) if forward or ctx.job.peft is not None else 4 * ag + 2 * rs
     return np.where(lay.tp > 1, np.where(lay.sp, sp_time, 2 * ar), 0.0)
@@ -268,9 +279,9 @@ def _cp_comm_exposed_s(ctx: _Ctx, attention_s: np.ndarray, forward: bool) -> np.
     """Context parallelism: K and V circulate among the cp ranks, hidden behind the attention core if fast."""
     lay, m = ctx.lay, ctx.model
     size = 2.0 * ctx.tokens * lay.cp * m.kv_dim / lay.tp * BF16_BYTES
-    comm = _coll(ctx, "all_gather", size, lay.cp, lay.tp)
+    comm = _coll(ctx, "all_gather", size, lay.cp, "cp")
     if not forward:
-        comm = comm + _coll(ctx, "reduce_scatter", size, lay.cp, lay.tp)
+        comm = comm + _coll(ctx, "reduce_scatter", size, lay.cp, "cp")
     return np.where(lay.cp > 1, np.maximum(comm - attention_s, 0.0), 0.0)
 
 
@@ -356,8 +367,7 @@ def _pp_comm_s(ctx: _Ctx) -> np.ndarray:
     """One activation (or gradient) transfer between neighbouring stages, split over the tp ranks."""
     lay = ctx.lay
     size = ctx.tokens * ctx.model.hidden * BF16_BYTES / lay.tp
-    stride = lay.tp * lay.cp * lay.dp
-    return np.where(lay.pp > 1, _coll(ctx, "sendrecv", size, np.full_like(lay.pp, 2), stride), 0.0)
+    return np.where(lay.pp > 1, _coll(ctx, "sendrecv", size, np.full_like(lay.pp, 2), "pp"), 0.0)
 
 
 def _pp_exposed_s(ctx: _Ctx, stage_busy_s: np.ndarray) -> np.ndarray:
@@ -381,12 +391,13 @@ def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     lay, c = ctx.lay, ctx.c
     grads, gather = np.zeros(len(lay)), np.zeros(len(lay))
     grad_bytes = gradient_bytes(ctx.job)
-    for params, ranks, stride in trainable_groups(ctx.job, lay):
+    # trainable_groups lists the weight replicas' group first, then the routed experts' (expert data parallel).
+    for (params, ranks, _), group in zip(trainable_groups(ctx.job, lay), ("dp", "edp")):
         if not np.any(params > 0):
             continue
-        ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * grad_bytes, ranks, stride)
-        rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * grad_bytes, ranks, stride)
-        ag = _coll(ctx, "all_gather", np.maximum(params, 1.0) * c.weight_bytes, ranks, stride)
+        ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * grad_bytes, ranks, group)
+        rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * grad_bytes, ranks, group)
+        ag = _coll(ctx, "all_gather", np.maximum(params, 1.0) * c.weight_bytes, ranks, group)
         grads = grads + np.where(ranks > 1, np.where(lay.zero >= 1, rs, ar), 0.0)
         gather = gather + np.where((ranks > 1) & (lay.zero >= 1), ag, 0.0)
     return grads, gather
@@ -421,7 +432,7 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     # own experts' shards (ep x etp apart), and the rest of the layer across its weight replicas.
     expert = m.expert_params_per_layer()
     layer_params = (m.layer_params() - expert) / lay.tp
-    replicas, stride = weight_replicas(lay), lay.tp
+    replicas = weight_replicas(lay)
     edp = np.maximum(lay.tp * lay.cp * lay.dp // (lay.ep * lay.etp), 1)
     expert_params = expert / (lay.ep * lay.etp)
     sharded = (lay.zero >= 3) & ((replicas > 1) | ((edp > 1) & (expert > 0)))
@@ -433,15 +444,13 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     grad_params = layer_params if peft is None else lora.adapter_params_per_layer(m, peft) / lay.tp
     # Each collective of the layer carries its share of the bytes and pays the collective's own latency.
     k = zero3_collectives(ctx.job)
-    ag = np.where(replicas > 1, k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, stride), 0.0)
+    ag = np.where(replicas > 1, k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, "dp"), 0.0)
     grad_bytes = gradient_bytes(ctx.job)
-    rs = np.where(replicas > 1, k * _coll(ctx, "reduce_scatter", grad_params * grad_bytes / k, replicas, stride), 0.0)
+    rs = np.where(replicas > 1, k * _coll(ctx, "reduce_scatter", grad_params * grad_bytes / k, replicas, "dp"), 0.0)
     if expert:
-        expert_stride = lay.ep * lay.etp
-        ag = ag + np.where(edp > 1, _coll(ctx, "all_gather", expert_params * weight_bytes, edp, expert_stride), 0.0)
+        ag = ag + np.where(edp > 1, _coll(ctx, "all_gather", expert_params * weight_bytes, edp, "edp"), 0.0)
         if peft is None:
-            rs = rs + np.where(edp > 1, _coll(ctx, "reduce_scatter", expert_params * grad_bytes, edp,
-                                              expert_stride), 0.0)
+            rs = rs + np.where(edp > 1, _coll(ctx, "reduce_scatter", expert_params * grad_bytes, edp, "edp"), 0.0)
     fwd = _overlapped(ag, lt.fwd_compute, c.zero3_overlap)
     bwd = _overlapped(ag + rs, lt.bwd_compute, c.zero3_overlap)
     ends = (ag - fwd) + np.minimum(rs, bwd)
@@ -487,11 +496,12 @@ def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.nd
     return classic + _zero3_exposed_s(ctx, lt, layers, m_count)
 
 
-def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers | None = None) -> StepEstimate:
-    """Step time, its breakdown and memory per GPU for every layout (arrays)."""
+def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers | None = None,
+                   order: tuple[str, ...] = MEGATRON_ORDER) -> StepEstimate:
+    """Step time, its breakdown and memory per GPU for every layout (arrays), with ranks in `order`."""
     lay = layouts
     ctx = _Ctx(job=job, system=system, tiers=tiers or comm_tiers(system), c=compute_constants(), lay=lay,
-               tokens=lay.mb * job.seq_len / lay.cp)
+               tokens=lay.mb * job.seq_len / lay.cp, order=order)
     lt = _layer_times(ctx)
     layers = np.ceil(job.model.layers / lay.pp)
     m_count = job.global_batch / (lay.dp * lay.mb)
@@ -504,8 +514,8 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     if job.moe_a2a_overlap:
         ep_mb = layers * np.maximum(2 * lt.ep - (lt.fwd_compute + lt.bwd_compute), 0.0)
     # Full recomputation of a block of the stage's layers: only those redo their forward.
-    lt.recompute = np.where(lay.recompute == 2, lt.recompute * recomputed_layers(job, layers) / layers,
-                            lt.recompute)
+    replayed = np.where(lay.recompute == 2, recomputed_layers(job, layers) / layers, 0.0)
+    lt.recompute = np.where(lay.recompute == 2, lt.recompute * replayed, lt.recompute)
     recompute_mb = layers * lt.recompute
     pp_mb = _pp_exposed_s(ctx, compute_mb + tp_mb + ep_mb + recompute_mb)
     stage_mb = compute_mb + tp_mb + ep_mb + recompute_mb + pp_mb
@@ -524,7 +534,8 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
                        cp_comm_exposed_s=m_count * layers * lt.cp, pp_comm_exposed_s=m_count * pp_mb,
                        dp_comm_exposed_s=dp, bubble_s=bubble, optimizer_s=optimizer, memory_gib_per_gpu=mem,
                        fits=mem <= usable, microbatches=m_count, ep_comm_exposed_s=m_count * ep_mb,
-                       moe_fixed_s=moe_fixed)
+                       moe_fixed_s=moe_fixed, tp_replay_s=m_count * layers * replayed * lt.fwd_tp,
+                       ep_replay_s=m_count * layers * replayed * lt.ep)
     _add_rates(est, job, system, lay)
     return est
 

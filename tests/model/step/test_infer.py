@@ -101,7 +101,9 @@ def test_scaling_searches_each_count_as_predict_train_does(db) -> None:
     job = Job(model=model_presets()["llama2-7b"], global_batch=32, seq_len=4096)
     resolved = ResolvedSystem.plain(db.systems["dgx-a100"])
     points, note = predict_scaling(job, resolved, 4, LayoutRequest())
-    assert [p.nodes for p in points] == [1, 2, 4] and note == "baseline: 1 node"
+    assert [p.nodes for p in points] == [1, 2, 4] and note.startswith("baseline: 1 node")
+    above = [str(p.nodes) for p in points if (p.efficiency or 0.0) > SUPERLINEAR_EFFICIENCY]
+    assert ("efficiency above 100% at " + ", ".join(above) + " nodes") in note if above else ";" not in note
     assert points[0].speedup == pytest.approx(1.0)
     for p in points:
         alone = predict_train(replace(job, global_batch=p.global_batch), resolved.system.with_nodes(p.nodes),
@@ -125,9 +127,15 @@ def test_a_count_where_nothing_fits_has_no_figures_and_speedup_starts_after_it(d
 def test_efficiency_above_100_percent_is_explained_by_the_baseline_layout(db) -> None:
     job = Job(model=model_presets()["llama2-70b"], global_batch=1024, seq_len=4096)
     points, note = predict_scaling(job, ResolvedSystem.plain(db.systems["dgx-h100"]), 8, LayoutRequest())
-    above = [p.nodes for p in points if (p.efficiency or 0.0) > SUPERLINEAR_EFFICIENCY]
+    above = [p for p in points if (p.efficiency or 0.0) > SUPERLINEAR_EFFICIENCY]
     assert above, [p.efficiency for p in points]
-    assert f"efficiency above 100% at {', '.join(map(str, above))} nodes" in note
+    # Each count above 100% is named with what its layout changed from the baseline's.
+    for p in above:
+        assert p.parallelism is not None and points[1].parallelism is not None
+        clause = note.split(f"efficiency above 100% at {p.nodes} nodes: ")[1].split(";")[0]
+        base, here = points[1].parallelism, p.parallelism
+        changed = [f for f in ("tp", "pp", "recompute") if getattr(here, f) != getattr(base, f)]
+        assert changed and all(f"{f} {getattr(base, f)} -> {getattr(here, f)}" in clause for f in changed)
     assert f"(MFU {points[1].mfu:.0%})" in note
 
 
