@@ -405,7 +405,8 @@ def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
                     multi_node=e.multi_node, unconfirmed=tuple(e.unconfirmed), notes=e.notes,
                     source=e.source, as_of=e.as_of, skypilot=e.skypilot,
                     skypilot_aliases=tuple(e.skypilot_aliases), skypilot_parts=tuple(e.skypilot_parts),
-                    price_source_kind=e.price_source_kind, currency=e.currency)
+                    price_source_kind=e.price_source_kind, currency=e.currency,
+                    books_whole_domain=e.books_whole_domain)
 
 
 def _apply_override(o: Offering, p: PriceOverride) -> Offering:

@@ -15,9 +15,9 @@ SCALE_OUT_CLASS = {"infiniband": "IB", "roce": "RoCE", "efa": "EFA", "tcp": "TCP
 
 
 def fabric_class(system: System, nodes: int | None = None) -> str:
-    """`NVSwitch, one node` or `NVSwitch x IB, several nodes`: what a prediction on `nodes` nodes (default: the
-    System's own count) of `system` is compared with."""
-    n = system.nodes if nodes is None else nodes
+    """`NVSwitch, one node` or `NVSwitch x IB, several nodes`: what a prediction on `nodes` nodes as NCCL counts
+    them (default: the System's own; the trays of one NVLink domain are one) of `system` is compared with."""
+    n = system.nccl_nodes if nodes is None else nodes
     up = SCALE_UP_CLASS[system.node.scale_up.kind]
     if n <= 1:
         return f"{up}, one node"

@@ -64,6 +64,8 @@ class _Ctx:
     lay: Layouts
     tokens: np.ndarray
     """Tokens per micro-batch per GPU (mb * s / cp)."""
+    per_node: int = 0
+    """GPUs of one node as NCCL sees it (System.nccl_node_gpus): where groups stop being on NVLink."""
 
     @property
     def model(self) -> ModelConfig:
@@ -90,9 +92,9 @@ def _coll(ctx: _Ctx, op: str, size_bytes: np.ndarray, ranks: np.ndarray, stride:
                                               np.asarray(stride, dtype=float))
     if size.size <= SMALL_LAYOUTS:
         times = _coll_small_s(op, ctx.tiers, tuple(size.ravel().tolist()), tuple(ranks.ravel().tolist()),
-                              tuple(stride.ravel().tolist()), ctx.system.node.gpus, comm_fit())
+                              tuple(stride.ravel().tolist()), ctx.per_node, comm_fit())
         return np.asarray(times).reshape(size.shape)
-    return _coll_vector_s(op, ctx.tiers, size, ranks, stride, ctx.system.node.gpus)
+    return _coll_vector_s(op, ctx.tiers, size, ranks, stride, ctx.per_node)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -166,7 +168,7 @@ def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
             continue
         key = (ep, etp, max(1, round(float(tokens[i]))))
         if key not in cache:
-            per_node, _ = group_span(np.asarray(ep), np.asarray(etp), ctx.system.node.gpus)
+            per_node, _ = group_span(np.asarray(ep), np.asarray(etp), ctx.per_node)
             req = MoeRequest(ep=ep, tokens_per_rank=key[2], hidden=m.hidden, topk=m.topk, experts=m.experts,
                              precision=precision, kernel=kernel, imbalance=ctx.job.moe_imbalance)
             p = predict_moe(ctx.tiers, req, per_node=int(per_node))
@@ -491,7 +493,7 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     """Step time, its breakdown and memory per GPU for every layout (arrays)."""
     lay = layouts
     ctx = _Ctx(job=job, system=system, tiers=tiers or comm_tiers(system), c=compute_constants(), lay=lay,
-               tokens=lay.mb * job.seq_len / lay.cp)
+               tokens=lay.mb * job.seq_len / lay.cp, per_node=system.nccl_node_gpus)
     lt = _layer_times(ctx)
     layers = np.ceil(job.model.layers / lay.pp)
     m_count = job.global_batch / (lay.dp * lay.mb)
