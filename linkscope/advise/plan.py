@@ -163,7 +163,7 @@ def make_plan(req: PlanRequest) -> PlanResult:
     """Place the ranks, price both placements, and predict step times when a model is given."""
     _validate(req)
     system, tiers = req.system.system.with_nodes(req.nodes), req.system.tiers
-    check_multi_node(tiers, req.nodes)
+    check_multi_node(tiers, system.nccl_nodes)
     if req.job is None:
         return _without_model(req, system, tiers)
     with req.system.computing():
