@@ -25,13 +25,19 @@ class GpuRequest:
         return f"{self.gpus} GPUs" if self.gpus is not None else f"{self.low}..{self.high} GPUs"
 
 
-def wanted_node_counts(request: GpuRequest, gpus_per_node: int) -> tuple[list[int], str | None]:
-    """Node counts the request asks for on nodes of `gpus_per_node` GPUs, or why there are none."""
+def wanted_node_counts(request: GpuRequest, gpus_per_node: int,
+                       nodes_per_domain: int = 1) -> tuple[list[int], str | None]:
+    """Node counts the request asks for on nodes of `gpus_per_node` GPUs, or why there are none. Where an NVLink
+    domain spans `nodes_per_domain` nodes, whole domains (1, 2, 4, 8 of them) are counts too: 18 trays fill an
+    NVL72 rack, which no power of two does."""
     if request.gpus is not None:
         if request.gpus % gpus_per_node:
             return [], f"{request.gpus} GPUs do not fill whole nodes of {gpus_per_node} GPUs"
         return [request.gpus // gpus_per_node], None
     counts = node_counts_in_range(request.low, request.high, gpus_per_node)
+    if nodes_per_domain > 1:
+        domains = node_counts_in_range(request.low, request.high, gpus_per_node * nodes_per_domain)
+        counts = sorted(set(counts) | {d * nodes_per_domain for d in domains})
     if not counts:
         return [], f"no power-of-two count of {gpus_per_node}-GPU nodes lies in {request.low}..{request.high} GPUs"
     return counts, None
@@ -65,7 +71,7 @@ def bookable_node_counts(offering: Offering, tiers: CommTiers, request: GpuReque
                          system: System | None = None) -> tuple[list[int], str | None]:
     """The node counts to evaluate on `system` (the offering's own by default), and the reason when none is left."""
     system = system or offering.system
-    wanted, reason = wanted_node_counts(request, system.node.gpus)
+    wanted, reason = wanted_node_counts(request, system.node.gpus, system.nodes_per_domain)
     if reason:
         return [], reason
     blocks = {n: multi_node_block(offering, tiers, n, system) for n in wanted}
