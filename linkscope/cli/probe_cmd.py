@@ -11,8 +11,8 @@ from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
 from linkscope.report.catalog import system_detail
-from linkscope.report.probe import (findings_table, gpu_table, host_table, log_summary, matrix_table, nic_table,
-                                    pair_table, tuning_table)
+from linkscope.report.probe import (fabric_table, findings_table, gpu_table, host_table, log_summary, matrix_table,
+                                    nic_table, pair_table, tuning_table)
 
 if TYPE_CHECKING:  # the probe package is imported by the commands that use it, not at start-up
     from linkscope.probe.nccl_log import NcclLogReport
@@ -36,6 +36,9 @@ def topo(as_json: bool = typer.Option(False, "--json", help="JSON instead of tab
     console.print(gpu_table(probe))
     if probe.topo is not None and probe.topo.columns:
         console.print(matrix_table(probe))
+    fabric = fabric_table(probe)
+    if fabric is not None:
+        console.print(fabric)
     console.print(nic_table(probe))
     _print_system(result)
     for line in [*probe.notes, *(str(p) for p in probe.problems)]:
