@@ -108,7 +108,15 @@ def log_summary(report: NcclLogReport) -> str:
     facts = [f"NCCL {log.version or '?'}", f"{report.nranks or '?'} ranks", f"{report.nnodes or '?'} nodes",
              f"network {', '.join(sorted({n for _, n in log.networks})) or '?'}",
              f"{log.nccl_lines} NCCL lines of {log.lines_total}"]
-    return f"[bold]{report.source}[/]: " + ", ".join(facts)
+    text = f"[bold]{report.source}[/]: " + ", ".join(facts)
+    m = report.mnnvl()
+    if m.enabled is None and not report.expectations.mnnvl and not report.log.mnnvl_fabric:
+        return text
+    state = {True: "on", False: "off", None: "not stated"}[m.enabled]
+    domain = [f"NVLink across hosts (MNNVL): {state}", *([f"clique of {m.clique_size} ranks"] if m.clique_size else []),
+              f"{m.pairs_over_nvlink} host pairs over P2P/MNNVL", f"{len(m.pairs_over_net)} over the network",
+              f"NVLS across hosts: {'yes' if m.nvls_across_hosts else 'no'}"]
+    return text + "\n" + ", ".join(domain)
 
 
 def pair_table(report: NcclLogReport) -> Table:
