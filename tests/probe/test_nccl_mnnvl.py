@@ -50,14 +50,16 @@ def test_host_pairs_over_the_network_are_named_when_a_domain_should_join_them() 
 
 # NCCL's own format strings (src/mnnvl.cc, src/init.cc, src/transport/p2p.cc), filled in for 2 trays of 4 GPUs.
 _MNNVL_ON = """\
-trayA:11:21 [0] NCCL INFO MNNVL busId 0x801000 fabric UUID 3143b15bc2cd192b.28cc9b5473fb5b93 cliqueId 0x7ffe state 3 healthMask 0xaa
+trayA:11:21 [0] NCCL INFO MNNVL busId 0x801000 fabric UUID 3143b15bc2cd192b.28cc9b5473fb5b93 cliqueId 0x7ffe \
+state 3 healthMask 0xaa
 trayA:11:21 [0] NCCL INFO MNNVL 1 cliqueId 7ffe cliqueSize 8 cliqueRank 0 nvlDomainSize 8
 trayA:11:21 [0] NCCL INFO comm 0xaaaa rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 1
 trayB:12:22 [0] NCCL INFO comm 0xbbbb rank 4 nRanks 8 nNodes 1 localRanks 8 localRank 4 MNNVL 1
 trayA:11:21 [3] NCCL INFO Channel 00 : 3[3] -> 4[0] via P2P/MNNVL
 trayB:12:22 [3] NCCL INFO Channel 00 : 7[3] -> 0[0] via P2P/MNNVL
 trayA:11:21 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/CUMEM
-trayA:11:21 [0] NCCL INFO 16 coll channels, 16 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer
+trayA:11:21 [0] NCCL INFO 16 coll channels, 16 collnet channels, 16 nvls channels, 32 p2p channels, \
+32 p2p channels per peer
 """
 
 
