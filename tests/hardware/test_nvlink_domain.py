@@ -90,3 +90,26 @@ def test_the_offerings_as_sold_keep_their_node_and_say_how_domains_are_booked() 
         assert (offering.system.gpus_per_node, offering.system.nvlink_domain_gpus) == (4, 72), oid
         assert offering.books_whole_domain is whole, oid
     assert db.offerings["oci/BM.GPU.GB200.4"].price_per_gpu_hour == 16.0
+
+
+
+def test_the_catalog_says_how_a_domain_across_nodes_is_booked() -> None:
+    import json
+
+    from rich.console import Console
+
+    from linkscope.report.catalog import catalog_table
+
+    rows = {r["id"]: r for r in json.loads(run_cli("catalog", "--gpu", "GB200", "--json").stdout)}
+    assert rows["coreweave/gb200-4x"]["books_whole_domain"] is True
+    assert rows["coreweave/gb200-4x"]["scale_up"]["domain_size"] == 72 and rows["coreweave/gb200-4x"]["gpus"] == 4
+    assert rows["gcp/a4x-highgpu-4g"]["books_whole_domain"] is None
+    offerings = load_db(include_user=False).offerings
+    console = Console(width=250, record=True)
+    console.print(catalog_table([offerings[k] for k in ("coreweave/gb200-4x", "gcp/a4x-highgpu-4g",
+                                                         "coreweave/hgx-b200")], width=250))
+    text = console.export_text()
+    assert "domain 72, sold in whole domains" in text and "domain 72, booking unknown" in text
+    # A node whose NVLink stays inside it says nothing of booking.
+    hgx = next(line for line in text.splitlines() if "coreweave/hgx-b200" in line)
+    assert "domain" not in hgx and "booking" not in hgx

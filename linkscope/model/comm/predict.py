@@ -99,7 +99,7 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
     host = f"host (issuing {gpus_per_thread} GPU{'s' if gpus_per_thread > 1 else ''} from one thread)"
     factor = float(bus_factors(op, ranks))
     out = []
-    basis = spread("collectives", system, nodes).basis
+    basis = spread("collectives", system, nodes, sized.nodes).basis
     for i, nbytes in enumerate(sizes_bytes):
         time_us = float(times_us[i])
         bottleneck = host if time_us > gpu_time_us[i] else str(result.bottleneck[i])
@@ -108,7 +108,7 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
                                         bottleneck=bottleneck,
-                                        time_us_range=time_range(time_us, "collectives", system, nodes),
+                                        time_us_range=time_range(time_us, "collectives", system, nodes, sized.nodes),
                                         range_basis=basis,
                                         nvlink_domains=nodes if sized.domain_spans_nodes else None))
     return out

@@ -401,8 +401,9 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
     per_token_s = float(est.tpot_s[i])
     per_gpu = float(est.tokens_per_s_per_gpu[i])
     # Under wide EP the expert group, not one attention replica, sets the nodes the serving spans.
-    nodes = -(-max(job.tp * job.pp, job.ep) // system.max_nccl_node_gpus)
-    evidence = spread("inference", system, nodes)
+    span = max(job.tp * job.pp, job.ep)
+    nodes, trays = -(-span // system.max_nccl_node_gpus), -(-span // system.node.gpus)
+    evidence = spread("inference", system, nodes, trays)
     return {
         "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "ep": job.ep, "engine": job.engine,
         "batch": int(est.batch[i]),
@@ -410,12 +411,12 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "prefill_interference": est.prefill_interference,
         "prefill_s": float(est.prefill_s[i]), "ttft_s": float(est.prefill_s[i]), "decode_step_s": step,
         "tpot_s": per_token_s, "time_per_output_token_s": per_token_s,
-        "time_per_output_token_s_range": list(time_range(per_token_s, "inference", system, nodes)),
+        "time_per_output_token_s_range": list(time_range(per_token_s, "inference", system, nodes, trays)),
         "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
         "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference", system,
-                                                       nodes)),
+                                                       nodes, trays)),
         "tokens_per_s_per_gpu": per_gpu,
-        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference", system, nodes)),
+        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference", system, nodes, trays)),
         "range_basis": evidence.basis, "range_evidence": evidence.evidence,
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
