@@ -24,7 +24,7 @@ from linkscope.model.step.memory import memory_gib_per_gpu
 from linkscope.model.step.search import LayoutRequest, SearchResult, usable_layouts
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import Job
-from linkscope.model.step.train import estimate_steps
+from linkscope.model.step.train import StepEstimate, estimate_steps
 
 
 @dataclass
@@ -58,7 +58,7 @@ def concat_layouts(parts: list[Layouts]) -> Layouts:
 
 
 class LayoutPool:
-    """Enumerated layouts and their memory per GPU, per (GPU count, GPUs per node), for one job."""
+    """Enumerated layouts and their memory per GPU, per (GPU count, GPUs per node as NCCL sees it), for one job."""
 
     def __init__(self, job: Job, request: LayoutRequest) -> None:
         self.job = job
@@ -67,7 +67,7 @@ class LayoutPool:
 
     def get(self, system: System) -> tuple[Layouts, np.ndarray]:
         """(layouts, memory GiB per GPU) for `system`'s GPUs (or as many per node as a layout can use)."""
-        key = (system.gpus, system.node.gpus)
+        key = (system.gpus, system.nccl_node_gpus)
         if key not in self._cache:
             layouts, _ = usable_layouts(self.job, system, self.request)
             memory = memory_gib_per_gpu(self.job, system, layouts) if len(layouts) else np.zeros(0)
@@ -81,26 +81,39 @@ def usable_memory_gib(system: System) -> float:
 
 
 def evaluate_node_type(pool: LayoutPool, system: System, node_counts: list[int], tiers: CommTiers) -> NodeTypeResult:
-    """The fastest fitting layout at each node count of `system`'s node type, priced in one batch."""
+    """The fastest fitting layout at each node count of `system`'s node type, priced in one batch per size of
+    NCCL's node (one batch, unless an NVLink domain spans nodes and the counts fill it to different depths)."""
     usable = usable_memory_gib(system)
     parts: list[Layouts] = []
     counts: dict[int, CountResult] = {}
-    spans: list[tuple[int, int, int]] = []
+    spans: dict[int, list[tuple[int, int, int]]] = {}
     offset = 0
-    for nodes in sorted(set(node_counts)):
-        layouts, memory = pool.get(system.with_nodes(nodes))
+    sized_counts = sorted(((system.with_nodes(n), n) for n in set(node_counts)),
+                          key=lambda sn: (sn[0].nccl_node_gpus, sn[1]))
+    for sized, nodes in sized_counts:  # grouped by NCCL's node, so each group's layouts are consecutive
+        layouts, memory = pool.get(sized)
         keep = np.flatnonzero(memory <= usable)
         min_memory = float(memory.min()) if len(memory) else None
         counts[nodes] = CountResult(nodes, len(layouts), None, min_memory)
         if len(keep):
             parts.append(layouts.take(keep))
-            spans.append((nodes, offset, offset + len(keep)))
+            spans.setdefault(sized.nccl_node_gpus, []).append((nodes, offset, offset + len(keep)))
             offset += len(keep)
     if not parts:
         return NodeTypeResult(None, counts)
     batch = concat_layouts(parts)
-    est = estimate_steps(pool.job, system.with_nodes(max(node_counts)), batch, tiers)
-    for nodes, start, stop in spans:
-        counts[nodes].best = start + int(np.argmin(est.step_time_s[start:stop]))
+    estimates = []
+    for group in spans.values():
+        start, stop = group[0][1], group[-1][2]
+        estimates.append(estimate_steps(pool.job, system.with_nodes(group[-1][0]), batch.take(np.arange(start, stop)),
+                                        tiers))
+        for nodes, first, last in group:
+            counts[nodes].best = first + int(np.argmin(estimates[-1].step_time_s[first - start:last - start]))
+    est = estimates[0] if len(estimates) == 1 else concat_estimates(estimates)
     result = SearchResult(layouts=batch, estimate=est, best=-1, evaluated=len(batch), any_fits=True)
     return NodeTypeResult(result, counts)
+
+
+def concat_estimates(parts: list[StepEstimate]) -> StepEstimate:
+    """Several StepEstimates of consecutive layouts as one."""
+    return StepEstimate(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(StepEstimate)})

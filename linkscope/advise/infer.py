@@ -20,10 +20,12 @@ from typing import Any
 
 
 from linkscope.advise.bookable import multi_node_block
+from linkscope.advise.booking import NODES, Booking, serving_booking
 from linkscope.advise.frontier import pareto, roles
 from linkscope.advise.objective import Objective
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
+from linkscope.hardware.system import System
 from linkscope.model.ranges.accuracy import rate_range, spread
 from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES, PRECISIONS
 from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
@@ -124,15 +126,16 @@ class InferAdvice:
     frontier: list[InferOption]
 
 
-def _layouts(offering: Offering, model: ModelConfig, tp: int | None = None) -> list[tuple[int, int]]:
-    """(tp, pp): every TP inside one node (or `tp` alone), then the widest TP with pipeline stages over 2, 4, 8
-    nodes."""
-    tps = [t for t in tp_options(model, offering.system.node.gpus) if tp is None or t == tp]
+def _layouts(system: System, model: ModelConfig, tp: int | None = None) -> list[tuple[int, int]]:
+    """(tp, pp): every TP inside one node or NVLink domain (or `tp` alone), then the widest TP with pipeline
+    stages over 2, 4, 8 of them."""
+    per_node = system.max_nccl_node_gpus
+    tps = [t for t in tp_options(model, per_node) if tp is None or t == tp]
     if not tps:
         return []
     widest = max(tps)
     # Stages over whole nodes only: a node is the unit rented, and TP stays inside it.
-    pps = [p for p in (2, 4, MAX_PIPELINE_NODES) if p <= model.layers and widest == offering.system.node.gpus]
+    pps = [p for p in (2, 4, MAX_PIPELINE_NODES) if p <= model.layers and widest == per_node]
     return [(t, 1) for t in tps] + [(widest, p) for p in pps]
 
 
@@ -145,12 +148,12 @@ class _Try:
     ep: int = 1
 
 
-def _ep_sizes(offering: Offering, model: ModelConfig) -> list[int]:
-    """Wide-EP sizes tried for an MoE model: the largest that divides the experts inside one node (a whole
-    NVL72 rack is one node), then 2, 4 and 8 whole nodes."""
+def _ep_sizes(system: System, model: ModelConfig) -> list[int]:
+    """Wide-EP sizes tried for an MoE model: the largest that divides the experts inside one node or NVLink
+    domain (a whole NVL72 rack), then 2, 4 and 8 of them."""
     if not model.is_moe:
         return []
-    per_node = offering.system.node.gpus
+    per_node = system.max_nccl_node_gpus
     inside = [d for d in divisors(model.experts) if 1 < d <= per_node]
     across = [per_node * n for n in (2, 4, MAX_PIPELINE_NODES) if model.experts % (per_node * n) == 0]
     return inside[-1:] + across
@@ -158,8 +161,8 @@ def _ep_sizes(offering: Offering, model: ModelConfig) -> list[int]:
 
 def _try_ep(offering: Offering, resolved: ResolvedSystem, request: InferRequest, ep: int) -> _Try | str:
     """Price wide EP over `ep` GPUs (attention tp 1 per GPU), or say why it cannot be booked."""
-    nodes = math.ceil(ep / offering.system.node.gpus)
-    block = multi_node_block(offering, resolved.tiers, nodes)
+    nodes = math.ceil(ep / resolved.system.node.gpus)
+    block = multi_node_block(offering, resolved.tiers, nodes, resolved.system)
     if block is not None:
         return block
     job = InferJob(request.model, 1, 1, request.input_tokens, request.output_tokens, request.precision, ep=ep,
@@ -171,8 +174,8 @@ def _try_ep(offering: Offering, resolved: ResolvedSystem, request: InferRequest,
 
 def _try(offering: Offering, resolved: ResolvedSystem, request: InferRequest, tp: int, pp: int) -> _Try | str:
     """Price one layout over every batch size, or say why it cannot be booked."""
-    nodes = math.ceil(tp * pp / offering.system.node.gpus)
-    block = multi_node_block(offering, resolved.tiers, nodes)
+    nodes = math.ceil(tp * pp / resolved.system.node.gpus)
+    block = multi_node_block(offering, resolved.tiers, nodes, resolved.system)
     if block is not None:
         return block
     job = InferJob(request.model, tp, pp, request.input_tokens, request.output_tokens, request.precision,
@@ -186,7 +189,7 @@ def _tries(offering: Offering, resolved: ResolvedSystem, request: InferRequest) 
     """Single-node layouts; pipeline stages across nodes only when no single node holds the model."""
     tries: list[_Try] = []
     blocks: list[str] = []
-    for tp, pp in _layouts(offering, request.model, request.tp):
+    for tp, pp in _layouts(resolved.system, request.model, request.tp):
         if pp > 1 and any(bool(t.est.fits[0]) for t in tries):
             break
         result = _try(offering, resolved, request, tp, pp)
@@ -194,7 +197,7 @@ def _tries(offering: Offering, resolved: ResolvedSystem, request: InferRequest) 
             blocks.append(result)
         else:
             tries.append(result)
-    for ep in _ep_sizes(offering, request.model) if request.tp in (None, 1) else []:
+    for ep in _ep_sizes(resolved.system, request.model) if request.tp in (None, 1) else []:
         wide = _try_ep(offering, resolved, request, ep)
         if not isinstance(wide, str):
             tries.append(wide)
@@ -236,7 +239,8 @@ def _fill(option: InferOption, best: _Try, request: InferRequest, offering: Offe
     if request.qps is not None:
         replica_tokens_per_s = option.tokens_per_s_per_gpu * option.gpus_per_replica
         option.replicas = math.ceil(request.qps * request.output_tokens / replica_tokens_per_s)
-        option.nodes_needed = math.ceil(option.replicas * option.gpus_per_replica / option.gpus_per_node)
+        needed = math.ceil(option.replicas * option.gpus_per_replica / option.gpus_per_node)
+        option.nodes_needed = serving_booking(offering).fleet_nodes(needed)
         if offering.price_per_hour is not None:
             option.fleet_usd_per_hour = option.nodes_needed * offering.price_per_hour
     return option
@@ -302,7 +306,12 @@ def _points(offering: Offering, resolved: ResolvedSystem, good: list[_Try], budg
 def _option(offering: Offering, request: InferRequest) -> tuple[InferOption, list[_Point]]:
     """The offering's row by the objective, and its own frontier (the plans no other plan of it beats)."""
     resolved = resolve_offering(offering)
+    booking = serving_booking(offering)
+    if booking.system is not offering.system:
+        resolved = replace(ResolvedSystem.plain(booking.system), spec=offering.id)
     option = _base(offering, resolved)
+    if booking.kind:
+        option.notes.append(_serving_note(booking))
     if request.precision == "fp8" and offering.system.node.gpu.fp8_dense_tflops is None:
         option.reason = f"no FP8 tensor cores on {option.gpu}"
         return option, []
@@ -318,6 +327,15 @@ def _option(offering: Offering, request: InferRequest) -> tuple[InferOption, lis
         return _fill(option, fastest.tried, request, offering, fastest.index), own
     best = max(good, key=lambda t: (float(t.est.tokens_per_s_per_gpu[t.pick or 0]), -t.tp * t.pp))
     return _fill(option, best, request, offering), own
+
+
+def _serving_note(booking: Booking) -> str:
+    """How the fleet books an offering whose NVLink domain spans nodes."""
+    s = booking.system
+    if booking.kind == NODES:
+        return booking.note(1) or ""
+    return (f"books whole {s.nvlink_domain_gpus}-GPU NVLink domains ({s.nodes_per_domain} nodes) so that a replica "
+            f"may span nodes over NVLink" + ("" if booking.confirmed else " (unconfirmed that it can)"))
 
 
 def serve(offering: Offering, request: InferRequest) -> InferOption:

@@ -287,7 +287,7 @@ def compare_infer(request: InferRequest, offering: Offering, db: HardwareDB,
     notes = _notes(price_per_gpu_hour, spans)
     if not spans:
         notes[-1] = "each layout fits in one node, so the network between nodes plays no part"
-    wider = [t for t in tp_options(request.model, offering.system.node.gpus) if t > 1]
+    wider = [t for t in tp_options(request.model, offering.system.max_nccl_node_gpus) if t > 1]
     if request.tp is None and wider and all(r.tp == 1 for r in results if r.tp is not None):
         forced, _ = _serve_all(replace(request, tp=wider[0]), offering, db, price_per_gpu_hour)
         for r in forced:

@@ -141,10 +141,21 @@ def group_dims(dim: str) -> tuple[str, ...]:
     return WEIGHT_REPLICA_DIMS if dim == "dp" else (dim,)
 
 
+def nccl_nodes_of(p: Placement) -> np.ndarray:
+    """Per rank, its node as NCCL counts them: its host, or the NVLink domain its host sits in where a domain spans
+    hosts (the trays of one GB200 NVL72 rack reach each other over NVLink)."""
+    if not p.system.domain_spans_nodes:
+        return p.node
+    _, per_domain = p.system.domain_split()
+    return p.node // (per_domain // p.system.node.gpus)
+
+
 def group_spans(p: Placement) -> dict[str, GroupSpan]:
-    """For each dim, its group size and the largest number of nodes one of its groups spans."""
+    """For each dim, its group size and the largest number of nodes (as NCCL counts them) one of its groups
+    spans."""
     spans = {}
-    node_count = int(p.node.max()) + 1
+    nccl_node = nccl_nodes_of(p)
+    node_count = int(nccl_node.max()) + 1
     for dim in DIMS:
         members = group_dims(dim)
         # Ranks agreeing on every coordinate outside the group form one group of `dim`.
@@ -152,7 +163,7 @@ def group_spans(p: Placement) -> dict[str, GroupSpan]:
         for d in DIMS:
             if d not in members:
                 key = key * p.par.size(d) + p.coords[d]
-        group_nodes = np.unique(key * node_count + p.node) // node_count
+        group_nodes = np.unique(key * node_count + nccl_node) // node_count
         ranks = int(np.prod([p.par.size(d) for d in members]))
         spans[dim] = GroupSpan(dim, ranks, int(np.bincount(group_nodes).max()))
     return spans

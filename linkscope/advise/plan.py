@@ -171,7 +171,7 @@ def _step_cost(job: Job, layout: Layout, p: Placement, tiers: CommTiers) -> Orde
     lay = layouts_of(layout)
     est: StepEstimate = estimate_steps(job, p.system, lay, tiers, p.order)
     exposed = exposed_per_group_s(est, lay)
-    spans, model_spans = group_spans(p), order_spans(lay, p.system.node.gpus, p.order)
+    spans, model_spans = group_spans(p), order_spans(lay, p.system.nccl_node_gpus, p.order)
     items = step_items(job, layout)
     groups = {}
     for g in PLAN_GROUPS:
@@ -226,7 +226,7 @@ def make_plan(req: PlanRequest) -> PlanResult:
     """Place the ranks, price both placements, and predict step times when a model is given."""
     _validate(req)
     system, tiers = req.system.system.with_nodes(req.nodes), req.system.tiers
-    check_multi_node(tiers, req.nodes)
+    check_multi_node(tiers, system.nccl_nodes)
     if req.job is None:
         return _without_model(req, system, tiers)
     with req.system.computing():

@@ -16,17 +16,19 @@ from typing import Any
 from collections.abc import Hashable
 
 from linkscope.advise.bookable import GpuRequest, bookable_node_counts
+from linkscope.advise.booking import Booking, bookings
 from linkscope.advise.bottleneck import bottleneck_label
 from linkscope.advise.engine import LayoutPool, NodeTypeResult, evaluate_node_type, usable_memory_gib
 from linkscope.advise.frontier import pareto, roles
 from linkscope.advise.objective import COST_TIE, Limits, Objective, rank_key
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
+from linkscope.hardware.system import System
 from linkscope.model.calibration.systems import ResolvedSystem, resolve_offering
 from linkscope.model.ranges.accuracy import spread, time_range
 from linkscope.model.step.compute import PRECISIONS
 from linkscope.model.step.layout import Layout
-from linkscope.model.step.predict import TrainPrediction, summarize
+from linkscope.model.step.predict import TrainPrediction, idle_gpus_note, summarize
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
 from linkscope.model.step.peft import Peft, check_peft_gpu
@@ -114,6 +116,8 @@ class TrainOption:
     mfu: float | None = None
     memory_gib_per_gpu: float | None = None
     memory_gib_available: float | None = None
+    booked_nodes: int | None = None
+    """Nodes paid for: more than `nodes` where the offering is booked in whole NVLink domains."""
     bottleneck: str | None = None
     bottleneck_detail: str | None = None
     breakdown: dict[str, float] | None = None
@@ -139,14 +143,20 @@ class TrainOption:
 
 @dataclass
 class _Plan:
-    """What will be evaluated for one offering."""
+    """What will be evaluated for one offering booked one way."""
 
     offering: Offering
     resolved: ResolvedSystem
-    """The offering as resolved: a profile measured on it replaces its tiers and scales its compute."""
+    """The offering as resolved and booked: a profile measured on it replaces its tiers and scales its compute."""
     key: Hashable
     counts: list[int]
     reason: str | None
+    booking: Booking
+
+    @property
+    def system(self) -> System:
+        """The System the job runs on, as booked."""
+        return self.booking.system
 
     @property
     def profile(self) -> str | None:
@@ -195,18 +205,26 @@ class TrainAdvice:
         return min(priced, key=lambda p: p.cost_usd or 0.0, default=None)
 
 
-def _plan(offering: Offering, request: TrainRequest) -> _Plan:
-    node = offering.system.node
+def _plans(offering: Offering, request: TrainRequest) -> list[_Plan]:
+    """What to evaluate for one offering: one plan per way it can be booked (booking.bookings)."""
+    return [_plan(offering, request, booking) for booking in bookings(offering)]
+
+
+def _plan(offering: Offering, request: TrainRequest, booking: Booking) -> _Plan:
     resolved = resolve_offering(offering)
+    if booking.system is not offering.system:
+        # Nodes booked one by one: the catalog's figures for their own NVLink (a profile measured the whole domain).
+        resolved = replace(ResolvedSystem.plain(booking.system), spec=offering.id)
+    node = booking.system.node
     # Offerings with the same node type and no profile of their own share one evaluation.
     key: Hashable = node if resolved.profile is None else (node, "profile", resolved.profile.name)
     if request.precision == "fp8" and node.gpu.fp8_dense_tflops is None:
-        return _Plan(offering, resolved, key, [], f"no FP8 tensor cores on {node.gpu.id}")
+        return _Plan(offering, resolved, key, [], f"no FP8 tensor cores on {node.gpu.id}", booking)
     base_problem = check_peft_gpu(request.peft, node.gpu.id, node.gpu.fp8_dense_tflops is not None)
     if base_problem:
-        return _Plan(offering, resolved, key, [], base_problem.removeprefix("--base-precision "))
-    counts, reason = bookable_node_counts(offering, resolved.tiers, request.gpus)
-    return _Plan(offering, resolved, key, counts, reason)
+        return _Plan(offering, resolved, key, [], base_problem.removeprefix("--base-precision "), booking)
+    counts, reason = bookable_node_counts(offering, resolved.tiers, request.gpus, booking.system)
+    return _Plan(offering, resolved, key, counts, reason, booking)
 
 
 def _evaluate(pool: LayoutPool, plans: list[_Plan]) -> dict[Hashable, NodeTypeResult]:
@@ -243,25 +261,27 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
     base = _base_option(plan)
     time_s = request.tokens / prediction.tokens_per_s
     price = plan.offering.price_per_hour
-    system = plan.offering.system.with_nodes(nodes)
+    system = plan.system.with_nodes(nodes)
+    booked = plan.booking.booked_nodes(nodes)
     time_range_s = list(time_range(time_s, "training", system))
     evidence = spread("training", system)
     unconfirmed_booking = nodes > 1 and plan.offering.multi_node is None
     idle = []
-    if prediction.gpus < nodes * base.gpus_per_node:
-        idle.append(f"runs on {prediction.gpus // nodes} of {base.gpus_per_node} GPUs per node (no layout divides "
-                    f"{base.gpus_per_node}); the idle ones are paid for")
+    if prediction.gpus < system.gpus:
+        idle.append(f"{idle_gpus_note(system, prediction.gpus)}; the idle ones are paid for")
+    booking = plan.booking.note(nodes)
     return replace(
         base, feasible=True, nodes=nodes, gpus=prediction.gpus, parallelism=prediction.parallelism,
-        framework=prediction.framework,
+        framework=prediction.framework, booked_nodes=booked,
         step_time_s=prediction.step_time_s, tokens_per_s=prediction.tokens_per_s, time_to_train_s=time_s,
-        cost_usd=None if price is None else price * nodes * time_s / 3600.0, time_to_train_s_range=time_range_s,
-        cost_usd_range=None if price is None else [price * nodes * t / 3600.0 for t in time_range_s],
+        cost_usd=None if price is None else price * booked * time_s / 3600.0, time_to_train_s_range=time_range_s,
+        cost_usd_range=None if price is None else [price * booked * t / 3600.0 for t in time_range_s],
         mfu=prediction.mfu, breakdown=prediction.breakdown, memory_gib_per_gpu=prediction.memory_gib_per_gpu,
         memory_gib_available=prediction.memory_gib_available,
         bottleneck=bottleneck_label(prediction.breakdown, prediction.step_time_s),
         bottleneck_detail=prediction.bottleneck,
-        notes=[*base.notes, *idle, *(["multi-node booking unconfirmed"] if unconfirmed_booking else []),
+        notes=[*base.notes, *([booking] if booking else []), *idle,
+               *(["multi-node booking unconfirmed"] if unconfirmed_booking else []),
                *([] if evidence.evidence else [evidence.basis])])
 
 
@@ -315,17 +335,21 @@ def _candidates(plan: _Plan, results: dict[Hashable, NodeTypeResult], request: T
     for nodes in plan.counts:
         best = result.counts[nodes].best
         if best is not None and result.search is not None:
-            system = plan.offering.system.with_nodes(nodes)
+            system = plan.system.with_nodes(nodes)
             option = _candidate(plan, nodes, summarize(job, system, result.search, best), request)
             options.append(_held_to(option, request.limits))
     return options
 
 
-def _row(plan: _Plan, results: dict[Hashable, NodeTypeResult], options: list[TrainOption],
+def _row(plans: list[_Plan], results: dict[Hashable, NodeTypeResult], options: list[TrainOption],
          request: TrainRequest) -> TrainOption:
-    if not plan.counts:
-        return replace(_base_option(plan), reason=plan.reason)
-    return _choose(options, request) if options else _no_fit(plan, results[plan.key])
+    """One offering's answer over every way it can be booked: the best option, else why none runs."""
+    if options:
+        return _choose(options, request)
+    evaluated = [p for p in plans if p.counts]
+    if not evaluated:
+        return replace(_base_option(plans[0]), reason=plans[0].reason)
+    return _no_fit(evaluated[0], results[evaluated[0].key])
 
 
 def _frontier(plans: list[TrainOption]) -> list[TrainOption]:
@@ -336,7 +360,7 @@ def _frontier(plans: list[TrainOption]) -> list[TrainOption]:
         if p.feasible:
             by_offering[p.offering].append(p)
     own = [p for options in by_offering.values() for p in pareto(options, _time, _cost)]
-    front = pareto(sorted(own, key=lambda p: (p.offering, p.nodes or 0)), _time, _cost)
+    front = pareto(sorted(own, key=lambda p: (p.offering, p.nodes or 0, p.booked_nodes or 0)), _time, _cost)
     return [replace(p, frontier=True, frontier_role=role) for p, role in zip(front, roles(len(front)))]
 
 
@@ -350,9 +374,14 @@ def _cost(option: TrainOption) -> float | None:
 
 def _mark(rows: list[TrainOption], frontier: list[TrainOption]) -> list[TrainOption]:
     """Rows whose plan (offering and node count) is on the frontier, marked as such."""
-    on = {(p.offering, p.nodes): p.frontier_role for p in frontier}
-    return [replace(r, frontier=True, frontier_role=on[(r.offering, r.nodes)])
-            if r.feasible and (r.offering, r.nodes) in on else r for r in rows]
+    on = {_plan_key(p): p.frontier_role for p in frontier}
+    return [replace(r, frontier=True, frontier_role=on[_plan_key(r)])
+            if r.feasible and _plan_key(r) in on else r for r in rows]
+
+
+def _plan_key(option: TrainOption) -> tuple[str, int | None, int | None]:
+    """A plan's identity: the offering, its node count and the nodes it books (whole domains or the nodes)."""
+    return option.offering, option.nodes, option.booked_nodes
 
 
 def _sort(rows: list[TrainOption], request: TrainRequest) -> list[TrainOption]:
@@ -378,10 +407,12 @@ def advise_train(request: TrainRequest, offerings: list[Offering]) -> TrainAdvic
     """Rank `offerings` for the training job in `request`."""
     validate_train_request(request)
     pool = LayoutPool(request.job(), request.layout_request())
-    plans = [_plan(o, request) for o in offerings]
+    per_offering = [_plans(o, request) for o in offerings]
+    plans = [p for group in per_offering for p in group]
     results = _evaluate(pool, plans)
-    candidates = [_candidates(plan, results, request) for plan in plans]
-    rows = [_row(plan, results, options, request) for plan, options in zip(plans, candidates)]
+    by_plan = {id(plan): _candidates(plan, results, request) for plan in plans}
+    candidates = list(by_plan.values())
+    rows = [_row(group, results, [o for p in group for o in by_plan[id(p)]], request) for group in per_offering]
     enumerated = sum(c.enumerated for r in results.values() for c in r.counts.values())
     priced = sum(r.priced for r in results.values())
     every = [p for options in candidates for p in options]

@@ -53,12 +53,14 @@ class FleetResult:
     items: list[CheckItem]
     """Fleet-wide items (membership, the all-reduce over every rank)."""
     nodes: list[dict[str, Any]]
-    """Per node: node index, hostname, verdict, items (CheckItem dicts), pair figure."""
+    """Per node: node index, hostname, verdict, items (CheckItem dicts), pair figure, NVLink domain."""
+    racks: list[dict[str, Any]] = field(default_factory=list)
+    """The nodes grouped by the NVLink domain (rack) their GPUs joined, each group with its verdict."""
 
     def to_dict(self) -> dict[str, Any]:
         """The `--json` document."""
         return {"verdict": self.verdict, "run_id": self.run_id, "expected_system": self.expected_system,
-                "items": [i.to_dict() for i in self.items], "nodes": self.nodes}
+                "items": [i.to_dict() for i in self.items], "nodes": self.nodes, "racks": self.racks}
 
 
 def window_seconds(since: str) -> float:
@@ -142,8 +144,9 @@ class _FleetRun:
 
     # ---- node-local items ---------------------------------------------------------------------------------
 
-    def _local_items(self) -> tuple[System | None, list[dict[str, Any]] | None]:
-        """Local rank 0 probes its node and judges it (the node's other ranks neither probe nor judge)."""
+    def _local_items(self) -> tuple[System | None, dict[str, Any] | None]:
+        """Local rank 0 probes its node and judges it (the node's other ranks neither probe nor judge); with the
+        items goes the NVLink domain (fabric cluster and clique) the node's GPUs joined, to group nodes per rack."""
         from linkscope.check.run import resolve_expected
         from linkscope.probe import probe_machine, to_system
 
@@ -154,18 +157,21 @@ class _FleetRun:
         expected = resolve_expected(self.opts.expect, probed.system, probed.reason)
         items = rules.gpu_items(probe, probed.system, expected) + rules.nvlink_items(probe, probed.system, expected)
         items += [rules.topology_item(probed.system, expected)]
+        items += rules.fabric_items(probe, expected)
         items += rules.scale_out_items(probe, expected, thresholds=self.opts.thresholds)
-        return expected, [i.to_dict() for i in items]
+        return expected, {"items": [i.to_dict() for i in items], "nvlink_domain": fleet_rules.domain_key(probe)}
 
-    def _gather(self, local: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    def _gather(self, local: dict[str, Any] | None) -> list[dict[str, Any]]:
         import torch.distributed as dist
 
         gathered: list[Any] = [None] * self.ctx.world
         dist.all_gather_object(gathered, local, group=self.ctx.ctrl)
-        per_node: list[dict[str, Any]] = [{"node": n, "hostname": h, "items": []} for n, h in enumerate(self.hosts)]
-        for rank, items in enumerate(gathered):
-            if items is not None:
-                per_node[self.node_of[rank]]["items"] = list(items)
+        per_node: list[dict[str, Any]] = [{"node": n, "hostname": h, "items": [], "nvlink_domain": None}
+                                          for n, h in enumerate(self.hosts)]
+        for rank, payload in enumerate(gathered):
+            if payload is not None:
+                per_node[self.node_of[rank]].update(items=list(payload["items"]),
+                                                    nvlink_domain=payload["nvlink_domain"])
         return per_node
 
     # ---- measurements -------------------------------------------------------------------------------------
@@ -245,11 +251,16 @@ class _FleetRun:
         opts = self.opts
         pair_items = fleet_rules.pair_items(pairs, self.hosts, opts.thresholds)
         figures = fleet_rules.node_figures(pairs, len(self.hosts))
+        domains = [node["nvlink_domain"] for node in self.node_items]
+        in_domain = fleet_rules.node_figures(fleet_rules.same_domain_pairs(pairs, domains), len(self.hosts))
         history = _history(self.store, opts.since, self.info.run_id) if opts.since else {}
         for node in self.node_items:
             n, host = node["node"], node["hostname"]
             extra = [intra[n]] + ([pair_items[n]] if n in pair_items else [])
-            extra.append(_nic_item(expected, figures.get(n), opts.thresholds))
+            if expected.domain_spans_nodes and n in in_domain:
+                extra.append(_domain_link_item(expected, in_domain[n], _PAIR[opts.mode][0], opts.thresholds))
+            else:
+                extra.append(_nic_item(expected, figures.get(n), opts.thresholds))
             if opts.since:
                 extra.append(fleet_rules.history_item(host, figures.get(n), history.get(host, []), opts.drop_pct,
                                                       opts.since))
@@ -266,7 +277,8 @@ class _FleetRun:
         self.store.update_run(self.info.run_id, extra=self.info.extra)
         self.store.finish_run(self.info.run_id, "complete")
         self.store.close()
-        return FleetResult(status, self.info.run_id, expected.id, fleet_items, self.node_items)
+        return FleetResult(status, self.info.run_id, expected.id, fleet_items, self.node_items,
+                           fleet_rules.racks(self.node_items))
 
 
 def _item(d: dict[str, Any]) -> CheckItem:
@@ -301,6 +313,19 @@ def _nic_item(expected: System, figure: float | None, thresholds: Thresholds) ->
     return CheckItem("fleet.pairs.vs_nic", status, round(figure, 3), round(per_gpu, 3), "GB/s", src,
                      "" if status == "PASS" else f"{pct:.0f}% of the NIC rate: GPUDirect RDMA off, a port down, or "
                                                  "a slow link (see scale_out items and `nccl-log`)")
+
+
+def _domain_link_item(expected: System, figure: float, size: int, thresholds: Thresholds) -> CheckItem:
+    """A node's exchanges with the other trays of its NVLink domain against the model's NVLink figure for a
+    two-rank send/recv of that size; near the NIC figure instead, the tray fell back to the NIC."""
+    from linkscope.model.comm.collectives import collective_time
+    from linkscope.model.comm.tiers import comm_tiers
+
+    tiers = comm_tiers(expected)
+    nvlink = size / float(collective_time("sendrecv", tiers, [size], 2, 1, labels=False).time_us[0]) / 1e3
+    nic = None if tiers.fabric == "none" or tiers.nic_node_gb_per_s != tiers.nic_node_gb_per_s else \
+        size / float(collective_time("sendrecv", tiers, [size], 2, 2, labels=False).time_us[0]) / 1e3
+    return fleet_rules.domain_link_item(figure, nvlink, nic, expected.id, thresholds)
 
 
 def _all_reduce_row(size: int, iters: int, world: int, timed: tuple[float, float, float]) -> CollectiveRow:

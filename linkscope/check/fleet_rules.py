@@ -7,9 +7,12 @@ from statistics import median
 from typing import Any
 
 from linkscope.check.items import CheckItem, Status, Thresholds, verdict
+from linkscope.check.rules import CHANNEL_FIX, FABRIC_FIX, IMEX_FIX
 
 PAIR_ITEM = "fleet.pairs.bandwidth"
 HISTORY_ITEM = "fleet.pairs.history"
+DOMAIN_ITEM = "fleet.pairs.vs_nvlink"
+NO_DOMAIN = "no NVLink domain across nodes"
 
 
 def node_figures(pairs: list[dict[str, Any]], nodes: int) -> dict[int, float]:
@@ -87,3 +90,47 @@ def membership_item(joined: list[str], expected_hosts: list[str], expected_count
 def node_verdicts(per_node: dict[str, list[CheckItem]]) -> dict[str, Status]:
     """One verdict per node."""
     return {host: verdict(items) for host, items in per_node.items()}
+
+
+def domain_key(probe: Any) -> str | None:
+    """`cluster/clique` of the NVLink domain every GPU of a probed node joined; None where they joined none (or
+    not one)."""
+    fabric = getattr(probe, "fabric", None)
+    if fabric is None or not fabric.in_one_domain:
+        return None
+    (cluster, clique), = fabric.cliques
+    return f"{cluster}/{clique}"
+
+
+def same_domain_pairs(pairs: list[dict[str, Any]], domains: list[str | None]) -> list[dict[str, Any]]:
+    """The node pairs whose two nodes joined the same NVLink domain."""
+    return [p for p in pairs if domains[p["node_a"]] is not None and domains[p["node_a"]] == domains[p["node_b"]]]
+
+
+def domain_link_item(figure: float, nvlink: float, nic: float | None, system: str, thresholds: Thresholds) -> CheckItem:
+    """A tray's exchanges with trays of its own NVLink domain against the model's NVLink figure; where it is nearer
+    the NIC's figure than NVLink's, the tray's traffic went over the NIC, and the fix says where to look."""
+    src = f"model prediction for a 2-rank send/recv over {system}'s NVLink"
+    pct = figure / nvlink * 100.0 if nvlink > 0 else 0.0
+    status = thresholds.status(pct)
+    if status == "PASS":
+        return CheckItem(DOMAIN_ITEM, status, round(figure, 3), round(nvlink, 3), "GB/s", src)
+    fell_back = nic is not None and abs(figure - nic) < abs(figure - nvlink)
+    what = (f"{pct:.0f}% of NVLink, near the NIC's {nic:.1f} GB/s: this tray fell back to the NIC for its own rack"
+            if fell_back and nic is not None else f"{pct:.0f}% of NVLink between trays of one domain")
+    return CheckItem(DOMAIN_ITEM, "FAIL" if fell_back else status, round(figure, 3), round(nvlink, 3), "GB/s", src,
+                     f"{what}. {IMEX_FIX}; {CHANNEL_FIX}; {FABRIC_FIX}")
+
+
+def racks(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nodes grouped by the NVLink domain (rack) they joined, in order of first appearance, each with the worst of
+    its nodes' verdicts; nodes in no domain form a group of their own."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for node in nodes:
+        groups.setdefault(node.get("nvlink_domain") or NO_DOMAIN, []).append(node)
+    out = []
+    for key, members in groups.items():
+        statuses: list[Status] = [m.get("verdict", "SKIP") for m in members]
+        out.append({"nvlink_domain": key, "hosts": [m["hostname"] for m in members],
+                    "verdict": verdict([CheckItem("rack", s, None, None, "", "") for s in statuses])})
+    return out

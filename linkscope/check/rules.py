@@ -251,3 +251,72 @@ def scale_out_items(probe: MachineProbe, expected: System, internode_busbw: floa
         items.append(CheckItem("scale_out.busbw", "SKIP", None, None, "GB/s", "NIC rate per GPU",
                                "single-node run: nothing crosses the network"))
     return items
+
+
+FABRIC_FIX = ("the fabric manager has not put this tray's GPUs into one clique of the rack's NVLink fabric: check "
+              "`nvidia-smi -q` (Fabric State Completed, Status Success, one CliqueId and ClusterUUID on every GPU), "
+              "the fabric manager on the NVSwitch trays, and ask the provider to re-register the tray")
+IMEX_FIX = ("NCCL joins trays over NVLink only inside an IMEX domain: start the nvidia-imex service on every tray "
+            "of the job with the same nodes_config.cfg (/etc/nvidia-imex/nodes_config.cfg lists every tray's "
+            "address), then `nvidia-imex-ctl -N` shows every node READY, every pair C and Domain State UP")
+CHANNEL_FIX = ("no IMEX channel (/dev/nvidia-caps-imex-channels/channel0): create it (mknod with the major number "
+               "of nvidia-caps-imex-channels in /proc/devices) or pass it into the container; without it NCCL "
+               "reports `MNNVL ... is available but not working` or runs tray-to-tray traffic on the NICs")
+
+
+def fabric_items(probe: MachineProbe, expected: System) -> list[CheckItem]:
+    """Where the expected NVLink domain spans nodes (GB200/GB300 NVL72 trays): every GPU of this tray in one
+    clique of the fabric, registered without error; the IMEX domain up over the domain's trays; an IMEX channel.
+    Nothing to judge on other Systems."""
+    if not expected.domain_spans_nodes:
+        return []
+    src = _src(expected)
+    return [_clique_item(probe, src), *_imex_items(probe, expected, src)]
+
+
+def _clique_item(probe: MachineProbe, src: str) -> CheckItem:
+    fabric = probe.fabric
+    if fabric is None or not fabric.reported:
+        why = "no Fabric state reported (`nvidia-smi -q`): a driver without fabric reporting, or no fabric at all"
+        return CheckItem("fabric.clique", "FAIL", None, "one clique, Completed/Success", "", src,
+                         f"{why}; {FABRIC_FIX}")
+    states = sorted({f"{g.state or '?'}/{g.status or '?'}" for g in fabric.gpus})
+    if fabric.in_one_domain:
+        (cluster, clique), = fabric.cliques
+        unhealthy = sorted({g.health for g in fabric.gpus if g.health and g.health.lower() != "healthy"})
+        measured = f"clique {clique} of {cluster}, {', '.join(states)}"
+        if unhealthy:
+            return CheckItem("fabric.clique", "WARN", measured, "one clique, Completed/Success", "", src,
+                             f"fabric health {', '.join(unhealthy)}: degraded bandwidth or routes (`nvidia-smi -q` "
+                             "Fabric Health); ask the provider to check the NVSwitch trays")
+        return CheckItem("fabric.clique", "PASS", measured, "one clique, Completed/Success", "", src)
+    cliques = len(fabric.cliques)
+    measured = f"{', '.join(states)}; {cliques} clique{'s' if cliques != 1 else ''}"
+    return CheckItem("fabric.clique", "FAIL", measured, "one clique, Completed/Success", "", src, FABRIC_FIX)
+
+
+def _imex_items(probe: MachineProbe, expected: System, src: str) -> list[CheckItem]:
+    imex = probe.imex
+    want = f"UP, {expected.nodes_per_domain} nodes READY"
+    if imex is None or imex.source == "none":
+        why = "; ".join(imex.errors) if imex is not None and imex.errors else "IMEX not found"
+        return [CheckItem("imex.domain", "FAIL", None, want, "", src, f"{why}: {IMEX_FIX}")]
+    if imex.source == "files":
+        domain = CheckItem("imex.domain", "WARN", f"{imex.node_count or 0} nodes configured", want, "", src,
+                           "`nvidia-imex-ctl -N` did not answer, so whether the domain is up is unknown: " + IMEX_FIX)
+    elif not imex.up:
+        down = [f"node {n.index} ({n.address}) {n.state}" for n in imex.nodes if n.state != "READY"]
+        cut = [f"{a}->{b} {cell}" for a, b, cell in imex.unconnected[:6]]
+        measured = f"{imex.domain_state or '?'}, {sum(n.state == 'READY' for n in imex.nodes)} of " \
+                   f"{len(imex.nodes)} nodes READY"
+        domain = CheckItem("imex.domain", "FAIL", measured, want, "", src,
+                           f"{'; '.join(down + cut) or 'domain not UP'}: {IMEX_FIX}")
+    else:
+        measured = f"UP, {len(imex.nodes)} nodes READY"
+        fewer = len(imex.nodes) < expected.nodes_per_domain
+        domain = CheckItem("imex.domain", "WARN" if fewer else "PASS", measured, want, "", src,
+                           f"the IMEX domain joins {len(imex.nodes)} of the rack's {expected.nodes_per_domain} "
+                           "trays: NVLink reaches those only" if fewer else "")
+    channel = CheckItem("imex.channel", "PASS" if imex.channels else "FAIL", ", ".join(imex.channels) or None,
+                        "channel0", "", src, "" if imex.channels else CHANNEL_FIX)
+    return [domain, channel]

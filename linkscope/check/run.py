@@ -107,6 +107,7 @@ def run_check(opts: CheckOptions) -> CheckResult:
     items = rules.gpu_items(probe, probed.system, expected)
     items += rules.nvlink_items(probe, probed.system, expected)
     items.append(rules.topology_item(probed.system, expected))
+    items += rules.fabric_items(probe, expected)
 
     iters, warmup = _ITERS[opts.mode]
     run_opts = RunOptions(nproc=opts.nproc, db_path=opts.db_path, quiet=True, label="check",

@@ -129,17 +129,30 @@ def _check_item(d: dict[str, Any]) -> Any:
 
 
 def _print_fleet(result: Any) -> None:
+    from linkscope.check.fleet_rules import NO_DOMAIN
+
     console.print(f"fleet check of {len(result.nodes)} node(s) against {escape(result.expected_system)} "
                   f"(run {result.run_id})", highlight=False)
-    for node in result.nodes:
-        console.print(f"[{_COLOURS[node['verdict']]}]{node['verdict']:4}[/] node{node['node']} "
-                      f"{escape(node['hostname'])}", highlight=False)
-        for item in node["items"]:
-            if item["status"] in ("WARN", "FAIL"):
-                _print_item(_check_item(item), indent="      ")
+    by_host = {node["hostname"]: node for node in result.nodes}
+    racks = result.racks or [{"nvlink_domain": NO_DOMAIN, "hosts": list(by_host), "verdict": result.verdict}]
+    grouped = len(racks) > 1 or any(r["nvlink_domain"] != NO_DOMAIN for r in racks)
+    for rack in racks:
+        if grouped:
+            console.print(f"[{_COLOURS[rack['verdict']]}]{rack['verdict']:4}[/] NVLink domain "
+                          f"{escape(rack['nvlink_domain'])}: {len(rack['hosts'])} node(s)", highlight=False)
+        for host in rack["hosts"]:
+            _print_node(by_host[host], "  " if grouped else "")
     for item in result.items:
         _print_item(item)
     console.print(f"verdict: {result.verdict}", highlight=False)
+
+
+def _print_node(node: dict[str, Any], indent: str) -> None:
+    console.print(f"{indent}[{_COLOURS[node['verdict']]}]{node['verdict']:4}[/] node{node['node']} "
+                  f"{escape(node['hostname'])}", highlight=False)
+    for item in node["items"]:
+        if item["status"] in ("WARN", "FAIL"):
+            _print_item(_check_item(item), indent=indent + "      ")
 
 
 def _write_prometheus(path: Path, run_id: str, db: Optional[str]) -> None:

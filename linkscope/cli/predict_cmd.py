@@ -72,7 +72,10 @@ def collective(
     else:
         from linkscope.report.predict import collective_table
 
-        console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"))
+        domains = rows[0].nvlink_domains
+        where = f" in {domains} NVLink domain{'s' if domains > 1 else ''}" if domains else ""
+        console.print(collective_table(rows, f"{op} on {system}, {rows[0].gpus} GPUs, {rows[0].nodes} node(s)"
+                                             f"{where}"))
         if rows[0].range_basis:
             console.print(f"ranges from {rows[0].range_basis}", highlight=False, markup=False, soft_wrap=True)
 

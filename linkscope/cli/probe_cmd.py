@@ -11,8 +11,8 @@ from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.resolve import resolve_system
 from linkscope.report.catalog import system_detail
-from linkscope.report.probe import (findings_table, gpu_table, host_table, log_summary, matrix_table, nic_table,
-                                    pair_table, tuning_table)
+from linkscope.report.probe import (fabric_table, findings_table, gpu_table, host_table, log_summary, matrix_table,
+                                    nic_table, pair_table, tuning_table)
 
 if TYPE_CHECKING:  # the probe package is imported by the commands that use it, not at start-up
     from linkscope.probe.nccl_log import NcclLogReport
@@ -36,6 +36,9 @@ def topo(as_json: bool = typer.Option(False, "--json", help="JSON instead of tab
     console.print(gpu_table(probe))
     if probe.topo is not None and probe.topo.columns:
         console.print(matrix_table(probe))
+    fabric = fabric_table(probe)
+    if fabric is not None:
+        console.print(fabric)
     console.print(nic_table(probe))
     _print_system(result)
     for line in [*probe.notes, *(str(p) for p in probe.problems)]:
@@ -66,6 +69,9 @@ def nccl_log(
                                              help="Nodes are joined by RDMA (InfiniBand, RoCE or EFA)."),
     expect_nvls: Optional[bool] = typer.Option(None, "--expect-nvls/--no-expect-nvls",
                                                help="NVSwitch with NVLS (H100/H200/B200 and newer)."),
+    expect_mnnvl: Optional[bool] = typer.Option(None, "--expect-mnnvl/--no-expect-mnnvl",
+                                                help="An NVLink domain spans the hosts (GB200/GB300 NVL72 trays), so "
+                                                     "traffic between them should stay on NVLink."),
     fail_on_fallback: bool = typer.Option(False, "--fail-on-fallback", help="Exit 1 when a fallback is found."),
 ) -> None:
     """Which transport each pair of ranks used (P2P, SHM, NET/IB, sockets, NVLS...) and the fallbacks."""
@@ -75,7 +81,8 @@ def nccl_log(
     base = Expectations.from_system(resolve_system(system, load_db())) if system else Expectations()
     expect = Expectations(nvlink=base.nvlink if expect_nvlink is None else expect_nvlink,
                           ib=base.ib if expect_ib is None else expect_ib,
-                          nvls=base.nvls if expect_nvls is None else expect_nvls)
+                          nvls=base.nvls if expect_nvls is None else expect_nvls,
+                          mnnvl=base.mnnvl if expect_mnnvl is None else expect_mnnvl)
     report = read_nccl_log(file, expect)
     if as_json:
         print_json(report.to_dict())

@@ -414,7 +414,8 @@ def _offering(provider: str, e: OfferingEntry, node: NodeSpec) -> Offering:
                     skypilot_aliases=tuple(e.skypilot_aliases), skypilot_parts=tuple(e.skypilot_parts),
                     price_source_kind=e.price_source_kind, currency=e.currency,
                     price_date_basis=e.price_date_basis, price_source_file=e.price_source_file,
-                    price_source_commit=e.price_source_commit)
+                    price_source_commit=e.price_source_commit,
+                    books_whole_domain=e.books_whole_domain)
 
 
 def _apply_override(o: Offering, p: PriceOverride) -> Offering:

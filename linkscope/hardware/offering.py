@@ -40,6 +40,9 @@ class Offering:
     """`provider`, `dataset` or `marketplace` when stated in the data."""
     currency: str = "USD"
     """The currency of `price_per_hour` and `spot_price_per_hour` (as published)."""
+    books_whole_domain: bool | None = None
+    """Where the NVLink domain spans nodes: a booking gets whole domains (True), nodes that may share a rack's
+    domain with other tenants (False), or unknown (None)."""
     price_date_basis: str = "source"
     """`source`: `price_as_of` is the source's own date; `read`: only the day a source of unknown date was read."""
     price_source_file: str | None = None

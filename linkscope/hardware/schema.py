@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from linkscope.hardware.specs import LinkFamily, LinkUnit
+from linkscope.hardware.system import split_into_domains
 
 Id = str
 PriceSourceKind = Literal["provider", "dataset", "marketplace"]
@@ -146,6 +147,24 @@ class NodeEntry(_Strict):
     cpu_vendor: Literal["intel", "amd", "arm"] | None = None
     cpu_sockets: int = Field(default=2, ge=1, le=MAX_COUNT, strict=True)
 
+    @model_validator(mode="after")
+    def _domain_fits_nodes(self) -> NodeEntry:
+        """An NVSwitch domain holds whole nodes: the node's GPUs, or several nodes' (GB200 NVL72: 18 trays of 4)."""
+        domain = self.scale_up.domain_size
+        if self.scale_up.kind != "nvswitch" or domain is None:
+            return self
+        if domain < self.gpus:
+            raise ValueError(f"scale_up.domain_size {domain} is smaller than the node's {self.gpus} GPUs (an "
+                             f"NVSwitch domain holds whole nodes)")
+        if domain % self.gpus:
+            raise ValueError(f"scale_up.domain_size {domain} is not a multiple of the node's {self.gpus} GPUs (an "
+                             f"NVLink domain across nodes holds whole nodes)")
+        return self
+
+    def spans_nodes(self) -> bool:
+        """The NVSwitch domain joins several nodes."""
+        return self.scale_up.kind == "nvswitch" and (self.scale_up.domain_size or self.gpus) > self.gpus
+
 
 class SystemEntry(NodeEntry, Provenance):
     """A named System: a preset shipped with linkscope or a user's own System file."""
@@ -154,6 +173,19 @@ class SystemEntry(NodeEntry, Provenance):
     name: str = ""
     description: str = ""
     nodes: int = Field(default=1, ge=1, le=MAX_COUNT, strict=True)
+
+    @model_validator(mode="after")
+    def _domain_within_nodes(self) -> SystemEntry:
+        """Nodes given with a domain across nodes: the domain is no larger than those GPUs, which fill whole
+        domains evenly."""
+        if "nodes" not in self.model_fields_set or not self.spans_nodes():
+            return self
+        domain, gpus = self.scale_up.domain_size or self.gpus, self.nodes * self.gpus
+        if domain > gpus:
+            raise ValueError(f"scale_up.domain_size {domain} is larger than the {gpus} GPUs of its {self.nodes} "
+                             f"node(s)")
+        split_into_domains(self.nodes, domain // self.gpus, self.gpus)
+        return self
 
 
 class OfferingEntry(NodeEntry, Provenance):
@@ -185,6 +217,20 @@ class OfferingEntry(NodeEntry, Provenance):
     price_source_commit: str | None = Field(default=None, pattern=COMMIT)
     currency: Literal["USD", "CNY", "EUR"] = "USD"
     """The currency the price was published in; it is kept, and converted only for display."""
+    books_whole_domain: bool | None = None
+    """For an NVLink domain that spans nodes: whether a booking gets whole domains (an UltraServer, a rack sold
+    whole: true) or nodes that may share a rack's domain with other tenants (trays or VMs: false); null: unknown."""
+
+    @model_validator(mode="after")
+    def _booking_needs_a_domain(self) -> OfferingEntry:
+        if self.books_whole_domain is not None and not self.spans_nodes():
+            raise ValueError("books_whole_domain applies only to an NVLink domain that spans nodes "
+                             "(scale_up.domain_size larger than gpus)")
+        domain = self.scale_up.domain_size or self.gpus
+        if self.max_nodes is not None and self.spans_nodes() and domain > self.max_nodes * self.gpus:
+            raise ValueError(f"scale_up.domain_size {domain} is larger than the {self.max_nodes * self.gpus} GPUs "
+                             f"of the {self.max_nodes} node(s) bookable (max_nodes)")
+        return self
 
     @model_validator(mode="after")
     def _keys_are_keys(self) -> OfferingEntry:

@@ -73,6 +73,7 @@ def offering_dict(o: Offering) -> dict[str, Any]:
         "price_source": o.price_source,
         "regions": list(o.regions),
         "multi_node": o.multi_node,
+        "books_whole_domain": o.books_whole_domain,
         "unconfirmed": list(o.unconfirmed),
         "notes": o.notes,
         "source": o.source,

@@ -99,6 +99,12 @@ class NodeSpec:
     cpu_vendor: str | None = None
     cpu_sockets: int = 2
 
+    @property
+    def domain_spans_nodes(self) -> bool:
+        """Whether the NVLink domain joins several nodes: NVSwitch trays of a GB200/GB300 NVL72 rack, each a node
+        with its own OS and NICs, whose GPUs reach the other trays' over NVLink (NCCL's multi-node NVLink)."""
+        return self.scale_up.kind == "nvswitch" and self.scale_up.domain_size > self.gpus
+
     def scale_out_gb_per_s_per_gpu(self) -> float | None:
         """The node's scale-out bandwidth shared evenly by its GPUs, per direction, in GB/s."""
         total = self.scale_out.total_gbit_per_s
@@ -135,20 +141,86 @@ class System:
 
     @property
     def gpus_per_node(self) -> int:
-        """GPUs in one node."""
+        """GPUs in one node (a compute tray of an NVL72 rack: 4)."""
         return self.node.gpus
 
+    @property
+    def domain_spans_nodes(self) -> bool:
+        """Whether the NVLink domain joins several nodes (NodeSpec.domain_spans_nodes)."""
+        return self.node.domain_spans_nodes
+
+    @property
+    def nvlink_domain_gpus(self) -> int:
+        """GPUs one NVLink domain joins as built: 72 for a GB200 NVL72 rack of 4-GPU trays, the node's 8 for an
+        HGX board, 2 for a bridged pair; 1 where the GPUs have no NVLink between them."""
+        su = self.node.scale_up
+        return su.domain_size if su.is_nvlink else 1
+
+    @property
+    def nodes_per_domain(self) -> int:
+        """Nodes one NVLink domain holds (18 trays of an NVL72 rack); 1 where the domain is inside a node."""
+        return self.node.scale_up.domain_size // self.node.gpus if self.domain_spans_nodes else 1
+
+    def domain_split(self) -> tuple[int, int]:
+        """(NVLink domains, GPUs in each) that this System's GPUs occupy, spread evenly in whole nodes; without a
+        domain that spans nodes, (nodes, GPUs per node). NCCL treats each such domain as one node."""
+        if not self.domain_spans_nodes:
+            return self.nodes, self.node.gpus
+        domains, nodes_each = split_into_domains(self.nodes, self.nodes_per_domain, self.node.gpus)
+        return domains, nodes_each * self.node.gpus
+
+    @property
+    def max_nccl_node_gpus(self) -> int:
+        """The most GPUs NCCL can join as one node on this node type, however many nodes the System has: a node's,
+        or a whole NVLink domain that spans nodes (72 for NVL72 trays)."""
+        return self.node.scale_up.domain_size if self.domain_spans_nodes else self.node.gpus
+
+    @property
+    def nccl_node_gpus(self) -> int:
+        """GPUs NCCL joins as one node (its localRanks): a node's, or with an NVLink domain across nodes (NCCL's
+        multi-node NVLink) the GPUs of one domain this System holds."""
+        return self.domain_split()[1]
+
+    @property
+    def nccl_nodes(self) -> int:
+        """Nodes as NCCL counts them (nNodes): nodes, or the NVLink domains the System's GPUs span."""
+        return self.domain_split()[0]
+
     def with_nodes(self, nodes: int) -> System:
-        """The same node type at another node count."""
+        """The same node type at another node count (spread evenly over NVLink domains that span nodes)."""
         if nodes < 1:
             raise ValueError(f"node count must be at least 1, got {nodes}")
+        if self.domain_spans_nodes:
+            split_into_domains(nodes, self.nodes_per_domain, self.node.gpus, f" on {self.id}")
         return replace(self, nodes=nodes)
 
     def with_gpus(self, gpus: int) -> System:
-        """Enough nodes of this type for `gpus` GPUs; `gpus` must fill whole nodes beyond the first."""
+        """Enough nodes of this type for `gpus` GPUs; `gpus` must fill whole nodes beyond the first. Fewer GPUs
+        than a node are a node of that many, whose NVLink domain shrinks with it."""
         per_node = self.node.gpus
-        if gpus <= per_node:
-            return replace(self, nodes=1, node=replace(self.node, gpus=gpus)) if gpus < per_node else self.with_nodes(1)
+        if gpus < per_node:
+            scale_up = replace(self.node.scale_up, domain_size=min(self.node.scale_up.domain_size, gpus))
+            return replace(self, nodes=1, node=replace(self.node, gpus=gpus, scale_up=scale_up))
         if gpus % per_node:
             raise ValueError(f"{gpus} GPUs do not fill whole nodes of {per_node} GPUs on {self.id}")
         return self.with_nodes(gpus // per_node)
+
+
+def split_into_domains(nodes: int, nodes_per_domain: int, gpus_per_node: int = 1, where: str = "") -> tuple[int, int]:
+    """(domains, nodes in each) for `nodes` nodes spread evenly over NVLink domains of `nodes_per_domain` nodes:
+    the fewest domains that take the same number each (1,024 GPUs of NVL72 trays: 16 racks of 64). ValueError when
+    that leaves each domain less than half full (19 trays would be 19 domains of one), which no one would book."""
+    if nodes <= nodes_per_domain:
+        return 1, nodes
+    domains = -(-nodes // nodes_per_domain)
+    while nodes % domains:
+        domains += 1
+    each = nodes // domains
+    if 2 * each < nodes_per_domain:
+        per_domain = nodes_per_domain * gpus_per_node
+        whole = nodes // nodes_per_domain
+        fits = " or ".join(str(n * per_domain) for n in (whole, whole + 1) if n > 0)
+        raise ValueError(f"{nodes * gpus_per_node} GPUs ({nodes} nodes of {gpus_per_node}) do not spread evenly "
+                         f"over NVLink domains of {per_domain} GPUs{where} (each would hold "
+                         f"{each * gpus_per_node}); use whole domains, e.g. {fits} GPUs")
+    return domains, each

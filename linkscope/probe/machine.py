@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from linkscope.probe.ethernet import SYSFS_ROOT as NET_ROOT
 from linkscope.probe.ethernet import read_ethernet_nics
+from linkscope.probe.fabric import IMEX_CHANNELS, IMEX_NODES_CONFIG, FabricReading, ImexReading, read_fabric, read_imex
 from linkscope.probe.host import HostPaths, read_host
 from linkscope.probe.infiniband import SYSFS_ROOT as IB_ROOT
 from linkscope.probe.infiniband import read_rdma_ports
@@ -36,6 +37,8 @@ class ProbePaths:
     net: Path = NET_ROOT
     pci: Path = Path("/sys/bus/pci/devices")
     modules: Path = Path("/sys/module")
+    imex_nodes_config: Path = IMEX_NODES_CONFIG
+    imex_channels: Path = IMEX_CHANNELS
 
 
 @dataclass
@@ -52,6 +55,10 @@ class MachineProbe:
     cuda_driver_version: str | None = None
     peermem_module: str | None = None
     """The GPUDirect RDMA kernel module found loaded, None when neither is."""
+    fabric: FabricReading | None = None
+    """The GPUs' NVLink fabric registration (`nvidia-smi -q -x`), None where it could not be read."""
+    imex: ImexReading | None = None
+    """The IMEX domain (`nvidia-imex-ctl -N` or its files), None on a machine without GPUs."""
     problems: list[Problem] = field(default_factory=list)
     """Output that could not be parsed, with line numbers."""
     notes: list[str] = field(default_factory=list)
@@ -70,6 +77,8 @@ class MachineProbe:
             "rdma_ports": [{**asdict(port), "active": port.active} for port in self.rdma_ports],
             "ethernet": [asdict(nic) for nic in self.ethernet],
             "peermem_module": self.peermem_module,
+            "fabric": None if self.fabric is None else self.fabric.to_dict(),
+            "imex": None if self.imex is None else self.imex.to_dict(),
             "problems": [p.to_dict() for p in self.problems],
             "notes": list(self.notes),
         }
@@ -85,10 +94,23 @@ def probe_machine(runner: CommandRunner = run_command, paths: ProbePaths = Probe
     probe = MachineProbe(host=read_host(paths.host))
     if not (use_nvml and _from_nvml(probe, runner, paths, nvml)):
         _from_smi(probe, runner)
+    if probe.gpus:
+        _add_fabric(probe, runner, paths)
     probe.rdma_ports = read_rdma_ports(paths.infiniband)
     probe.ethernet = read_ethernet_nics(paths.net)
     probe.peermem_module = next((m for m in PEERMEM_MODULES if (paths.modules / m).exists()), None)
     return probe
+
+
+def _add_fabric(probe: MachineProbe, runner: CommandRunner, paths: ProbePaths) -> None:
+    """The NVLink fabric the GPUs joined and the IMEX domain across nodes (GB200/GB300 NVL72 trays)."""
+    probe.fabric, why = read_fabric(runner)
+    if why is not None:
+        probe.notes.append(f"fabric state not read: {why}")
+    elif probe.fabric is not None:
+        probe.problems.extend(probe.fabric.problems)
+    probe.imex = read_imex(runner, paths.imex_nodes_config, paths.imex_channels)
+    probe.problems.extend(probe.imex.problems)
 
 
 def _from_nvml(probe: MachineProbe, runner: CommandRunner, paths: ProbePaths, nvml: Any | None) -> bool:

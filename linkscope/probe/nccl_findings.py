@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from linkscope.hardware.system import RDMA_FABRICS, System
 from linkscope.probe.nccl_lines import ParsedLog
-from linkscope.probe.nccl_pairs import PairSummary, net_family
+from linkscope.probe.nccl_pairs import MNNVL_PATH, PairSummary, net_family, rank_hosts
 
 Severity = Literal["ok", "warning", "fallback"]
 SEVERITY_RANK: dict[str, int] = {"ok": 0, "warning": 1, "fallback": 2}
@@ -40,14 +40,17 @@ class Expectations:
     """Nodes are joined by RDMA (InfiniBand or RoCE through NET/IB, or EFA), so NET/Socket is a fallback."""
     nvls: bool | None = None
     """NVSwitch with NVLS (H100/H200/B200 and newer), so NVLS channels should exist."""
+    mnnvl: bool | None = None
+    """An NVLink domain spans the hosts (GB200/GB300 NVL72 trays), so NCCL should join them over NVLink (MNNVL)."""
 
     @classmethod
     def from_system(cls, system: System) -> Expectations:
-        """What a System promises: NVLink scale-up, an RDMA fabric, NVLS."""
+        """What a System promises: NVLink scale-up, an RDMA fabric, NVLS, NVLink across its nodes."""
         fabric = system.node.scale_out.fabric
         return cls(nvlink=system.node.scale_up.is_nvlink,
                    ib=True if fabric in RDMA_FABRICS else (False if fabric == "tcp" else None),
-                   nvls=system.node.scale_up.in_network_reduction == "nvls")
+                   nvls=system.node.scale_up.in_network_reduction == "nvls",
+                   mnnvl=True if system.domain_spans_nodes else None)
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,106 @@ def nvls_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) ->
     return []
 
 
+MNNVL_FIX = ("on every tray: `nvidia-smi -q` Fabric State Completed and Status Success in one clique (the fabric "
+             "manager), `nvidia-imex-ctl -N` Domain State UP with every node READY (the IMEX service and its "
+             "nodes_config.cfg), and an IMEX channel (/dev/nvidia-caps-imex-channels/channel0) in the job's "
+             "container; NCCL_MNNVL_ENABLE=1 makes NCCL stop instead of falling back")
+
+
+@dataclass(frozen=True)
+class MnnvlSummary:
+    """What a log says about NVLink between hosts: NCCL's MNNVL flag, the clique, and how host pairs connect."""
+
+    enabled: bool | None
+    """True: NCCL uses multi-node NVLink; False: it said MNNVL 0; None: the log does not say."""
+    clique_size: int | None
+    hosts: int
+    pairs_over_nvlink: int
+    """Rank pairs on different hosts joined by P2P/MNNVL."""
+    pairs_over_net: list[PairSummary]
+    """Rank pairs on different hosts joined through the network."""
+    nvls_across_hosts: bool
+    """NVLS in use in a communicator whose ranks NCCL joins over NVLink across hosts."""
+    not_working: tuple[int, ...] = ()
+    """Lines of NCCL's `MNNVL ... is available but not working` warning."""
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form."""
+        return {"enabled": self.enabled, "clique_size": self.clique_size, "hosts": self.hosts,
+                "pairs_over_nvlink": self.pairs_over_nvlink, "pairs_over_net": len(self.pairs_over_net),
+                "nvls_across_hosts": self.nvls_across_hosts, "not_working_lines": list(self.not_working)}
+
+
+def mnnvl_summary(log: ParsedLog, pairs: list[PairSummary]) -> MnnvlSummary:
+    """NVLink between hosts as the log shows it: `MNNVL 1` (the clique line or the comm line), P2P/MNNVL pairs."""
+    cross = [p for p in pairs if p.same_host is False]
+    over_nvlink = sum(1 for p in cross if p.uses(MNNVL_PATH))
+    flags = [c.enabled for c in log.mnnvl_cliques] + [c.mnnvl == 1 for c in log.comms if c.mnnvl is not None]
+    enabled = True if any(flags) or over_nvlink else (False if flags else None)
+    hosts = {h for h in rank_hosts(log).values()} | {c.host for c in log.mnnvl_fabric if c.host}
+    nvls_used = any(counts.get("nvls", 0) > 0 for _, counts in log.channel_counts) or bool(log.nvls_comm_lines)
+    return MnnvlSummary(enabled, max((c.clique_size for c in log.mnnvl_cliques), default=None), len(hosts),
+                        over_nvlink, [p for p in cross if p.uses("NET/")],
+                        bool(enabled) and nvls_used and (len(hosts) > 1 or over_nvlink > 0),
+                        tuple(line for line, msg in log.warns if "MNNVL" in msg and "not working" in msg))
+
+
+def mnnvl_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """NVLink between the hosts of one NVLink domain (MNNVL), or its silent fallback to the network."""
+    m = mnnvl_summary(log, pairs)
+    findings = _fabric_findings(log)
+    if m.not_working:
+        findings.append(Finding("fallback", "mnnvl-not-working", "NCCL found multi-node NVLink available but not "
+                                f"working (no IMEX channel, or an IMEX domain that is not up); check {MNNVL_FIX}",
+                                m.not_working[:_EVIDENCE_LINES]))
+    lines = tuple(sorted({line for p in m.pairs_over_net for line in p.lines})[:_EVIDENCE_LINES])
+    one_clique = m.clique_size is not None and m.clique_size >= (max((c.nranks for c in log.comms), default=0))
+    if m.enabled:
+        nvls = "; NVLS across hosts" if m.nvls_across_hosts else ""
+        findings.append(Finding("ok", "mnnvl", f"multi-node NVLink (MNNVL) in use: clique of {m.clique_size or '?'} "
+                                f"ranks, {m.pairs_over_nvlink} rank pairs between hosts over P2P/MNNVL{nvls}",
+                                tuple(c.line for c in log.mnnvl_cliques[:_EVIDENCE_LINES])))
+        if m.pairs_over_net and one_clique:
+            findings.append(Finding("fallback", "mnnvl-pairs-over-net",
+                                    f"{len(m.pairs_over_net)} rank pairs between hosts of one NVLink clique go "
+                                    f"through the network ({_pair_names(m.pairs_over_net)})", lines))
+    elif expect.mnnvl and (m.enabled is False or m.pairs_over_net):
+        what = (f"{len(m.pairs_over_net)} rank pairs between trays of the NVLink domain go through the network "
+                f"({_pair_names(m.pairs_over_net)})" if m.pairs_over_net else "NCCL printed MNNVL 0")
+        findings.append(Finding("fallback", "mnnvl-fallback", f"multi-node NVLink not used: {what}; the traffic "
+                                f"between trays runs on the NICs. Check {MNNVL_FIX}",
+                                lines or tuple(c.line for c in log.comms if c.mnnvl == 0)[:_EVIDENCE_LINES]))
+    elif m.enabled is False and any(f.state == 3 and f.clique_id for f in log.mnnvl_fabric):
+        findings.append(Finding("warning", "mnnvl-off", "the GPUs registered in an NVLink fabric clique, but NCCL "
+                                "did not use multi-node NVLink (MNNVL 0)",
+                                tuple(f.line for f in log.mnnvl_fabric[:_EVIDENCE_LINES])))
+    return findings
+
+
+FABRIC_STATE_COMPLETED = 3
+"""NVML_GPU_FABRIC_STATE_COMPLETED: the GPU finished registering with the NVLink fabric."""
+
+
+def _fabric_findings(log: ParsedLog) -> list[Finding]:
+    """What NCCL read of the GPUs' NVLink fabric registration (`MNNVL busId ... state ...`)."""
+    if not log.mnnvl_fabric:
+        return []
+    lines = tuple(f.line for f in log.mnnvl_fabric[:_EVIDENCE_LINES])
+    pending = [f for f in log.mnnvl_fabric if f.state != FABRIC_STATE_COMPLETED]
+    if pending:
+        return [Finding("warning", "mnnvl-fabric-pending", f"{len(pending)} of {len(log.mnnvl_fabric)} GPUs had not "
+                        f"finished registering with the NVLink fabric (state {pending[0].state}, not 3): NCCL cannot "
+                        f"join them over NVLink across hosts", tuple(f.line for f in pending[:_EVIDENCE_LINES]))]
+    cliques = sorted({(f.fabric_uuid, f.clique_id) for f in log.mnnvl_fabric})
+    where = ", ".join(f"clique 0x{clique:x} of fabric {uuid}" for uuid, clique in cliques[:3])
+    in_fabric = [f for f in log.mnnvl_fabric if f.clique_id and set(f.fabric_uuid) - {"0", "."}]
+    if not in_fabric:
+        return [Finding("ok", "mnnvl-no-fabric", "the GPUs are in no NVLink fabric beyond their node (zero fabric "
+                        "UUID): no multi-node NVLink", lines)]
+    return [Finding("ok", "mnnvl-fabric", f"{len(log.mnnvl_fabric)} GPUs registered with the NVLink fabric "
+                    f"(state 3, completed): {where}", lines)]
+
+
 def env_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
     """`X set by environment to Y`: overrides of NCCL's own choices."""
     seen: dict[tuple[str, str], int] = {}
@@ -250,7 +353,7 @@ def health_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) 
 
 Rule = Callable[[ParsedLog, list[PairSummary], Expectations], list[Finding]]
 RULES: tuple[Rule, ...] = (shm_rule, net_inside_node_rule, socket_rule, no_device_rule, gdr_rule, rings_gdr_rule,
-                           nvls_rule, env_rule, p2p_rule, network_rule, collnet_rule, health_rule)
+                           nvls_rule, mnnvl_rule, env_rule, p2p_rule, network_rule, collnet_rule, health_rule)
 
 
 def find_fallbacks(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:

@@ -35,6 +35,15 @@ _CHANNEL_COUNTS = re.compile(r"(?P<count>\d+)\s+(?P<kind>\w+)\s+channels(?P<per_
 _NVLS_SUPPORT = re.compile(r"NVLS multicast support is (?P<not>not )?available(?: on dev (?P<dev>\S+))?")
 _COMM = re.compile(r"\bcomm\s+(?P<comm>\S+)\s+rank\s+(?P<rank>\d+)\s+nranks\s+(?P<nranks>\d+)", re.IGNORECASE)
 _COMM_FIELDS = {name: re.compile(rf"\b{name}\s+(\d+)") for name in ("nNodes", "localRanks", "localRank", "MNNVL")}
+# NCCL's multi-node NVLink (src/mnnvl.cc, init.cc): each rank's fabric registration, then the clique it joined.
+#   "MNNVL busId 0x%lx fabric UUID %lx.%lx cliqueId 0x%x state %d healthMask 0x%x"
+#   "MNNVL %d cliqueId %x cliqueSize %d cliqueRank %d[ nvlDomainSize %d]"
+_HEX = r"0x[0-9a-fA-F]{1,16}"
+_MNNVL_FABRIC = re.compile(rf"^MNNVL busId\s+(?P<bus>{_HEX})\s+fabric UUID\s+(?P<uuid>[0-9a-fA-F]{{1,16}}\."
+                           rf"[0-9a-fA-F]{{1,16}})\s+cliqueId\s+(?P<clique>{_HEX})\s+state\s+(?P<state>\d{{1,3}})"
+                           rf"(?:\s+healthMask\s+(?P<health>{_HEX}))?")
+_MNNVL_CLIQUE = re.compile(r"^MNNVL\s+(?P<on>\d)\s+cliqueId\s+(?P<clique>[0-9a-fA-F]{1,16})\s+cliqueSize\s+"
+                           r"(?P<size>\d{1,9})\s+cliqueRank\s+(?P<rank>\d{1,9})(?:\s+nvlDomainSize\s+(?P<domain>\d{1,9}))?")
 _ENV = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)\s+set by environment to\s+(?P<value>.*?)\.?\s*$")
 _GRAPH_SYSTEM = re.compile(r"=== System : maxBw\s+(?P<max>[\d.]+)\s+totalBw\s+(?P<total>[\d.]+)")
 # NCCL_DEBUG_SUBSYS=TUNING, rank 0, one line per collective call. NCCL >= 2.20 (src/enqueue.cc, INFO(NCCL_TUNING)):
@@ -113,6 +122,32 @@ class CommInfo:
 
 
 @dataclass(frozen=True)
+class MnnvlFabric:
+    """One rank's fabric registration as NCCL read it (`MNNVL busId ... state ...`): state 3 is completed."""
+
+    line: int
+    bus_id: str
+    fabric_uuid: str
+    clique_id: int
+    state: int
+    health_mask: int | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class MnnvlClique:
+    """`MNNVL 1 cliqueId 7ffe cliqueSize 8 cliqueRank 2`: whether NCCL uses multi-node NVLink and the clique."""
+
+    line: int
+    enabled: bool
+    clique_id: int
+    clique_size: int
+    clique_rank: int
+    domain_size: int | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True)
 class TuningChoice:
     """What NCCL chose for one collective call (a TUNING line)."""
 
@@ -157,6 +192,8 @@ class ParsedLog:
     """(line, maxBw, totalBw) of the GRAPH `=== System` lines: NCCL's topology model, in GB/s."""
     tuning: list[TuningChoice] = field(default_factory=list)
     """NCCL's algorithm/protocol choices (NCCL_DEBUG_SUBSYS=TUNING), in line order."""
+    mnnvl_fabric: list[MnnvlFabric] = field(default_factory=list)
+    mnnvl_cliques: list[MnnvlClique] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -188,7 +225,7 @@ def _read_bare(log: ParsedLog, number: int, text: str) -> None:
 def _read_message(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
     """Dispatch one INFO message; True when a reader took it."""
     readers = (_read_tuning, _read_connection, _read_collnet, _read_network, _read_rings, _read_channels,
-               _read_nvls, _read_comm, _read_env, _read_graph)
+               _read_nvls, _read_mnnvl, _read_comm, _read_env, _read_graph)
     return any(reader(log, number, message, host) for reader in readers)
 
 
@@ -303,6 +340,24 @@ def _read_nvls(log: ParsedLog, number: int, message: str, host: str | None) -> b
         log.nvls_comm_lines.append(number)
         return True
     return False
+
+
+def _read_mnnvl(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    if not message.startswith("MNNVL "):
+        return False
+    if (fabric := _MNNVL_FABRIC.match(message)) is not None:
+        health = fabric.group("health")
+        log.mnnvl_fabric.append(MnnvlFabric(number, fabric.group("bus"), fabric.group("uuid"),
+                                            int(fabric.group("clique"), 16), int(fabric.group("state")),
+                                            None if health is None else int(health, 16), host))
+    elif (clique := _MNNVL_CLIQUE.match(message)) is not None:
+        domain = clique.group("domain")
+        log.mnnvl_cliques.append(MnnvlClique(number, clique.group("on") != "0", int(clique.group("clique"), 16),
+                                             int(clique.group("size")), int(clique.group("rank")),
+                                             None if domain is None else int(domain), host))
+    else:
+        log.problems.append(Problem(SOURCE, "MNNVL line not understood", number, message))
+    return True
 
 
 def _read_comm(log: ParsedLog, number: int, message: str, host: str | None) -> bool:

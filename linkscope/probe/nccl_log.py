@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from linkscope.hardware.errors import UserError, read_input_bytes
-from linkscope.probe.nccl_findings import SEVERITY_RANK, Expectations, Finding, Severity, find_fallbacks
+from linkscope.probe.nccl_findings import (SEVERITY_RANK, Expectations, Finding, MnnvlSummary, Severity,
+                                           find_fallbacks, mnnvl_summary)
 from linkscope.probe.nccl_lines import ParsedLog, SizeChoice, choices_by_size, parse_log
 from linkscope.probe.nccl_pairs import PairSummary, summarise_pairs
 
@@ -55,6 +56,10 @@ class NcclLogReport:
                 totals[path] = totals.get(path, 0) + count
         return dict(sorted(totals.items(), key=lambda item: -item[1]))
 
+    def mnnvl(self) -> MnnvlSummary:
+        """NVLink between hosts: NCCL's MNNVL flag, the clique, pairs over P2P/MNNVL or the network, NVLS."""
+        return mnnvl_summary(self.log, self.pairs)
+
     def tuning(self) -> list[SizeChoice]:
         """NCCL's algorithm, protocol and channels per op and size (NCCL_DEBUG_SUBSYS=TUNING lines)."""
         return choices_by_size(self.log.tuning)
@@ -67,7 +72,7 @@ class NcclLogReport:
             "lines_total": log.lines_total, "nccl_lines": log.nccl_lines, "nranks": self.nranks,
             "nnodes": self.nnodes, "worst": self.worst, "expectations": asdict(self.expectations),
             "transports": self.transports(), "pairs": [p.to_dict() for p in self.pairs],
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [f.to_dict() for f in self.findings], "mnnvl": self.mnnvl().to_dict(),
             "networks": sorted({name for _, name in log.networks}),
             "net_devices": [asdict(d) for d in log.net_devices],
             "rings": [{"line": line, "pxn": pxn, "gdr": gdr} for line, pxn, gdr in log.rings],

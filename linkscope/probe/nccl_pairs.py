@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from linkscope.probe.nccl_lines import Connection, ParsedLog
 
 INTRA_NODE_TRANSPORTS = ("P2P", "SHM")
-"""Transports NCCL only uses between GPUs of one node."""
+"""Transports NCCL only uses between GPUs of one node (but for P2P/MNNVL)."""
+MNNVL_PATH = "P2P/MNNVL"
+"""NVLink between hosts of one NVLink domain (NCCL's multi-node NVLink, src/transport/p2p.cc)."""
 
 
 @dataclass
@@ -93,6 +95,8 @@ def _count(pair: PairSummary, conn: Connection) -> None:
 
 
 def _same_host(pair: PairSummary, hosts: dict[int, str]) -> bool | None:
+    if pair.uses(MNNVL_PATH):
+        return False  # NCCL prints P2P/MNNVL exactly for peers on another host of the NVLink domain
     if any(pair.uses(t) for t in INTRA_NODE_TRANSPORTS):
         return True
     src, dst = hosts.get(pair.src_rank), hosts.get(pair.dst_rank)

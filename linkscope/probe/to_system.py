@@ -15,7 +15,7 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from itertools import combinations
 from typing import Any
@@ -75,7 +75,9 @@ def to_system(probe: MachineProbe, db: HardwareDB | None = None) -> ProbedSystem
         return ProbedSystem(None, f"GPU '{names[0]}' is not in the hardware database; add it to a data file "
                                   f"(known: {', '.join(db.gpu_names())})")
     notes: list[str] = []
-    node = NodeSpec(gpu=spec, gpus=len(probe.gpus), scale_up=_scale_up(probe, spec, db, notes),
+    scale_up = _scale_up(probe, spec, db, notes)
+    scale_up = replace(scale_up, domain_size=_nvlink_domain(probe, scale_up, spec, db, notes))
+    node = NodeSpec(gpu=spec, gpus=len(probe.gpus), scale_up=scale_up,
                     scale_out=_scale_out(probe, db, notes), host_pcie=_pcie_generation(probe, spec, db),
                     cpu_vendor=probe.host.cpu_vendor, cpu_sockets=probe.host.cpu_sockets or 1)
     host = probe.host.hostname
@@ -109,6 +111,38 @@ def _describe(node: NodeSpec) -> str:
 
 
 # ---- scale-up ---------------------------------------------------------------------------------------------------
+
+
+def _nvlink_domain(probe: MachineProbe, scale_up: ScaleUp, spec: GpuSpec, db: HardwareDB, notes: list[str]) -> int:
+    """GPUs of the NVLink domain: the node's, or, where every GPU joined one clique of a fabric (a GB200/GB300 NVL72
+    tray), the IMEX domain's nodes times this node's GPUs (the rack's size where IMEX does not say)."""
+    n = len(probe.gpus)
+    fabric, imex = probe.fabric, probe.imex
+    if fabric is None or not fabric.reported or scale_up.kind != "nvswitch":
+        return scale_up.domain_size
+    if not fabric.in_one_domain:
+        off = [f"GPU {g.gpu or i}: {g.state or 'no state'}/{g.status or 'no status'}, clique {g.clique_id}"
+               for i, g in enumerate(fabric.gpus) if not g.in_domain]
+        if off and any(g.clique_id for g in fabric.gpus):
+            notes.append("the NVLink fabric has not joined every GPU into one clique (" + "; ".join(off[:4]) +
+                         "): no NVLink domain beyond this node (`linkscope check` names the fix)")
+        return scale_up.domain_size
+    cluster, clique = next(iter(fabric.cliques))
+    nodes = imex.node_count if imex is not None else None
+    if nodes:
+        notes.append(f"NVLink domain across nodes: clique {clique} of cluster {cluster}, {nodes} nodes in the IMEX "
+                     f"domain ({imex.source if imex else ''}) x {n} GPUs")
+        return nodes * n
+    racks = [s.node.scale_up.domain_size for s in db.systems.values()
+             if s.node.gpu.family_name == spec.family_name and s.domain_spans_nodes]
+    if not racks:
+        notes.append(f"the GPUs joined clique {clique} of cluster {cluster}, but neither IMEX nor a preset gives the "
+                     f"domain's size: taken as this node")
+        return scale_up.domain_size
+    notes.append(f"NVLink domain across nodes: clique {clique} of cluster {cluster}; IMEX does not say how many "
+                 f"nodes it joins, so the {max(racks)}-GPU rack of the {spec.family_name} presets is assumed")
+    return max(racks)
+
 
 
 def _pair_counts(probe: MachineProbe) -> list[list[int]] | None:

@@ -115,12 +115,18 @@ def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS, 
             cost += "?"
         mark = "*" if r.measured_profile else ""
         table.add_row(*_cells(columns, {
-            "#": str(i), "offering": r.offering + mark, "GPUs": str(r.gpus), "layout": layout_text(r.parallelism),
+            "#": str(i), "offering": r.offering + mark, "GPUs": gpus_text(r), "layout": layout_text(r.parallelism),
             "step": _seconds(r.step_time_s or 0.0), "time": duration_text(r.time_to_train_s),
             "p10..p90": _spread(r.time_to_train_s, r.time_to_train_s_range), "cost": cost,
             "MFU": f"{(r.mfu or 0):.0%}", "bottleneck": _short(r),
             "vs #1": _versus(r, versus) if versus is not None else ""}))
     return table
+
+
+def gpus_text(r: TrainOption) -> str:
+    """`64`, or `64/72` where whole NVLink domains are booked around the GPUs a plan runs on."""
+    booked = (r.booked_nodes or 0) * r.gpus_per_node
+    return f"{r.gpus}/{booked}" if r.gpus is not None and booked > r.gpus else str(r.gpus)
 
 
 def _versus(row: TrainOption, first: TrainOption) -> str:
@@ -246,6 +252,8 @@ def winner_text(r: TrainOption, heading: str = "Best") -> str:
     if r.parallelism is None:
         return f"{r.offering}: {r.reason}"
     nodes = f"{r.nodes} node{'s' if (r.nodes or 0) > 1 else ''} x {r.gpus_per_node} {r.gpu}"
+    if (r.booked_nodes or 0) > (r.nodes or 0):
+        nodes += f", {r.booked_nodes} booked"
     lines = [f"[bold]{heading}: {r.offering}[/] ({nodes})",
              f"  layout: {layout_detail(r.parallelism)}",
              f"  {r.step_time_s:.2f} s per step, {rate_text(r.tokens_per_s)} tokens/s, MFU {(r.mfu or 0):.0%}, "

@@ -87,11 +87,18 @@ def catalog_table(offerings: list[Offering], width: int = WIDE_COLUMNS, currency
     return table
 
 
+BOOKING_TEXT = {True: "sold in whole domains", False: "sold by the node", None: "booking unknown"}
+"""How an NVLink domain that spans nodes is booked (Offering.books_whole_domain), for the scale-up cell."""
+
+
 def _catalog_cells(o: Offering) -> list[str]:
     node = o.system.node
     price_unconfirmed = "price_per_hour" in o.unconfirmed
     multi = {True: "yes", False: "no", None: UNKNOWN}[o.multi_node]
-    return [o.id, node.gpu.id, str(node.gpus), scale_up_text(node), scale_out_text(node, o.unconfirmed),
+    scale_up = scale_up_text(node)
+    if node.domain_spans_nodes:
+        scale_up += f", {BOOKING_TEXT[o.books_whole_domain]}"
+    return [o.id, node.gpu.id, str(node.gpus), scale_up, scale_out_text(node, o.unconfirmed),
             _num(o.price_per_hour, unconfirmed=price_unconfirmed),
             _num(o.price_per_gpu_hour, unconfirmed=price_unconfirmed),
             price_date_text(o), multi]

@@ -47,6 +47,26 @@ def gpu_table(probe: MachineProbe) -> Table:
     return table
 
 
+def fabric_table(probe: MachineProbe) -> Table | None:
+    """The NVLink fabric each GPU joined and the IMEX domain (GB200/GB300 NVL72 trays); None where no GPU reports
+    a fabric."""
+    fabric, imex = probe.fabric, probe.imex
+    if fabric is None or not fabric.reported:
+        return None
+    caption = "IMEX: not found"
+    if imex is not None and imex.source != "none":
+        state = imex.domain_state or ("files only" if imex.source == "files" else "?")
+        caption = (f"IMEX ({imex.source}): domain {state}, {_opt(imex.node_count)} nodes, "
+                   f"channels {', '.join(imex.channels) or 'none'}")
+    table = Table(title="NVLink fabric", caption=caption)
+    for column in ("GPU", "state", "status", "clique", "cluster", "health"):
+        table.add_column(column)
+    for i, g in enumerate(fabric.gpus):
+        table.add_row(g.gpu or str(i), _opt(g.state), _opt(g.status), _opt(g.clique_id), _opt(g.cluster_uuid),
+                      _opt(g.health))
+    return table
+
+
 def _opt(value: object) -> str:
     return "?" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -88,7 +108,15 @@ def log_summary(report: NcclLogReport) -> str:
     facts = [f"NCCL {log.version or '?'}", f"{report.nranks or '?'} ranks", f"{report.nnodes or '?'} nodes",
              f"network {', '.join(sorted({n for _, n in log.networks})) or '?'}",
              f"{log.nccl_lines} NCCL lines of {log.lines_total}"]
-    return f"[bold]{report.source}[/]: " + ", ".join(facts)
+    text = f"[bold]{report.source}[/]: " + ", ".join(facts)
+    m = report.mnnvl()
+    if m.enabled is None and not report.expectations.mnnvl and not report.log.mnnvl_fabric:
+        return text
+    state = {True: "on", False: "off", None: "not stated"}[m.enabled]
+    domain = [f"NVLink across hosts (MNNVL): {state}", *([f"clique of {m.clique_size} ranks"] if m.clique_size else []),
+              f"{m.pairs_over_nvlink} host pairs over P2P/MNNVL", f"{len(m.pairs_over_net)} over the network",
+              f"NVLS across hosts: {'yes' if m.nvls_across_hosts else 'no'}"]
+    return text + "\n" + ", ".join(domain)
 
 
 def pair_table(report: NcclLogReport) -> Table:

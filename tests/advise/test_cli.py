@@ -41,7 +41,7 @@ def test_train_json_rows_carry_the_documented_keys() -> None:
     feasible = [r for r in doc["rows"] if r["feasible"]]
     assert [r["cost_usd"] for r in feasible if r["cost_usd"] is not None] == sorted(
         r["cost_usd"] for r in feasible if r["cost_usd"] is not None)
-    assert all(r["gpus"] == 16 and r["nodes"] == 2 for r in feasible)
+    assert all(r["gpus"] == 16 and r["nodes"] * r["gpus_per_node"] == 16 for r in feasible)
 
 
 def test_train_table_fits_a_100_column_terminal_and_names_the_winner() -> None:

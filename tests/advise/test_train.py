@@ -175,19 +175,60 @@ def test_options_carry_time_and_cost_ranges_and_rank_by_the_central_value(db: Ha
 
 
 def test_nvl72_racks_run_on_64_gpus_when_no_layout_divides_72(db: HardwareDB) -> None:
-    # 72 = 8 x 9: no power-of-two batch, head or layer count divides it, so a rack runs 64 GPUs and pays for 72.
+    # 72 = 8 x 9: no power-of-two batch, head or layer count divides it, so a rack runs 16 of its 18 trays (64 GPUs)
+    # and pays for all 18.
     request = TrainRequest(model=load_model("llama2-70b"), tokens=1e9, global_batch=1024, seq_len=4096,
                            gpus=GpuRequest(low=72, high=72))
-    # A priced NVL72 rack sold as one 72-GPU node (the shipped racks of that kind carry no price).
-    rack = replace(db.offerings["gcp/a4x-highgpu-4g"], price_per_hour=756.0, price_as_of=date(2026, 9, 20))
-    advice = advise_train(request, [rack])
+    # A priced GB200 tray of a rack whose booking is unknown: nodes alone, or the whole rack.
+    tray = replace(db.offerings["gcp/a4x-highgpu-4g"], price_per_hour=42.0, price_as_of=date(2026, 9, 20))
+    advice = advise_train(request, [tray])
     row = _row(advice, "gcp/a4x-highgpu-4g")
-    assert row.feasible and row.nodes == 1 and row.gpus == 64
+    assert row.feasible and row.nodes == 18 and row.gpus == 64 and row.booked_nodes == 18
     assert row.parallelism is not None
     p = row.parallelism
     assert p.tp * p.pp * p.dp * p.cp == 64
-    assert row.cost_usd == pytest.approx(756.0 * (row.time_to_train_s or 0.0) / 3600.0)
-    assert any("64 of 72" in note for note in row.notes)
+    assert row.cost_usd == pytest.approx(18 * 42.0 * (row.time_to_train_s or 0.0) / 3600.0)
+    assert any("64 of the 72 GPUs per NVLink domain (16 of its 18 nodes)" in note for note in row.notes)
+
+
+def test_whole_domains_are_booked_and_paid_where_a_provider_sells_them_so(db: HardwareDB) -> None:
+    # CoreWeave sells GB200 NVL72 racks whole: 8 GPUs run on 2 trays but pay for the rack's 18.
+    request = TrainRequest(model=load_model("llama3-8b"), tokens=1e9, global_batch=256, seq_len=4096,
+                           gpus=GpuRequest(gpus=8))
+    row = _row(advise_train(request, _offerings(db, ["coreweave/gb200-4x"])), "coreweave/gb200-4x")
+    assert row.feasible and (row.nodes, row.booked_nodes) == (2, 18)
+    assert row.cost_usd == pytest.approx(18 * 42.0 * (row.time_to_train_s or 0.0) / 3600.0)
+    assert any(n.startswith("books 1 whole 72-GPU NVLink domain (18 nodes)") for n in row.notes)
+
+
+def test_nodes_booked_one_by_one_get_nvlink_inside_each_node_only(db: HardwareDB) -> None:
+    # A tray offering whose bookings may not share a domain: 8 GPUs are 2 trays joined by their NICs.
+    request = TrainRequest(model=load_model("llama3-8b"), tokens=1e9, global_batch=256, seq_len=4096,
+                           gpus=GpuRequest(gpus=8))
+    base = replace(db.offerings["gcp/a4x-highgpu-4g"], price_per_hour=42.0, price_as_of=date(2026, 9, 20))
+    apart = _row(advise_train(request, [replace(base, books_whole_domain=False)]), base.id)
+    whole = _row(advise_train(request, [replace(base, books_whole_domain=True)]), base.id)
+    assert apart.feasible and (apart.nodes, apart.booked_nodes) == (2, 2)
+    assert any("NVLink inside each 4-GPU node only" in n for n in apart.notes)
+    assert (whole.nodes, whole.booked_nodes) == (2, 18)
+    assert (whole.step_time_s or 0.0) < (apart.step_time_s or 0.0)
+    assert (apart.cost_usd or 0.0) < (whole.cost_usd or 0.0)
+
+
+def test_gb200_trays_and_hgx_b200_nodes_are_ranked_side_by_side_with_their_cost(db: HardwareDB) -> None:
+    request = TrainRequest(model=load_model("llama3-70b"), tokens=1e10, global_batch=512, seq_len=8192,
+                           gpus=GpuRequest(gpus=64))
+    # Prices set here, so that the test does not depend on the catalog's.
+    offerings = [replace(db.offerings["coreweave/gb200-4x"], price_per_hour=42.0),
+                 replace(db.offerings["coreweave/hgx-b200"], price_per_hour=68.8)]
+    advice = advise_train(request, offerings)
+    trays, hgx = _row(advice, "coreweave/gb200-4x"), _row(advice, "coreweave/hgx-b200")
+    assert trays.feasible and hgx.feasible and trays.cost_usd and hgx.cost_usd
+    assert (trays.nodes, trays.gpus_per_node, hgx.nodes, hgx.gpus_per_node) == (16, 4, 8, 8)
+    assert trays.cost_usd == pytest.approx(18 * 42.0 * (trays.time_to_train_s or 0.0) / 3600.0)
+    assert hgx.cost_usd == pytest.approx(8 * 68.8 * (hgx.time_to_train_s or 0.0) / 3600.0)
+    assert [r.offering for r in advice.feasible][:2] == sorted(
+        [trays.offering, hgx.offering], key=lambda o: _row(advice, o).cost_usd or 0.0)
 
 
 def test_the_frontier_holds_every_plan_that_nothing_beats_on_both_time_and_cost(db: HardwareDB) -> None:

@@ -149,12 +149,14 @@ def test_gpu_help_names_families_that_exist(db) -> None:
 
 
 def test_nvl72_racks_and_bridged_pcie_cards_are_modelled_as_sold(db) -> None:
-    # CoreWeave sells NVL72 racks whole (18 instances of 4 GPUs); a node here is the rack, one NVLink domain, as the
-    # step and collective models need: gb300-4x on InfiniBand, gb300-4x-e on RoCE.
+    # CoreWeave sells NVL72 racks whole: a node is one instance of 4 GPUs (a compute tray), 18 of which share one
+    # 72-GPU NVLink domain; gb300-4x on InfiniBand, gb300-4x-e on RoCE.
     for instance, fabric in (("gb200-4x", "infiniband"), ("gb300-4x", "infiniband"), ("gb300-4x-e", "roce")):
-        node = db.offerings[f"coreweave/{instance}"].system.node
-        assert (node.gpus, node.scale_up.domain_size, node.scale_out.fabric) == (72, 72, fabric)
-    assert db.offerings["coreweave/gb200-4x"].price_per_hour == 18 * 42.0  # $42.00/h per instance, 18 per rack
+        offering = db.offerings[f"coreweave/{instance}"]
+        node = offering.system.node
+        assert (node.gpus, node.scale_up.domain_size, node.scale_out.fabric) == (4, 72, fabric)
+        assert offering.books_whole_domain is True and offering.system.nodes_per_domain == 18
+    assert db.offerings["coreweave/gb200-4x"].price_per_hour == 42.0  # $42.00/h per instance, as sold
     # An NVLink bridge joins two H100 PCIe cards at 300 GB/s per direction (the SXM NVLink 4 rate is 450).
     for offering in ("hyperstack/H100x8-NVLINK", "latitude/H100x8-NVLINk"):
         assert db.offerings[offering].system.node.scale_up.bw_gb_per_s == 300

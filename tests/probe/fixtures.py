@@ -28,7 +28,9 @@ def tree_paths(root: Path = HGX_TREE) -> ProbePaths:
     host = HostPaths(cpuinfo=root / "proc" / "cpuinfo", meminfo=root / "proc" / "meminfo",
                      node_root=root / "devices" / "system" / "node", cpu_root=root / "devices" / "system" / "cpu")
     return ProbePaths(host=host, infiniband=root / "class" / "infiniband", net=root / "class" / "net",
-                      pci=root / "bus" / "pci" / "devices", modules=root / "module")
+                      pci=root / "bus" / "pci" / "devices", modules=root / "module",
+                      imex_nodes_config=root / "etc" / "nvidia-imex" / "nodes_config.cfg",
+                      imex_channels=root / "dev" / "nvidia-caps-imex-channels")
 
 
 def replay(outputs: dict[tuple[str, ...], str]) -> CommandRunner:

@@ -56,7 +56,7 @@ def test_json_form_is_stable_and_serialisable() -> None:
     probe = probe_machine(runner=h100_smi_runner(), paths=tree_paths(), use_nvml=False)
     data = json.loads(json.dumps(probe.to_dict()))
     assert list(data) == ["host", "gpu_source", "driver_version", "cuda_driver_version", "gpus", "topo",
-                          "rdma_ports", "ethernet", "peermem_module", "problems", "notes"]
+                          "rdma_ports", "ethernet", "peermem_module", "fabric", "imex", "problems", "notes"]
     assert data["gpus"][3]["active_nvlinks"] == 17
     assert data["gpus"][0]["nvlink_reported_gb_per_s"] == 478.125
     assert data["rdma_ports"][3]["active"] is False

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from linkscope.probe.fabric import parse_fabric, parse_imex_status
 from linkscope.probe.nccl_log import analyse_nccl_log
 from linkscope.probe.smi import parse_gpu_query, parse_nvlink_status
 from linkscope.probe.topo_matrix import parse_topo_matrix
@@ -20,6 +21,10 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "query_gpu_h100_8gpu.csv": parse_gpu_query,
     "nccl_samples.log": analyse_nccl_log,
     "nccl_2node_roce_no_gdr.log": analyse_nccl_log,
+    "smi_qx_gb200_tray.xml": parse_fabric,
+    "smi_q_fabric_unhealthy.txt": parse_fabric,
+    "smi_q_t4_no_fabric.txt": parse_fabric,
+    "imex_ctl_p6e_ultraserver.txt": parse_imex_status,
 }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,24 +34,29 @@ class CollectivePrediction:
     """p10..p90 of the time, from the leave-one-source-out errors of collective predictions of its class."""
     range_basis: str = ""
     """What evidence the range comes from (`model.ranges.accuracy.spread`), or that there is none."""
+    nvlink_domains: int | None = None
+    """NVLink domains the GPUs span where a domain joins several nodes (NCCL's nodes there); None otherwise."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return asdict(self)
 
 
-def layout_for(system: System, gpus: int | None) -> tuple[int, int]:
-    """(ranks, nodes) for `gpus` GPUs of a System: one node's GPUs at most per node, whole nodes beyond."""
-    per_node = system.node.gpus
+def layout_for(system: System, gpus: int | None) -> System:
+    """The System sized to `gpus` GPUs (all of it by default): one node's GPUs at most per node, whole nodes
+    beyond, spread evenly over NVLink domains that span nodes."""
     gpus = gpus or system.gpus
     if gpus < 1:
         raise UserError(f"must be at least 1 (got {gpus})", field="gpus")
-    if gpus > per_node and gpus % per_node:
-        raise UserError(f"{gpus} does not fill whole nodes of {per_node} GPUs on {system.id}", field="gpus")
-    nodes = max(1, math.ceil(gpus / per_node))
-    if system.max_nodes is not None and nodes > system.max_nodes:
-        raise UserError(f"{system.id} can be booked as at most {system.max_nodes} node(s); {gpus} GPUs need {nodes}")
-    return gpus, nodes
+    try:
+        sized = system if gpus == system.gpus else system.with_gpus(gpus)
+        sized.domain_split()
+    except ValueError as exc:
+        raise UserError(str(exc), field="gpus") from None
+    if system.max_nodes is not None and sized.nodes > system.max_nodes:
+        raise UserError(f"{system.id} can be booked as at most {system.max_nodes} node(s); {gpus} GPUs need "
+                        f"{sized.nodes}")
+    return sized
 
 
 def _check_algo(op: str, tiers: CommTiers, size: np.ndarray, ranks: int, nodes: int, algo: str) -> None:
@@ -80,7 +84,9 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
                   gpus_per_thread: int = 1) -> list[CollectivePrediction]:
     """Predict `op` at each size on `gpus` GPUs of `system` (all of it by default), as nccl-tests measures it
     with one thread driving `gpus_per_thread` GPUs (`-g`; 1: one process per GPU)."""
-    ranks, nodes = layout_for(system, gpus)
+    sized = layout_for(system, gpus)
+    # NCCL's nodes: with an NVLink domain across nodes (MNNVL), each domain's GPUs are one node to it.
+    ranks, nodes = sized.gpus, sized.nccl_nodes
     tiers = tiers or comm_tiers(system)
     check_multi_node(tiers, nodes)
     size = np.asarray(sizes_bytes, dtype=float)
@@ -93,15 +99,16 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
     host = f"host (issuing {gpus_per_thread} GPU{'s' if gpus_per_thread > 1 else ''} from one thread)"
     factor = float(bus_factors(op, ranks))
     out = []
-    basis = spread("collectives", system, nodes).basis
+    basis = spread("collectives", system, nodes, sized.nodes).basis
     for i, nbytes in enumerate(sizes_bytes):
         time_us = float(times_us[i])
         bottleneck = host if time_us > gpu_time_us[i] else str(result.bottleneck[i])
         algbw = algbw_gb_per_s(nbytes, time_us)
-        out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=nodes,
+        out.append(CollectivePrediction(op=op, bytes=int(nbytes), gpus=ranks, nodes=sized.nodes,
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
                                         bottleneck=bottleneck,
-                                        time_us_range=time_range(time_us, "collectives", system, nodes),
-                                        range_basis=basis))
+                                        time_us_range=time_range(time_us, "collectives", system, nodes, sized.nodes),
+                                        range_basis=basis,
+                                        nvlink_domains=nodes if sized.domain_spans_nodes else None))
     return out

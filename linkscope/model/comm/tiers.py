@@ -24,6 +24,7 @@ class CommTiers:
     system_id: str
     arch: str
     gpus_per_node: int
+    """GPUs of one node as NCCL sees it: a node's, or a whole NVLink domain that spans nodes (GB200 NVL72: 72)."""
     scale_up_kind: str
     domain_size: int
     nvlink_bw_gb_per_s: float
@@ -46,6 +47,13 @@ class CommTiers:
     EFA platforms that cannot order 128-byte writes)."""
     net_protocols: tuple[str, ...] = PROTOCOLS
     """The protocols the fabric's standard setup lets NCCL run across nodes (FabricTraits.net_protocols)."""
+    domain_spans_nodes: bool = False
+    """The NVLink domain joins several hosts (NCCL's multi-node NVLink): a node here is a whole domain."""
+
+    @property
+    def node_word(self) -> str:
+        """What a node of these tiers is, for messages: `node`, or `NVLink domain` where a domain spans hosts."""
+        return "NVLink domain" if self.domain_spans_nodes else "node"
 
     @property
     def intra_hw(self) -> str:
@@ -108,6 +116,9 @@ def _net_latency_us_extra(traits: FabricTraits | None) -> float:
 
 
 def _nic_node_bw(system: System, traits: FabricTraits | None) -> float:
+    """All NICs of one NCCL node (System.max_nccl_node_gpus): a node's, or every node's of an NVLink domain that
+    spans nodes. Whole domains, however many of their GPUs a job uses: a group's own size sets its bandwidth
+    (`intra_bw`, `inter_bw`), so the tiers of one node type do not depend on the node count."""
     so = system.node.scale_out
     if traits is None:
         return 0.0
@@ -116,7 +127,8 @@ def _nic_node_bw(system: System, traits: FabricTraits | None) -> float:
     per_nic_gb_per_s = so.nic_gbit_per_s / 8.0 * traits.bw_efficiency
     if traits.max_gb_per_s_per_nic is not None:
         per_nic_gb_per_s = min(per_nic_gb_per_s, traits.max_gb_per_s_per_nic)
-    return so.nics * per_nic_gb_per_s / so.oversubscription
+    nodes = system.max_nccl_node_gpus // system.node.gpus
+    return nodes * so.nics * per_nic_gb_per_s / so.oversubscription
 
 
 def comm_tiers(system: System) -> CommTiers:
@@ -129,10 +141,11 @@ def comm_tiers(system: System) -> CommTiers:
     tuning = nccl_tuning()
     traits = _fabric(system)
     nic_bw = _nic_node_bw(system, traits)
+    per_node = system.max_nccl_node_gpus
     cpu = node.cpu_vendor or "unknown"
     return CommTiers(
-        system_id=system.id, arch=arch, gpus_per_node=node.gpus, scale_up_kind=node.scale_up.kind,
-        domain_size=min(node.scale_up.domain_size, node.gpus), nvlink_bw_gb_per_s=_nvlink_bw(system, arch),
+        system_id=system.id, arch=arch, gpus_per_node=per_node, scale_up_kind=node.scale_up.kind,
+        domain_size=min(node.scale_up.domain_size, per_node), nvlink_bw_gb_per_s=_nvlink_bw(system, arch),
         pcie_bw_gb_per_s=tuning.pcie_x16_bw.get(node.host_pcie or node.gpu.pcie, tuning.pcie_x16_bw["pcie4"]),
         inter_socket_bw_gb_per_s=tuning.inter_socket_bw.get(cpu, tuning.inter_socket_bw["unknown"]),
         cpu_sockets=node.cpu_sockets, nic_node_gb_per_s=nic_bw,
@@ -143,6 +156,7 @@ def comm_tiers(system: System) -> CommTiers:
         gdr=node.scale_out.gpudirect_rdma, cpu=cpu if cpu in ("intel", "amd") else "other",
         net_simple_flush=traits.simple_flush if traits else False,
         net_protocols=tuple(traits.net_protocols) if traits and traits.net_protocols else PROTOCOLS,
+        domain_spans_nodes=system.domain_spans_nodes,
     )
 
 
@@ -150,8 +164,9 @@ def check_multi_node(tiers: CommTiers, nodes: int) -> None:
     """A job across nodes needs a fabric with a known rate; say which is missing."""
     if nodes <= 1:
         return
+    unit = f"{nodes} {tiers.node_word}s"
     if tiers.fabric == "none":
-        raise UserError(f"{tiers.system_id} has no scale-out fabric, so it cannot span {nodes} nodes")
+        raise UserError(f"{tiers.system_id} has no scale-out fabric, so it cannot span {unit}")
     if np.isnan(tiers.nic_node_gb_per_s):
         raise UserError(f"{tiers.system_id}: the NIC rate (scale_out.nic_gbit_per_s) is unknown, so a job across "
-                        f"{nodes} nodes cannot be predicted; write a System file with the rate")
+                        f"{unit} cannot be predicted; write a System file with the rate")

@@ -11,7 +11,9 @@ that moves along none is priced once); the floor is a
 maximum over that time, so it is applied to the priced grid for every host time on its own grid. The loss is
 the sum of squared log errors, each source weighing the same whatever its row count; a constant no remaining
 entry depends on keeps its prior, and among grid pairs the remaining entries price alike the one nearest the
-prior wins (a leave-one-regime-out fold must not move an unpinned constant to an end of its range).
+prior wins (a leave-one-regime-out fold must not move an unpinned constant to an end of its range). Collectives
+across the trays of an NVLink domain that spans nodes (GB200 NVL72) fit none of them: they are predicted and
+validated only (regime rack-scale-collectives).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 from linkscope.hardware.loader import HardwareDB
 from linkscope.model.comm.params import CommFit, comm_fit_override, packaged_comm_fit, with_nvls_fit
 from linkscope.model.fidelity.evidence import CollectiveEntry, equal_source_weights
-from linkscope.model.fidelity.evidence_predict import measured, predicted
+from linkscope.model.fidelity.evidence_predict import across_trays, measured, predicted
 from linkscope.results.busbw import algbw_gb_per_s, bus_factors
 
 OVERHEAD_GRID_US = np.round(np.arange(0.0, 20.001, 0.5), 2)
@@ -64,6 +66,11 @@ class PricedCollectives:
         self.on_efa = np.array([p[3] == "efa" for p in priced], dtype=bool)
         self.floor = np.array([[_floor_log_error(e, float(h)) for h in HOST_GRID_US] for e in entries])
         self.is_time = np.array([e.metric == "time_us" for e in entries], dtype=bool)
+        # Collectives across the trays of an NVLink domain (multi-node NVLink) do not fit: the constants are one
+        # node's NVLS chunking and switch synchronisation, and NCCL runs NVLS across trays with other channel
+        # counts and chunk rules, which they would absorb. Those entries test the rest (regime
+        # rack-scale-collectives), as MoE runs do not fit the GEMM shares (fit.py).
+        self.fits = np.array([not across_trays(e, db) for e in entries], dtype=bool)
 
     @staticmethod
     def _price(entry: CollectiveEntry, db: HardwareDB) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
@@ -107,7 +114,7 @@ class PricedCollectives:
 
     def fit(self, keep: Callable[[CollectiveEntry], bool] = lambda e: True) -> CommFit:
         """The constants fitted on the entries `keep` accepts (the priors where none depends on them)."""
-        mask = np.array([keep(e) for e in self.entries], dtype=bool)
+        mask = np.array([keep(e) for e in self.entries], dtype=bool) & self.fits
         packaged = packaged_comm_fit()
         prior_pair = (packaged.prior_nvls_chunk_overhead_us, packaged.prior_nvls_sync_us)
         prior_ampere = (packaged.prior_ampere_nvlink_hop_scale, packaged.prior_ampere_ll_share)

@@ -132,6 +132,8 @@ class CollectiveEntry(_Entry):
     """GPUs one nccl-tests thread drives (`-g`): 8 for `-t 1 -g 8` on one node, 1 with one process per GPU."""
     proto: Literal["auto", "LL", "LL128", "Simple"] = "auto"
     """The one protocol the run allowed (NCCL_PROTO, set by the user or by the network plugin), else auto."""
+    nvls: bool = True
+    """False where the run turned NVLink SHARP off (NCCL_NVLS_ENABLE=0): NCCL then picks among the others."""
 
 
 INFERENCE_METRICS = ("time_per_output_token_s", "prefill_s", "batch_latency_s", "output_tokens_per_s")

@@ -35,6 +35,12 @@ def evidence_system(spec: str, db: HardwareDB) -> System:
     return resolve_system(spec, db)
 
 
+def across_trays(entry: TrainingEntry | CollectiveEntry, db: HardwareDB) -> bool:
+    """The entry's GPUs span several nodes of one NVLink domain (NCCL's multi-node NVLink, GB200 NVL72 trays)."""
+    system = evidence_system(entry.system, db)
+    return system.domain_spans_nodes and entry.gpus > system.node.gpus
+
+
 def _step_estimate(entry: TrainingEntry, db: HardwareDB) -> StepEstimate:
     """The step model on the entry's exact layout (no search: the run's layout is known)."""
     system = evidence_system(entry.system, db).with_gpus(entry.gpus)
@@ -69,6 +75,8 @@ def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
     tiers = comm_tiers(system)
     if entry.proto != "auto":
         tiers = replace(tiers, protocols=(entry.proto,))
+    if not entry.nvls:
+        tiers = replace(tiers, nvls=False)
     row = predict_sizes(system, entry.op, [entry.size_bytes], entry.gpus, entry.algo, tiers=tiers,
                         gpus_per_thread=entry.gpus_per_thread)[0]
     return row.time_us if entry.metric == "time_us" else row.busbw

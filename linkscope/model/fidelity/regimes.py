@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from linkscope.hardware.loader import HardwareDB
 from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
-from linkscope.model.fidelity.evidence_predict import evidence_system, memory_share
+from linkscope.model.fidelity.evidence_predict import across_trays, evidence_system, memory_share
 from linkscope.model.step.transformer import model_presets
 
 SMALL_MODEL_PARAMS = 3e9
@@ -38,7 +38,8 @@ class Regime:
 
 
 def _gpus_per_node(entry: TrainingEntry | CollectiveEntry, db: HardwareDB) -> int:
-    return evidence_system(entry.system, db).node.gpus
+    """GPUs of one node as NCCL sees it: a node's, or a whole NVLink domain that spans nodes."""
+    return evidence_system(entry.system, db).max_nccl_node_gpus
 
 
 def _training(test: Callable[[TrainingEntry, HardwareDB], bool]) -> Callable[[Entry, HardwareDB], bool]:
@@ -70,6 +71,11 @@ REGIMES = (
            _training(lambda e, db: e.lora_rank is not None)),
     Regime("moe-training", "training", "mixture-of-experts models (routed experts, dispatch and combine)",
            _training(lambda e, db: model_presets()[e.model].is_moe)),
+    Regime("rack-scale", "training", "jobs across the trays of an NVLink domain that spans nodes (GB200/GB300 NVL72)",
+           _training(across_trays)),
+    Regime("rack-scale-collectives", "collectives",
+           "collectives across the trays of an NVLink domain that spans nodes (GB200/GB300 NVL72)",
+           _collective(across_trays)),
     Regime("small-messages", "collectives", "messages under 16 MiB",
            _collective(lambda e, db: e.size_bytes < SMALL_MESSAGE_BYTES)),
     Regime("small-messages-one-node", "collectives", "messages under 16 MiB within one node",

@@ -87,9 +87,9 @@ class Spread:
     """False: no evidence of this class or GPU family; the kind's widest spread stands in."""
 
 
-def spread(kind: str, system: System | None = None, nodes: int | None = None) -> Spread:
-    """The spread for a prediction of `kind` on `system` (on `nodes` nodes; default its own count); without a
-    System, the kind's pooled spread."""
+def spread(kind: str, system: System | None = None, nodes: int | None = None, trays: int | None = None) -> Spread:
+    """The spread for a prediction of `kind` on `system` (on `nodes` nodes as NCCL counts them and `trays` of its
+    nodes; default its own counts); without a System, the kind's pooled spread."""
     data = accuracy_file()
     pooled = data.kinds[kind]
     if system is None:
@@ -101,7 +101,7 @@ def spread(kind: str, system: System | None = None, nodes: int | None = None) ->
     families = data.families.get(kind)
     if families is not None and family not in families:
         return Spread(widest.p10_log, widest.p90_log, f"no {label} evidence for {family}: the widest range", False)
-    key = fabric_class(system, nodes)
+    key = fabric_class(system, nodes, trays)
     own = data.classes.get(kind, {}).get(key)
     if own is None or own.n < MIN_CLASS_ENTRIES:
         have = f"{own.n} entries" if own is not None else "none"
@@ -112,14 +112,14 @@ def spread(kind: str, system: System | None = None, nodes: int | None = None) ->
 
 
 def time_range(value: float, kind: str, system: System | None = None,
-               nodes: int | None = None) -> tuple[float, float]:
+               nodes: int | None = None, trays: int | None = None) -> tuple[float, float]:
     """p10..p90 of what a predicted time (or any quantity that grows with time) turns out to be."""
-    r = spread(kind, system, nodes)
+    r = spread(kind, system, nodes, trays)
     return value * math.exp(r.p10_log), value * math.exp(r.p90_log)
 
 
 def rate_range(value: float, kind: str, system: System | None = None,
-               nodes: int | None = None) -> tuple[float, float]:
+               nodes: int | None = None, trays: int | None = None) -> tuple[float, float]:
     """p10..p90 of what a predicted rate (tokens/s, bandwidth) turns out to be."""
-    r = spread(kind, system, nodes)
+    r = spread(kind, system, nodes, trays)
     return value * math.exp(-r.p90_log), value * math.exp(-r.p10_log)

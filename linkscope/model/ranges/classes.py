@@ -14,11 +14,19 @@ SCALE_UP_CLASS = {"nvswitch": "NVSwitch", "nvlink-mesh": "mesh", "nvlink-bridge"
 SCALE_OUT_CLASS = {"infiniband": "IB", "roce": "RoCE", "efa": "EFA", "tcp": "TCP", "none": "no network"}
 
 
-def fabric_class(system: System, nodes: int | None = None) -> str:
-    """`NVSwitch, one node` or `NVSwitch x IB, several nodes`: what a prediction on `nodes` nodes (default: the
-    System's own count) of `system` is compared with."""
-    n = system.nodes if nodes is None else nodes
+def fabric_class(system: System, nodes: int | None = None, trays: int | None = None) -> str:
+    """`NVSwitch, one node` or `NVSwitch x IB, several nodes`: what a prediction on `nodes` nodes as NCCL counts
+    them (default: the System's own; the trays of one NVLink domain are one) of `system` is compared with.
+
+    A prediction over several trays (`trays` nodes; default the System's own count) of an NVLink domain that spans
+    nodes (GB200/GB300 NVL72) is a class of its own, `NVSwitch across trays, one NVLink domain` or `... x IB,
+    several NVLink domains`: NVLink across trays is neither one node's NVSwitch nor a fabric between nodes."""
+    n = system.nccl_nodes if nodes is None else nodes
     up = SCALE_UP_CLASS[system.node.scale_up.kind]
+    if system.domain_spans_nodes and (system.nodes if trays is None else trays) > 1:
+        if n <= 1:
+            return f"{up} across trays, one NVLink domain"
+        return f"{up} across trays x {SCALE_OUT_CLASS[system.node.scale_out.fabric]}, several NVLink domains"
     if n <= 1:
         return f"{up}, one node"
     return f"{up} x {SCALE_OUT_CLASS[system.node.scale_out.fabric]}, several nodes"

@@ -253,8 +253,8 @@ def _prefill(job: InferJob, system: System, tiers: CommTiers, sequences: int = 1
         peak_tflops(gpu, "bf16") * 1e12 * c.flash_attention_efficiency)
     logits = float(gemm_time_s(np.asarray(2.0 * m.hidden * m.vocab * sequences / job.tp), peak, c,
                                c.infer_gemm_max(gpu.arch, job.precision)))
-    comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.node.gpus)[0]
-    a2a = float(_ep_a2a_s(job, tiers, system.node.gpus, np.asarray([tokens]), "normal")[0])
+    comm = 2 * m.layers * _allreduce_s(tiers, np.asarray([tokens * m.hidden * 2.0]), job, system.max_nccl_node_gpus)[0]
+    a2a = float(_ep_a2a_s(job, tiers, system.max_nccl_node_gpus, np.asarray([tokens]), "normal")[0])
     serial = float(attention + logits + comm + a2a)
     # A short prompt cannot beat one read of the weights, however few FLOPs it has.
     total = (max(gemm, float(_weights_read_s(job, system, tokens))) + serial + _forward_fixed_s(job)
@@ -285,8 +285,8 @@ def _decode(job: InferJob, system: System, tiers: CommTiers, batch: np.ndarray) 
     logits = gemm_time_s(2.0 * m.hidden * m.vocab * batch / job.tp, peak_tflops(gpu, job.precision), c,
                          c.infer_gemm_max(gpu.arch, job.precision))
     gemm = _gemms_s(job, system, batch) + logits  # all layers: the stages run one after another
-    comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.node.gpus)
-    a2a = _ep_a2a_s(job, tiers, system.node.gpus, batch, "low-latency")
+    comm = 2 * m.layers * _allreduce_s(tiers, batch * m.hidden * 2.0, job, system.max_nccl_node_gpus)
+    a2a = _ep_a2a_s(job, tiers, system.max_nccl_node_gpus, batch, "low-latency")
     fixed = _forward_fixed_s(job) + _host_s(job, batch) + comm + a2a
     return _Decode(gemm_s=gemm, kv_s=kv, fixed_s=fixed, comm_s=comm, a2a_s=a2a,
                    batch=np.asarray(batch, dtype=float))
@@ -328,7 +328,7 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
     if job.engine not in ENGINES:
         raise UserError(f"unknown engine '{job.engine}' (one of {', '.join(ENGINES)})", field="engine")
     tiers = tiers or comm_tiers(system)
-    check_multi_node(tiers, -(-max(job.tp * job.pp, job.ep) // system.node.gpus))
+    check_multi_node(tiers, -(-max(job.tp * job.pp, job.ep) // system.max_nccl_node_gpus))
     batch = np.asarray(batches, dtype=float)
     pre = _prefill(job, system, tiers)
     dec = _decode(job, system, tiers, batch)
@@ -401,8 +401,9 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
     per_token_s = float(est.tpot_s[i])
     per_gpu = float(est.tokens_per_s_per_gpu[i])
     # Under wide EP the expert group, not one attention replica, sets the nodes the serving spans.
-    nodes = -(-max(job.tp * job.pp, job.ep) // system.node.gpus)
-    evidence = spread("inference", system, nodes)
+    span = max(job.tp * job.pp, job.ep)
+    nodes, trays = -(-span // system.max_nccl_node_gpus), -(-span // system.node.gpus)
+    evidence = spread("inference", system, nodes, trays)
     return {
         "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "ep": job.ep, "engine": job.engine,
         "batch": int(est.batch[i]),
@@ -410,12 +411,12 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "prefill_interference": est.prefill_interference,
         "prefill_s": float(est.prefill_s[i]), "ttft_s": float(est.prefill_s[i]), "decode_step_s": step,
         "tpot_s": per_token_s, "time_per_output_token_s": per_token_s,
-        "time_per_output_token_s_range": list(time_range(per_token_s, "inference", system, nodes)),
+        "time_per_output_token_s_range": list(time_range(per_token_s, "inference", system, nodes, trays)),
         "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
         "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference", system,
-                                                       nodes)),
+                                                       nodes, trays)),
         "tokens_per_s_per_gpu": per_gpu,
-        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference", system, nodes)),
+        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference", system, nodes, trays)),
         "range_basis": evidence.basis, "range_evidence": evidence.evidence,
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
@@ -425,7 +426,8 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
 
 
 def tp_options(model: ModelConfig, gpus_per_node: int) -> list[int]:
-    """Tensor-parallel sizes that stay inside one node and split the model's query and KV heads evenly."""
+    """Tensor-parallel sizes that stay inside one node (or NVLink domain, `System.max_nccl_node_gpus`) and split
+    the model's query and KV heads evenly."""
     return [t for t in divisors(gpus_per_node)
             if model.heads % t == 0 and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
 
@@ -449,13 +451,13 @@ def pick_tp(job: InferJob, system: System, batches: np.ndarray | None, budget: f
     the per-user budget when one is given); if none does, the widest, which needs the least memory per GPU.
     `batches` None: each TP's `candidate_batches`."""
     picks = []
-    for tp in tp_options(job.model, system.node.gpus):
+    for tp in tp_options(job.model, system.max_nccl_node_gpus):
         sized = replace(job, tp=tp)
         est = estimate_inference(sized, system, candidate_batches(sized, system) if batches is None else batches,
                                  tiers, prefill_interference)
         picks.append(InferPick(sized, est, _pick_index(est, budget)))
     if not picks:
-        raise UserError(f"--tp auto: no TP size inside {system.node.gpus} GPUs divides {job.model.id}'s "
+        raise UserError(f"--tp auto: no TP size inside {system.max_nccl_node_gpus} GPUs divides {job.model.id}'s "
                         f"{job.model.heads} heads")
     good = [p for p in picks if p.index is not None and bool(p.est.fits[p.index])]
     if not good:

@@ -156,31 +156,49 @@ def _validate_experts(job: Job, req: LayoutRequest) -> None:
         raise UserError(f"{req.etp} does not divide the expert width {m.moe_ffn_hidden} of {m.id}", field="etp")
 
 
+def _unit(system: System) -> str:
+    """What NCCL's node is on this System, for messages: a node, or an NVLink domain that spans nodes."""
+    return "NVLink domain" if system.domain_spans_nodes else "node"
+
+
 def _flags(job: Job, system: System, row: Layout, est: StepEstimate, i: int) -> list[str]:
     flags = []
-    per_node = system.node.gpus
+    per_node = system.nccl_node_gpus
     if row.tp > per_node:
-        flags.append(f"tensor parallelism ({row.tp}) spans nodes: every layer's collectives cross the network")
+        flags.append(f"tensor parallelism ({row.tp}) spans {_unit(system)}s: every layer's collectives cross the "
+                     f"network")
     if not bool(est.fits[i]):
         flags.append(f"does not fit: {est.memory_gib_per_gpu[i]:.1f} GiB per GPU needed, "
                      f"{usable_memory_gib(system.node.gpu):.1f} GiB usable of {system.node.gpu.memory_gib:g} on a "
                      f"{system.node.gpu.id}")
     if est.microbatches[i] < row.pp:
         flags.append(f"{est.microbatches[i]:g} micro-batches for {row.pp} pipeline stages: the bubble dominates")
-    if row.tp * row.cp * row.dp < per_node and row.pp > 1 and system.nodes > 1:
-        flags.append("pipeline stages share nodes while data parallel groups span them")
+    if row.tp * row.cp * row.dp < per_node and row.pp > 1 and system.nccl_nodes > 1:
+        flags.append(f"pipeline stages share {_unit(system)}s while data parallel groups span them")
     return flags
 
 
 def _ep_reason(job: Job, system: System, row: Layout, given: bool = False) -> str:
     """Where the chosen expert parallelism sits and what it trades (or that the user chose it)."""
-    m, per_node = job.model, system.node.gpus
+    m, per_node = job.model, system.nccl_node_gpus
     where = "inside one NVLink domain" if row.ep * row.etp <= per_node else \
-        f"across {-(-row.ep * row.etp // per_node)} nodes (dispatch and combine cross the network)"
+        f"across {-(-row.ep * row.etp // per_node)} {_unit(system)}s (dispatch and combine cross the network)"
     return (f"ep {row.ep} x etp {row.etp} {where}: {m.experts // row.ep} of {m.experts} experts per GPU, "
             f"{job.moe_dispatcher} dispatcher; " + ("as given (--ep)" if given else
             "the fastest fitting of the ep sizes searched (a smaller ep keeps all-to-all on NVLink but holds more "
             "expert weights per GPU)"))
+
+
+def idle_gpus_note(system: System, gpus: int) -> str:
+    """What a layout on `gpus` of the System's GPUs leaves idle: GPUs of each node, or whole nodes of each NVLink
+    domain that spans nodes."""
+    domains, per_domain = system.domain_split()
+    used = gpus // domains
+    if system.domain_spans_nodes:
+        per_node = system.node.gpus
+        return (f"uses {used} of the {per_domain} GPUs per NVLink domain ({used // per_node} of its "
+                f"{per_domain // per_node} nodes): no layout divides {per_domain} (the rest stay idle)")
+    return f"uses {used} of the {per_domain} GPUs per node: no layout divides {per_domain} (the rest stay idle)"
 
 
 def bottleneck_sentence(breakdown: dict[str, float], step_s: float) -> str:
@@ -212,8 +230,7 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
     if not evidence.evidence:
         flags.append(evidence.basis)
     if gpus < system.gpus:
-        flags.insert(0, f"uses {gpus // system.nodes} of the {system.node.gpus} GPUs per node: no layout divides "
-                        f"{system.node.gpus} (the rest stay idle)")
+        flags.insert(0, idle_gpus_note(system, gpus))
     return TrainPrediction(
         system=system.id, model=job.model.id, gpus=gpus, nodes=system.nodes, global_batch=job.global_batch,
         seq_len=job.seq_len, precision=job.precision, step_time_s=step, tokens_per_s=float(est.tokens_per_s[i]),

@@ -61,7 +61,8 @@ def _tp_options(job: Job, gpus: int, per_node: int, req: LayoutRequest) -> list[
     if data_parallel_only(job.peft):
         return [1]
     m = job.model
-    # Searching TP across nodes is never worth it; a user may still ask for it explicitly.
+    # Searching TP across nodes (across NVLink domains, where a domain spans nodes) is never worth it; a user
+    # may still ask for it explicitly.
     return [t for t in divisors(gpus) if t <= per_node and m.heads % t == 0 and m.kv_heads % t == 0]
 
 
@@ -138,7 +139,7 @@ def enumerate_layouts(job: Job, system: System, req: LayoutRequest, gpus: int | 
     rows = []
     recomputes = [RECOMPUTE.index(req.recompute)] if req.recompute else [0, 1, 2]
     zeros = [req.zero] if req.zero is not None else list(FRAMEWORK_ZERO_STAGES.get(job.framework, (0, 1, 2, 3)))
-    for tp, pp, cp, dp in _outer(job, system.gpus if gpus is None else gpus, system.node.gpus, req):
+    for tp, pp, cp, dp in _outer(job, system.gpus if gpus is None else gpus, system.nccl_node_gpus, req):
         sp = req.sequence_parallel if req.sequence_parallel is not None else tp > 1
         for v, mb in _inner(job, pp, dp, req):
             for rec, zero, (ep, etp) in itertools.product(recomputes, zeros, _expert_options(job, tp, cp, dp, req)):
@@ -156,15 +157,17 @@ def enumerate_layouts(job: Job, system: System, req: LayoutRequest, gpus: int | 
 
 def usable_layouts(job: Job, system: System, req: LayoutRequest) -> tuple[Layouts, int]:
     """(candidate layouts, GPUs they use): all of `system`'s GPUs where some layout divides them, else the most
-    GPUs per node that one does. A 72-GPU NVL72 rack has the factor 9, which no power-of-two batch, head or
-    layer count divides, so jobs there run on 64 GPUs per rack and leave the rest idle (still paid for)."""
+    GPUs per node (per NVLink domain, in whole trays, where the domain spans nodes) that one does. A 72-GPU NVL72
+    rack has the factor 9, which no power-of-two batch, head or layer count divides, so jobs there run on 16 of
+    its 18 trays (64 GPUs) and leave the rest idle (still paid for)."""
     layouts = enumerate_layouts(job, system, req)
     fixed_all = None not in (req.tp, req.pp, req.dp, req.cp)
-    per_node = system.node.gpus
-    while len(layouts) == 0 and not fixed_all and per_node > 1:
-        per_node -= 1
-        layouts = enumerate_layouts(job, system, req, gpus=per_node * system.nodes)
-    return layouts, (per_node * system.nodes if len(layouts) else system.gpus)
+    nodes, per_node = system.domain_split()
+    step = system.node.gpus if system.domain_spans_nodes else 1
+    while len(layouts) == 0 and not fixed_all and per_node > step:
+        per_node -= step
+        layouts = enumerate_layouts(job, system, req, gpus=per_node * nodes)
+    return layouts, (per_node * nodes if len(layouts) else system.gpus)
 
 
 @dataclass
@@ -190,7 +193,7 @@ def search(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None
         raise UserError(f"no valid layout of {system.gpus} GPUs for {job.model.id} with global batch "
                         f"{job.global_batch} and the values given (check that they divide evenly)")
     tiers = tiers or comm_tiers(system)
-    check_multi_node(tiers, system.nodes)
+    check_multi_node(tiers, system.nccl_nodes)
     est = estimate_steps(job, system, layouts, tiers)
     any_fits = bool(np.any(est.fits))
     least_memory_index = int(np.argmin(est.memory_gib_per_gpu))

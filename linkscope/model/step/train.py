@@ -75,7 +75,7 @@ class _Ctx:
     def span(self, group: str) -> tuple[np.ndarray, np.ndarray]:
         """(ranks of `group` on one node, nodes it spans) per layout, under the rank order."""
         if group not in self._spans:
-            self._spans.update(order_spans(self.lay, self.system.node.gpus, self.order, (group,)))
+            self._spans.update(order_spans(self.lay, self.system.nccl_node_gpus, self.order, (group,)))
         return self._spans[group]
 
     @property

@@ -118,3 +118,19 @@ def test_mlperf_lora_runs_give_mi300x_and_mi325x_training_evidence() -> None:
                                   "--json").stdout)
         assert data["range_basis"].startswith("training evidence for mesh, one node"), system
         assert not any("no training evidence" in f for f in data["flags"]), system
+
+
+def test_trays_of_one_nvlink_domain_are_a_class_of_their_own(db: HardwareDB) -> None:
+    from linkscope.model.ranges.classes import fabric_class
+
+    rack = db.systems["gb200-nvl72"]
+    # One tray is one node's NVSwitch; several trays of a rack, or several racks, are rack-scale NVLink.
+    assert fabric_class(rack.with_gpus(4)) == "NVSwitch, one node"
+    assert fabric_class(rack.with_gpus(72)) == "NVSwitch across trays, one NVLink domain"
+    assert fabric_class(rack.with_gpus(144)) == "NVSwitch across trays x IB, several NVLink domains"
+    # A serving group of 4 GPUs on the rack's System is one tray, whatever the System's own tray count.
+    assert fabric_class(rack, 1, 1) == "NVSwitch, one node"
+    one, two = (predict_sizes(rack, "all_reduce", [1 << 30], g)[0] for g in (72, 144))
+    assert "across trays, one NVLink domain" in one.range_basis
+    assert "across trays x IB, several NVLink domains" in two.range_basis
+    assert _brackets(one.time_us, one.time_us_range) and _brackets(two.time_us, two.time_us_range)
