@@ -37,7 +37,7 @@ def test_quick_check_runs_for_real_and_is_stored(tmp_path: Path) -> None:
     names = {i["name"] for i in doc["items"]}
     assert {"gpus.count", "topology.kind", "collective.correctness", "transport"} <= names
     for item in doc["items"]:
-        assert set(item) == {"name", "status", "measured", "expected", "unit", "source", "fix"}
+        assert set(item) == {"name", "status", "measured", "expected", "unit", "source", "fix", "limits"}
         if item["status"] in ("WARN", "FAIL", "SKIP"):
             assert item["fix"]
     assert "<testsuite" in junit.read_text()
