@@ -199,7 +199,7 @@ def transport_items(report: NcclLogReport | None, reason: str) -> list[CheckItem
     if report is None:
         return [CheckItem("transport", "SKIP", None, None, "", src, reason)]
     transports = ", ".join(f"{k} x{v}" for k, v in report.transports().items()) or None
-    items = [CheckItem(f"transport.{f.code}", "FAIL" if f.severity == "fallback" else "WARN", transports,
+    items = [CheckItem(f"transport.{f.code}", "FAIL" if f.severity in ("fallback", "error") else "WARN", transports,
                        "intended paths", "", src, f.message) for f in report.findings if f.severity != "ok"]
     if not items:
         items.append(CheckItem("transport", "PASS", transports, "intended paths", "", src))
