@@ -89,7 +89,7 @@ def predictions(expected: System, rows: list[Any], world: int,
 def not_comparable_reason(backend: str, expected: System) -> str:
     """Collectives over gloo on CPU ranks say nothing about a GPU System's NVLink or InfiniBand: why they are not
     judged against its model (empty when they can be)."""
-    if backend in ("nccl", "rccl", "nccl-tests") or expected.is_cpu_host:
+    if backend in ("nccl", "rccl", "nccl-tests", "rccl-tests") or expected.is_cpu_host:
         return ""
     return (f"measured over {backend} on CPU ranks: not comparable with {expected.id}'s NVLink/InfiniBand model "
             "(run on the GPUs, with NCCL, to judge the interconnect)")
