@@ -40,6 +40,9 @@ def check(
                                                               "(comma-separated); missing ones are named."),
     rounds: int = typer.Option(3, "--rounds", help="With --fleet: node-pair rounds (each a new partner per node)."),
     timeout: float = typer.Option(300.0, "--timeout", help="With --fleet: give up on a node after S seconds."),
+    from_: Optional[str] = typer.Option(None, "--from", help="Judge a recorded nccl-tests/rccl-tests output (FILE) "
+                                                             "or a stored run (RUN_ID) instead of this machine; "
+                                                             "needs --expect."),
 ) -> None:
     """Did I get what I paid for? PASS/WARN/FAIL/SKIP per item; exit 1 when something fails."""
     from linkscope.check.items import Thresholds
@@ -60,6 +63,9 @@ def check(
         from linkscope.check.run import expected_system
 
         expected_system(expect)  # unknown --expect: exit 2 before anything is measured
+    if from_ is not None:
+        _from(from_, expect, thresholds, db, as_json, junit, prometheus, fleet or quick or full or nproc is not None)
+        return
     if fleet:
         from linkscope.check.fleet import FleetOptions
 
@@ -78,6 +84,32 @@ def check(
         print_json(result.to_dict())
     else:
         console.print(f"check of this machine against {escape(result.expected_system)} (run {result.run_id})",
+                      highlight=False)
+        for item in result.items:
+            _print_item(item)
+        console.print(f"verdict: {result.verdict}", highlight=False)
+    if result.verdict == "FAIL":
+        raise typer.Exit(1)
+
+
+def _from(source: str, expect: Optional[str], thresholds: Any, db: Optional[str], as_json: bool,
+          junit: Optional[Path], prometheus: Optional[Path], measures: bool) -> None:
+    from linkscope.check.junit import junit_xml
+    from linkscope.check.recorded import check_recorded
+
+    if measures:
+        raise UserError("--from judges a recorded output: give it without --fleet, --quick, --full or --nproc")
+    if expect is None:
+        raise UserError("--from needs --expect: the offering or preset the recorded nodes should be")
+    result = check_recorded(source, expect, thresholds, str(db) if db else None)
+    if junit is not None:
+        junit.write_text(junit_xml(result.items), encoding="utf-8")
+    if prometheus is not None:
+        _write_prometheus(prometheus, result.run_id, db)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        console.print(f"check of {escape(source)} against {escape(result.expected_system)} (run {result.run_id})",
                       highlight=False)
         for item in result.items:
             _print_item(item)

@@ -84,7 +84,7 @@ def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> Import
                             "nothing imported")
         detail = "; ".join(str(p) for p in parsed.problems[:3])
         raise UserError(f"{path}: no nccl-tests result rows found" + (f" ({detail})" if detail else ""))
-    _check_one_run_per_op(path, parsed)
+    check_one_run_per_op(path, parsed)
     earlier = store.find_import(digest)
     if earlier is not None:
         return ImportResult(run_id=earlier, parsed=parsed, already_imported=True)
@@ -105,7 +105,7 @@ def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> Import
     return ImportResult(run_id=run_id, parsed=parsed)
 
 
-def _check_one_run_per_op(path: Path, parsed: ParsedNcclTests) -> None:
+def check_one_run_per_op(path: Path, parsed: ParsedNcclTests) -> None:
     """Sections of one op at one rank count are one run each: several in one file (a loop's output with the
     headers grepped away) cannot be told apart, so the file is refused with the lines where each starts."""
     starts: dict[tuple[str, int], list[int]] = {}
