@@ -80,7 +80,10 @@ def busbw_item(op: str, rows: list[CollectiveRow], pred: dict[int, Any] | None, 
     if floor is not None and not below_plateau:
         status, why, expected = _floor_verdict(rows, floor, judged, status, why, expected, limits, measured, want,
                                                thresholds)
-        notes.append(f"{floor.describe()} ({floor.source})")
+        judged_at = limits.get("floor_judged_bytes")
+        at = "" if judged_at in (None, floor.size_bytes) else f", judged at {size_label(judged_at)}, the largest size " \
+                                                               "measured"
+        notes.append(f"{floor.describe()}{at} ({floor.source})")
     elif floor is not None:
         notes.append(f"{floor.describe()}: not judged below the plateau")
     else:
@@ -122,7 +125,7 @@ def _floor_verdict(rows: list[CollectiveRow], floor: HealthFloor, judged: int, s
     if figure is None:
         return status, why, expected
     value, at = figure
-    limits["floor_measured_gb_per_s"] = round(value, 3)
+    limits.update(floor_measured_gb_per_s=round(value, 3), floor_judged_bytes=at)
     at_note = "" if at == floor.size_bytes else f" (the floor is set at {size_label(floor.size_bytes)}; judged at " \
                                                 f"{size_label(at)}, the largest size measured)"
     model_pass = want * thresholds.pass_pct / 100 if want else 0.0

@@ -94,7 +94,8 @@ def _from_run(info: RunInfo, rows: list[CollectiveRow]) -> Recorded:
                     nccl_log="\n".join(str(t) for t in files.values()) if isinstance(files, dict) else "")
 
 
-def recorded_items(rec: Recorded, expected: System, thresholds: Thresholds) -> list[CheckItem]:
+def recorded_items(rec: Recorded, expected: System, thresholds: Thresholds,
+                   floors_file: str | None = None) -> list[CheckItem]:
     """Every check item for a recorded output against `expected`."""
     nodes = max(1, len(rec.hosts))
     target = expected.with_nodes(nodes) if nodes > expected.nodes else expected
@@ -108,7 +109,7 @@ def recorded_items(rec: Recorded, expected: System, thresholds: Thresholds) -> l
         predicted, reason = None, "the output lists no devices, so its rank count is unknown"
     context = bandwidth_context(target, sorted({r.op for r in rec.rows}), world, nodes,
                                 not_comparable_reason(rec.backend, expected), "the output stops there; measure "
-                                "up to the plateau (`linkscope check --full`, or nccl-tests -e 16G)")
+                                "up to the plateau (`linkscope check --full`, or nccl-tests -e 16G)", floors_file)
     items += rules.collective_items(rec.rows, predicted, reason, thresholds,
                                     f"model prediction for {target.id} at {world} ranks", context)
     items += rules.transport_items(_log_report(rec, expected),
@@ -167,12 +168,13 @@ def _log_report(rec: Recorded, expected: System) -> Any:
     return report if report.log.nccl_lines else None
 
 
-def check_recorded(source: str, expect: str, thresholds: Thresholds, db_path: str | None) -> CheckResult:
+def check_recorded(source: str, expect: str, thresholds: Thresholds, db_path: str | None,
+                   floors_file: str | None = None) -> CheckResult:
     """Judge a recorded output or stored run against `expect` and store the verdict as a check run."""
     thresholds = thresholds.validated()
     expected = expected_system(expect)
     rec = load_recorded(source, db_path)
-    items = recorded_items(rec, expected, thresholds)
+    items = recorded_items(rec, expected, thresholds, floors_file)
     status = verdict(items)
     info = RunInfo(kind="check", label="check --from", world_size=rec.world, backend=rec.backend, hosts=rec.hosts,
                    config={"from": rec.source, "expect": expect},

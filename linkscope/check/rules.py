@@ -177,6 +177,10 @@ def collective_items(rows: list[CollectiveRow], predicted: dict[str, dict[int, A
     return items
 
 
+LATENCY_MAX_BYTES = 1 << 20
+"""Above this the time of one operation says more about bandwidth than about latency."""
+
+
 def _latency_item(op: str, op_rows: list[CollectiveRow], pred: dict[int, Any] | None, reason: str,
                   thresholds: Thresholds, source: str, ctx: BandwidthContext) -> CheckItem:
     """Latency at the smallest size (out-of-place, as nccl-tests' first column) against the prediction."""
@@ -185,6 +189,10 @@ def _latency_item(op: str, op_rows: list[CollectiveRow], pred: dict[int, Any] | 
     name = f"{op}.latency@{small.size_bytes}B"
     if ctx.not_comparable or not pred:
         return CheckItem(name, "SKIP", round(small.time_us, 2), None, "us", source, ctx.not_comparable or reason)
+    if small.size_bytes > LATENCY_MAX_BYTES:
+        return CheckItem(name, "SKIP", round(small.time_us, 2), None, "us", source,
+                         f"the smallest size measured is {small.size_bytes} bytes: latency is judged at small "
+                         "messages (a sweep from 8 bytes has them)")
     want_us = float(pred[small.size_bytes].time_us)
     pct = want_us / small.time_us * 100.0 if small.time_us > 0 else 0.0
     status = thresholds.status(pct)

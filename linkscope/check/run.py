@@ -31,6 +31,8 @@ class CheckOptions:
     db_path: str | None = None
     nproc: int | None = None
     oversubscribe: bool = False
+    floors_file: str | None = None
+    """A health-check floors file to use instead of the published one (`--floors`)."""
 
 
 @dataclass
@@ -104,7 +106,7 @@ def _sweep_plan(opts: CheckOptions, probe: Any, expected: System) -> SweepPlan:
     memories = [g.memory_free_gib or g.memory_gib for g in probe.gpus if (g.memory_free_gib or g.memory_gib)]
     world = opts.nproc or (len(probe.gpus) if probe.gpus else 2)
     return full_sweep(expected, CHECK_OPS, world, bool(probe.gpus), min(memories) * 2**30 if memories else None,
-                      available_memory_bytes())
+                      available_memory_bytes(), opts.floors_file)
 
 
 def _transport(result: Any, expected: System) -> tuple[Any, str]:
@@ -152,7 +154,7 @@ def run_check(opts: CheckOptions) -> CheckResult:
     backend = bench.info.backend if bench.info is not None else "?"
     context = bandwidth_context(expected, sorted({r.op for r in bench.rows}), world, 1,
                                 not_comparable_reason(backend, expected),
-                                "run --full" if opts.mode == "quick" else plan.reason)
+                                "run --full" if opts.mode == "quick" else plan.reason, opts.floors_file)
     items += rules.collective_items(bench.rows, predicted, reason, thresholds,
                                     f"model prediction for {expected.id} at {world} ranks", context)
     report, why = _transport(bench, expected)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 from linkscope.check.bandwidth import BandwidthContext
 from linkscope.hardware.errors import UserError
@@ -29,12 +30,14 @@ _PROBE_SIZES = [1 << k for k in range(16, 37)]
 """64 KiB .. 64 GiB: where a plateau is looked for."""
 
 
-@functools.lru_cache(maxsize=1)
-def health_floors() -> HealthFloors:
-    """The packaged health-check floors, validated against the catalog once per process."""
+@functools.lru_cache(maxsize=4)
+def health_floors(path: str | None = None) -> HealthFloors:
+    """The health-check floors (the published ones, or a user's file given with --floors), validated against the
+    catalog once per process."""
+    from linkscope.hardware.floors import FLOORS_FILE
     from linkscope.hardware.loader import load_db
 
-    return load_floors(load_db())
+    return load_floors(load_db(), Path(path) if path else FLOORS_FILE)
 
 
 def plateau_bytes(expected: System, op: str, gpus: int) -> int | None:
@@ -56,21 +59,22 @@ def plateau_bytes(expected: System, op: str, gpus: int) -> int | None:
     return size
 
 
-def floors_for(expected: System, ops: list[str], gpus_per_node: int, nodes: int) -> dict[str, HealthFloor]:
+def floors_for(expected: System, ops: list[str], gpus_per_node: int, nodes: int,
+               floors_file: str | None = None) -> dict[str, HealthFloor]:
     """The floors published for this System at this GPU and node count, per op."""
-    floors = health_floors()
+    floors = health_floors(floors_file)
     found = {op: floors.find(expected.id, op, gpus_per_node, nodes) for op in ops}
     return {op: floor for op, floor in found.items() if floor is not None}
 
 
 def bandwidth_context(expected: System, ops: list[str], world: int, nodes: int, not_comparable: str = "",
-                      rerun_hint: str = "run --full") -> BandwidthContext:
+                      rerun_hint: str = "run --full", floors_file: str | None = None) -> BandwidthContext:
     """Everything a bandwidth item is judged against besides the prediction."""
     plateaus = {op: p for op in ops if (p := plateau_bytes(expected, op, world)) is not None}
     per_node = max(1, world // max(1, nodes))
     return BandwidthContext(system_id=expected.id, plateau_bytes=plateaus,
-                            floors=floors_for(expected, ops, per_node, nodes), not_comparable=not_comparable,
-                            rerun_hint=rerun_hint)
+                            floors=floors_for(expected, ops, per_node, nodes, floors_file),
+                            not_comparable=not_comparable, rerun_hint=rerun_hint)
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ def _pow2_at_most(nbytes: float) -> int:
 
 
 def full_sweep(expected: System, ops: tuple[str, ...], world: int, on_gpu: bool, gpu_memory_bytes: float | None,
-               host_available_bytes: float | None) -> SweepPlan:
+               host_available_bytes: float | None, floors_file: str | None = None) -> SweepPlan:
     """`check --full`: up to the plateau of every op (and a floor's test size), bounded by memory; on CPU ranks
     the sweep it always was, bounded by host memory."""
     if not on_gpu:
@@ -98,7 +102,7 @@ def full_sweep(expected: System, ops: tuple[str, ...], world: int, on_gpu: bool,
             cap = min(cap, _pow2_at_most(host_available_bytes / (GPU_BYTES_PER_MESSAGE * max(1, world))))
         return SweepPlan(max(cap, 1 << 20), "CPU ranks: gloo, no GPU model to reach a plateau of")
     targets = [p for op in ops if (p := plateau_bytes(expected, op, world)) is not None]
-    floors = floors_for(expected, list(ops), expected.node.gpus, 1)
+    floors = floors_for(expected, list(ops), expected.node.gpus, 1, floors_file)
     targets += [f.size_bytes for f in floors.values()]
     want = max(targets, default=CPU_MAX_BYTES)
     reason = "the plateau and the health-check floors' size" if floors else "the plateau"

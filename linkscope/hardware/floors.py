@@ -30,6 +30,7 @@ _FIELDS = {"system", "collective", "gpus", "min_nodes", "size_bytes", "statistic
 _REQUIRED = ("system", "collective", "gpus", "size_bytes", "statistic", "busbw_gb_per_s", "source", "as_of")
 _UNITLESS = {"busbw", "value", "floor", "threshold", "bandwidth", "min_busbw", "size"}
 """Keys that would hold a number without naming its unit: refused with a pointer to the unit-suffixed name."""
+_PROVIDER_NAMES = {"azure": "Azure", "aws": "AWS", "gcp": "GCP", "oci": "OCI"}
 _COLLECTIVES = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv"}
 
 
@@ -54,12 +55,14 @@ class HealthFloor:
     @property
     def provider(self) -> str:
         """Who publishes it, from the System id (`azure/...` -> azure); `preset` for a preset's floor."""
-        return self.system.split("/", 1)[0] if "/" in self.system else "preset"
+        name = self.system.split("/", 1)[0] if "/" in self.system else "preset"
+        return _PROVIDER_NAMES.get(name, name)
 
     def describe(self) -> str:
         """`azure health-check floor 460 GB/s (avg busbw at 16 GiB)`, for verdict lines."""
         kind = "advisory health-check floor" if self.severity == "warn" else "health-check floor"
-        return f"{self.provider} {kind} {self.busbw_gb_per_s:g} GB/s ({self.statistic} busbw at {_size(self.size_bytes)})"
+        return (f"{self.provider}'s {kind} {self.busbw_gb_per_s:g} GB/s ({self.statistic} busbw at "
+                f"{_size(self.size_bytes)})")
 
 
 def _size(nbytes: int) -> str:
