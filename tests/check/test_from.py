@@ -76,7 +76,8 @@ def test_nccl_info_lines_in_the_output_are_judged_as_the_transport(tmp_path: Pat
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--from", "no-such-file-or-run"), "--from: 'no-such-file-or-run' is neither a file nor a stored run id"),
+    (("--from", "no-such-file-or-run", "--expect", ND_H100),
+     "--from: 'no-such-file-or-run' is neither a file nor a stored run id"),
     (("--from", str(H100_440)), "--from needs --expect"),
     (("--from", str(H100_440), "--expect", ND_H100, "--quick"), "give it without --fleet"),
     (("--from", str(FIXTURES / "probe" / "nccl_1node_nvlink.log"), "--expect", ND_H100), "no nccl-tests result rows"),
