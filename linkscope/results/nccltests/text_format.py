@@ -11,7 +11,7 @@ from collections.abc import Callable
 from linkscope.results.busbw import ROOTED_OPS
 from linkscope.results.records import CollectiveRow
 from linkscope.results.nccltests.columns import Columns, RowError, columns_for_row, columns_from_header, parse_row
-from linkscope.results.nccltests.validate import invalid_reason
+from linkscope.results.nccltests.validate import KNOWN_DTYPES, invalid_reason
 from linkscope.results.nccltests.model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
                                                nccl_version_from_code, op_from_binary)
 
@@ -41,8 +41,9 @@ _RCCL_VERSION = re.compile(r"^RCCL version\s*:\s*(?P<version>\S+)")
 _RCCL_TESTS_VERSION = re.compile(r"^rccl-tests:\s*Version\s+(?P<version>\S+)")
 _NUMBERS_ONLY = re.compile(r"^\s*(?:-?[\d.]+(?:e[+-]?\d+)?|N/A)(?:\s+(?:-?[\d.]+(?:e[+-]?\d+)?|N/A))*\s*$")
 """The rest of a table row that an NCCL line interrupted: only numbers (and N/A)."""
-_SPLIT_ROW = re.compile(r"^(?P<head>\s*\d+\s+\d+\s+[A-Za-z]\w*(?:\s+[A-Za-z]\w*)?(?:\s+-?\d+)?)\s*"
-                        r"(?P<tail>\S*:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN).*)$")
+_TYPES = "|".join(sorted(KNOWN_DTYPES, key=len, reverse=True))
+_SPLIT_ROW = re.compile(rf"^(?P<head>\s*\d+\s+\d+\s+(?:{_TYPES})(?:\s+(?:sum|prod|max|min|avg|none|mulsum))?"
+                        r"(?:\s+-?\d+)?)\s*(?P<tail>\S*:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN).*)$")
 """A row's leading fields with an NCCL line printed right after them, before the timings."""
 
 
