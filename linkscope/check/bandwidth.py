@@ -81,8 +81,8 @@ def busbw_item(op: str, rows: list[CollectiveRow], pred: dict[int, Any] | None, 
         status, why, expected = _floor_verdict(rows, floor, judged, status, why, expected, limits, measured, want,
                                                thresholds)
         judged_at = limits.get("floor_judged_bytes")
-        at = "" if judged_at in (None, floor.size_bytes) else f", judged at {size_label(judged_at)}, the largest size " \
-                                                               "measured"
+        at = "" if judged_at in (None, floor.size_bytes) else \
+            f", judged at {size_label(judged_at)}, the largest size measured"
         notes.append(f"{floor.describe()}{at} ({floor.source})")
     elif floor is not None:
         notes.append(f"{floor.describe()}: not judged below the plateau")

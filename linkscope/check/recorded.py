@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from linkscope.check.items import CheckItem, Thresholds, verdict
+from linkscope.check.items import CheckItem, Status, Thresholds, verdict
 from linkscope.check import rules
 from linkscope.check.run import CheckResult, expected_system, not_comparable_reason, predictions
 from linkscope.check.sizing import bandwidth_context
@@ -72,7 +72,8 @@ def _from_file(path: Path) -> Recorded:
         raise UserError(f"{path}: {why}")
     check_one_run_per_op(path, parsed)
     config = parsed.sections[0].config if parsed.sections else {}
-    per_thread = config.get("ngpus") if isinstance(config.get("ngpus"), int) else 1
+    ngpus = config.get("ngpus")
+    per_thread = ngpus if isinstance(ngpus, int) else 1
     text = read_input_bytes(path, "nccl-tests output", MAX_FILE_BYTES).decode("utf-8", errors="replace")
     devices = [{"rank": d.rank, "host": d.host, "name": d.name} for s in parsed.sections for d in s.devices]
     return Recorded(source=str(path), rows=parsed.rows, world=parsed.world_size, hosts=parsed.hosts, devices=devices,
@@ -140,7 +141,7 @@ def _gpu_items(rec: Recorded, expected: System) -> list[CheckItem]:
     for d in rec.devices:
         per_host[str(d.get("host"))] = per_host.get(str(d.get("host")), 0) + 1
     have, want = max(per_host.values()), expected.node.gpus
-    status = "PASS" if have == want else ("FAIL" if have < want else "WARN")
+    status: Status = "PASS" if have == want else ("FAIL" if have < want else "WARN")
     count = CheckItem("gpus.count", status, have, want, "GPUs per node", src, "" if status == "PASS" else
                       f"{have} GPUs on the busiest of {len(per_host)} host(s), {want} promised: a run on fewer GPUs "
                       "than the node has, or another node type")

@@ -168,8 +168,9 @@ def _store(opts: CheckOptions, expected: System, items: list[CheckItem], bench: 
     measured = bench.info or RunInfo(kind="check")
     info = RunInfo(kind="check", label="check", world_size=measured.world_size, backend=measured.backend,
                    versions=measured.versions, nccl_env=measured.nccl_env, system=measured.system,
-                   hosts=measured.hosts, config={"mode": opts.mode, "expect": opts.expect,
-                                                           "max_bytes": max((r.size_bytes for r in bench.rows), default=0)},
+                   hosts=measured.hosts,
+                   config={"mode": opts.mode, "expect": opts.expect,
+                           "max_bytes": max((r.size_bytes for r in bench.rows), default=0)},
                    extra={"check": {"verdict": status, "expected_system": expected.id,
                                     "expected": system_dict(expected), "items": [i.to_dict() for i in items],
                                     "bench_run": bench.run_id, "p2p_run": pairs.run_id if pairs else None}})

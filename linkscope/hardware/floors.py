@@ -103,7 +103,8 @@ def load_floors(db: HardwareDB, path: Path = FLOORS_FILE) -> HealthFloors:
     floors: list[HealthFloor] = []
     seen: dict[tuple[str, str, int, int], str] = {}
     for index, raw in enumerate(doc["floors"]):
-        label = raw.get("system") if isinstance(raw, dict) and isinstance(raw.get("system"), str) else f"#{index + 1}"
+        label = str(raw["system"]) if isinstance(raw, dict) and isinstance(raw.get("system"), str) else \
+            f"#{index + 1}"
         floor = _floor(raw, file, label, known)
         key = (floor.system, floor.collective, floor.gpus, floor.min_nodes)
         if key in seen:

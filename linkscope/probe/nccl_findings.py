@@ -256,7 +256,8 @@ def net_error_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectation
     return [Finding("error", "net-completion-error",
                     f"{len(log.net_errors)} failed network completions (status {named}): the transfer failed and "
                     "NCCL aborted; check the link and switch port (`ibstat`, port error counters), the peer named "
-                    "in the line, and the GID/RoCE settings", tuple(line for line, _, _ in log.net_errors[:_EVIDENCE_LINES]))]
+                    "in the line, and the GID/RoCE settings",
+                    tuple(line for line, _, _ in log.net_errors[:_EVIDENCE_LINES]))]
 
 
 def collnet_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:

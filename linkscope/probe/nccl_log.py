@@ -81,7 +81,8 @@ class NcclLogReport:
         return {
             "source": self.source, "library": log.library, "nccl_version": log.version,
             "cuda_version": log.cuda_version, "lines_total": log.lines_total, "nccl_lines": log.nccl_lines,
-            "nranks": self.nranks, "nnodes": self.nnodes, "hosts": self.hosts, "worst": self.worst, "expectations": asdict(self.expectations),
+            "nranks": self.nranks, "nnodes": self.nnodes, "hosts": self.hosts, "worst": self.worst,
+            "expectations": asdict(self.expectations),
             "transports": self.transports(), "pairs": [p.to_dict() for p in self.pairs],
             "findings": [f.to_dict() for f in self.findings],
             "networks": sorted({name for _, name in log.networks}),

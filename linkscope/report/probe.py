@@ -86,10 +86,11 @@ def log_summary(report: NcclLogReport) -> str:
     """One line: NCCL version, ranks, nodes, networks and how many lines were NCCL's."""
     log = report.log
     hosts = report.hosts
+    networks = {n for _, n in log.networks} | {f"OFI/{p}" for _, p in log.ofi_providers}
     named = f"{len(hosts)} host{'s' if len(hosts) != 1 else ''} named" if hosts else "no host named"
     facts = [f"{log.library} {log.version or '?'}", f"{report.nranks or '?'} ranks", f"{report.nnodes or '?'} nodes",
              named,
-             f"network {', '.join(sorted({n for _, n in log.networks} | {f'OFI/{p}' for _, p in log.ofi_providers})) or '?'}",
+             f"network {', '.join(sorted(networks)) or '?'}",
              f"{log.nccl_lines} NCCL lines of {log.lines_total}"]
     return f"[bold]{report.source}[/]: " + ", ".join(facts)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from linkscope.results.busbw import OP_TO_BINARY
 from linkscope.results.records import CollectiveRow
@@ -119,12 +120,12 @@ def format_nccl_tests_table(rows: Sequence[CollectiveRow], check_avg_bw: float |
     return "".join(tables)
 
 
-def format_imported_tables(rows: Sequence[CollectiveRow], sections: Sequence[dict[str, object]]) -> str | None:
+def format_imported_tables(rows: Sequence[CollectiveRow], sections: Sequence[dict[str, Any]]) -> str | None:
     """An imported run's tables as its file had them: each section's rows under the column header, and only the
     footer lines the file printed, with the file's own figures (an average recomputed from rounded rows, or an
     `Out of bounds` line the file never had, would put words in its mouth). None when `sections` do not account
     for the rows (an older import): the caller prints the recomputed table instead."""
-    counts = [int(s.get("rows") or 0) for s in sections]  # type: ignore[call-overload]
+    counts = [int(s.get("rows") or 0) for s in sections]
     if sum(counts) != len(rows):
         return None
     out, start = [], 0
