@@ -132,13 +132,13 @@ def _floor_verdict(rows: list[CollectiveRow], floor: HealthFloor, judged: int, s
     if value < floor.busbw_gb_per_s:
         limits["failed_by"] = "floor"
         verdict: Status = "WARN" if floor.severity == "warn" else "FAIL"
-        text = (f"{value:.1f} GB/s is below the {floor.describe()}{at_note}; model x {thresholds.pass_pct:g}% "
+        text = (f"{value:.1f} GB/s is below {floor.describe()}{at_note}; model x {thresholds.pass_pct:g}% "
                 f"= {model_pass:.1f} GB/s. The provider's own check takes this node out of service: check NVLink "
                 "and NIC errors, other jobs on the GPUs, then ask for a replacement")
         return (verdict if status != "FAIL" else "FAIL"), text, expected
     if floor.severity == "fail" and status == "WARN" and want is not None and measured < model_pass:
         # Above the floor but below model x pass%: the higher of the two limits is the model's.
         limits["failed_by"] = "model"
-        return "FAIL", f"{why}; above the {floor.describe()}{at_note} but below model x {thresholds.pass_pct:g}% " \
+        return "FAIL", f"{why}; above {floor.describe()}{at_note} but below model x {thresholds.pass_pct:g}% " \
                        f"= {model_pass:.1f} GB/s", expected
     return status, why, expected

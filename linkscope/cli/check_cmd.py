@@ -20,8 +20,11 @@ _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red", "SKIP": "dim"}
 def check(
     expect: Optional[str] = typer.Option(None, "--expect", help="Offering, preset or System file to check against "
                                                                 "(default: the probed System)."),
-    quick: bool = typer.Option(False, "--quick", help="Small sizes, few iterations (the default)."),
-    full: bool = typer.Option(False, "--full", help="Sizes up to 256 MiB, nccl-tests' iteration counts."),
+    quick: bool = typer.Option(False, "--quick", help="Up to 1 MiB, few iterations (the default): bandwidth below "
+                                                      "the plateau is never PASSed."),
+    full: bool = typer.Option(False, "--full", help="Up to the plateau of the expected System (4 GiB+ on NVSwitch, "
+                                                    "a published floor's size), bounded by free GPU memory; 256 MiB on "
+                                                    "CPU ranks; nccl-tests' iteration counts."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document instead of lines."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML to this file."),
     prometheus: Optional[Path] = typer.Option(None, "--prometheus", help="Also write a node_exporter textfile "

@@ -50,7 +50,7 @@ def environment(info: RunInfo) -> dict[str, str | None]:
         "hosts": ",".join(info.hosts),
         "backend": info.backend,
         "world_size": str(info.world_size),
-        **{f"version.{k}": v for k, v in info.versions.items() if k in ("driver", "nccl", "torch", "cuda")},
+        **{f"version.{k}": v for k, v in info.versions.items() if k in ("driver", "nccl", "rccl", "torch", "cuda")},
         **{f"env.{k}": v for k, v in info.nccl_env.items()},
     }
     return env

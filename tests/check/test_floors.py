@@ -66,7 +66,7 @@ def test_above_the_floor_but_below_model_x_pass_fails_naming_the_model() -> None
                                    bandwidth_context(expected, ["all_reduce"], 8, 1))
     item = _busbw(items)
     assert item.status == "FAIL" and item.limits is not None and item.limits["failed_by"] == "model"
-    assert "above the Azure's health-check floor" in item.fix
+    assert "above Azure's health-check floor" in item.fix
 
 
 def _row(size: int, busbw: float, placement: str = "out_of_place") -> CollectiveRow:
