@@ -100,3 +100,12 @@ def test_a_fifo_is_refused_before_it_is_read(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     result = _check(tmp_path, "--from", str(fifo), "--expect", ND_H100)
     assert result.exit_code == 2 and "not a regular file" in result.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\xff\xfe binary \x00", b"# nThread 1 nGpus 1\n" * 3,
+                                     b"     8     2  float  sum  -1  nan  nan  nan  0  1.0  1.0  1.0  0\n"])
+def test_empty_binary_or_headless_files_are_one_line(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "out.txt"
+    path.write_bytes(content)
+    result = _check(tmp_path, "--from", str(path), "--expect", ND_H100)
+    assert result.exit_code == 2 and "Traceback" not in result.output and result.stderr.count("\n") == 1
