@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import DATA_DIR, HardwareDB, read_yaml
@@ -136,9 +136,10 @@ def _floor(raw: Any, file: str, label: str, known: set[str]) -> HealthFloor:
         system=system, collective=_choice(raw, "collective", _COLLECTIVES, file, label),
         gpus=_count(raw, "gpus", file, label), min_nodes=_count(raw.get("min_nodes", 1), "min_nodes", file, label),
         size_bytes=_count(raw, "size_bytes", file, label),
-        statistic=_choice(raw, "statistic", {"avg", "max"}, file, label),  # type: ignore[arg-type]
+        statistic=cast(Statistic, _choice(raw, "statistic", {"avg", "max"}, file, label)),
         busbw_gb_per_s=_positive(raw, "busbw_gb_per_s", file, label),
-        severity=_choice({"severity": raw.get("severity", "fail")}, "severity", {"fail", "warn"}, file, label),  # type: ignore[arg-type]
+        severity=cast(Severity, _choice({"severity": raw.get("severity", "fail")}, "severity", {"fail", "warn"},
+                                        file, label)),
         library=str(raw.get("library", "nccl")), test=str(raw.get("test", "")), url=str(raw.get("url", "")),
         source=_text(raw, "source", file, label), as_of=_date(raw, file, label))
 

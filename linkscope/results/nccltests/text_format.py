@@ -237,12 +237,13 @@ class _Reader:
         if _FAILURE.search(line) and "NCCL INFO" not in line:
             self.parsed.failures.append(Problem(number, line[:200]))
             return
-        if (rccl := _RCCL_VERSION.match(line)) is not None or (tests := _RCCL_TESTS_VERSION.match(line)) is not None:
+        rccl, tests = _RCCL_VERSION.match(line), _RCCL_TESTS_VERSION.match(line)
+        if rccl is not None or tests is not None:
             self.parsed.library = "rccl"
             if rccl is not None:
                 self.parsed.nccl_version = self.parsed.nccl_version or rccl["version"]
-            else:
-                self.parsed.extra.setdefault("rccl_tests_version", tests["version"])  # type: ignore[index]
+            if tests is not None:
+                self.parsed.extra.setdefault("rccl_tests_version", tests["version"])
             return
         version = _NCCL_VERSION.search(line)
         if version and self.parsed.nccl_version is None:
