@@ -336,9 +336,9 @@ def _all_reduce_row(size: int, iters: int, world: int, timed: tuple[float, float
 
 
 def _fleet_all_reduce(expected: System, row: CollectiveRow, nodes: int, thresholds: Thresholds) -> list[CheckItem]:
-    from linkscope.check.run import _predictions
+    from linkscope.check.run import predictions
 
-    predicted, reason = _predictions(expected.with_nodes(max(nodes, expected.nodes)), [row], row.world_size)
+    predicted, reason = predictions(expected.with_nodes(max(nodes, expected.nodes)), [row], row.world_size)
     items = rules.collective_items([row], predicted, reason, thresholds,
                                    f"model prediction for {expected.id} x {nodes} nodes at {row.world_size} ranks")
     return [i for i in items if i.name != "collective.correctness"]

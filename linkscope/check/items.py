@@ -45,6 +45,9 @@ class CheckItem:
     unit: str
     source: str
     fix: str = ""
+    limits: dict[str, Any] | None = None
+    """For bandwidth items: the model's prediction and pass threshold, the published floor where there is one,
+    which of them failed the item, and the plateau size."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""

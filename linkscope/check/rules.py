@@ -8,6 +8,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from linkscope.check.bandwidth import BandwidthContext, busbw_item
 from linkscope.check.items import CheckItem, Thresholds
 from linkscope.hardware.system import RDMA_FABRICS, System
 from linkscope.probe.machine import MachineProbe
@@ -153,9 +154,12 @@ def _round(value: float | None) -> float | None:
 
 
 def collective_items(rows: list[CollectiveRow], predicted: dict[str, dict[int, Any]] | None, reason: str,
-                     thresholds: Thresholds, source: str) -> list[CheckItem]:
-    """Per op: busbw at the largest size and latency at the smallest against the model's prediction; and no wrong
-    results. `predicted[op][size_bytes]` has `busbw` and `time_us`; None with `reason` when the model cannot say."""
+                     thresholds: Thresholds, source: str, context: BandwidthContext | None = None) -> list[CheckItem]:
+    """Per op: busbw at the largest size (or a published floor's size) and latency at the smallest against the
+    model's prediction, and no wrong results. `predicted[op][size_bytes]` has `busbw` and `time_us`; None with
+    `reason` when the model cannot say. `context` adds the plateau, the health-check floors and runs that cannot be
+    compared at all."""
+    ctx = context or BandwidthContext()
     items: list[CheckItem] = []
     wrong = sum(r.nwrong or 0 for r in rows)
     if rows:
@@ -163,36 +167,38 @@ def collective_items(rows: list[CollectiveRow], predicted: dict[str, dict[int, A
                                "exact result of the reduction",
                                "" if wrong == 0 else "wrong results: faulty GPU memory or link (check dmesg for Xid, "
                                                      "run `nvidia-smi -q -d ECC`)"))
-    ops = sorted({r.op for r in rows})
-    for op in ops:
-        op_rows = [r for r in rows if r.op == op and r.placement == "out_of_place" and r.size_bytes > 0] or \
-            [r for r in rows if r.op == op and r.size_bytes > 0]
+    for op in sorted({r.op for r in rows}):
+        op_rows = [r for r in rows if r.op == op and r.size_bytes > 0]
         if not op_rows:
             continue
-        large = max(op_rows, key=lambda r: r.size_bytes)
-        small = min(op_rows, key=lambda r: r.size_bytes)
         pred = (predicted or {}).get(op)
-        if not pred:
-            items.append(CheckItem(f"{op}.busbw@{large.size_bytes}B", "SKIP", round(large.busbw, 3), None, "GB/s",
-                                   source, reason))
-            items.append(CheckItem(f"{op}.latency@{small.size_bytes}B", "SKIP", round(small.time_us, 2), None, "us",
-                                   source, reason))
-            continue
-        want_bw = float(pred[large.size_bytes].busbw)
-        pct = large.busbw / want_bw * 100.0 if want_bw > 0 else 0.0
-        status = thresholds.status(pct)
-        items.append(CheckItem(f"{op}.busbw@{large.size_bytes}B", status, round(large.busbw, 3), round(want_bw, 3),
-                               "GB/s", source, "" if status == "PASS" else
-                               f"{pct:.0f}% of the prediction: see the transport line (SHM/socket fallback?), "
-                               "NCCL_* overrides, other jobs on the GPUs; rerun with --full for larger sizes"))
-        want_us = float(pred[small.size_bytes].time_us)
-        pct = want_us / small.time_us * 100.0 if small.time_us > 0 else 0.0
-        status = thresholds.status(pct)
-        items.append(CheckItem(f"{op}.latency@{small.size_bytes}B", status, round(small.time_us, 2),
-                               round(want_us, 2), "us", source, "" if status == "PASS" else
-                               f"latency at {pct:.0f}% of the prediction: CPU frequency scaling, busy host, "
-                               "NCCL_PROTO/NCCL_ALGO overrides"))
+        items.append(busbw_item(op, op_rows, pred, reason, thresholds, source, ctx))
+        items.append(_latency_item(op, op_rows, pred, reason, thresholds, source, ctx))
     return items
+
+
+LATENCY_MAX_BYTES = 1 << 20
+"""Above this the time of one operation says more about bandwidth than about latency."""
+
+
+def _latency_item(op: str, op_rows: list[CollectiveRow], pred: dict[int, Any] | None, reason: str,
+                  thresholds: Thresholds, source: str, ctx: BandwidthContext) -> CheckItem:
+    """Latency at the smallest size (out-of-place, as nccl-tests' first column) against the prediction."""
+    small = min((r for r in op_rows if r.placement == "out_of_place"), default=None, key=lambda r: r.size_bytes) \
+        or min(op_rows, key=lambda r: r.size_bytes)
+    name = f"{op}.latency@{small.size_bytes}B"
+    if ctx.not_comparable or not pred:
+        return CheckItem(name, "SKIP", round(small.time_us, 2), None, "us", source, ctx.not_comparable or reason)
+    if small.size_bytes > LATENCY_MAX_BYTES:
+        return CheckItem(name, "SKIP", round(small.time_us, 2), None, "us", source,
+                         f"the smallest size measured is {small.size_bytes} bytes: latency is judged at small "
+                         "messages (a sweep from 8 bytes has them)")
+    want_us = float(pred[small.size_bytes].time_us)
+    pct = want_us / small.time_us * 100.0 if small.time_us > 0 else 0.0
+    status = thresholds.status(pct)
+    return CheckItem(name, status, round(small.time_us, 2), round(want_us, 2), "us", source,
+                     "" if status == "PASS" else f"latency at {pct:.0f}% of the prediction: CPU frequency scaling, "
+                                                 "busy host, NCCL_PROTO/NCCL_ALGO overrides")
 
 
 def transport_items(report: NcclLogReport | None, reason: str) -> list[CheckItem]:
@@ -201,7 +207,7 @@ def transport_items(report: NcclLogReport | None, reason: str) -> list[CheckItem
     if report is None:
         return [CheckItem("transport", "SKIP", None, None, "", src, reason)]
     transports = ", ".join(f"{k} x{v}" for k, v in report.transports().items()) or None
-    items = [CheckItem(f"transport.{f.code}", "FAIL" if f.severity == "fallback" else "WARN", transports,
+    items = [CheckItem(f"transport.{f.code}", "FAIL" if f.severity in ("fallback", "error") else "WARN", transports,
                        "intended paths", "", src, f.message) for f in report.findings if f.severity != "ok"]
     if not items:
         items.append(CheckItem("transport", "PASS", transports, "intended paths", "", src))

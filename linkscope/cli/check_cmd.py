@@ -20,8 +20,11 @@ _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red", "SKIP": "dim"}
 def check(
     expect: Optional[str] = typer.Option(None, "--expect", help="Offering, preset or System file to check against "
                                                                 "(default: the probed System)."),
-    quick: bool = typer.Option(False, "--quick", help="Small sizes, few iterations (the default)."),
-    full: bool = typer.Option(False, "--full", help="Sizes up to 256 MiB, nccl-tests' iteration counts."),
+    quick: bool = typer.Option(False, "--quick", help="Up to 1 MiB, few iterations (the default): bandwidth below "
+                                                      "the plateau is never PASSed."),
+    full: bool = typer.Option(False, "--full", help="Up to the plateau of the expected System (4 GiB+ on NVSwitch, "
+                                                    "a published floor's size), bounded by free GPU memory; 256 MiB on "
+                                                    "CPU ranks; nccl-tests' iteration counts."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document instead of lines."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML to this file."),
     prometheus: Optional[Path] = typer.Option(None, "--prometheus", help="Also write a node_exporter textfile "
@@ -40,6 +43,12 @@ def check(
                                                               "(comma-separated); missing ones are named."),
     rounds: int = typer.Option(3, "--rounds", help="With --fleet: node-pair rounds (each a new partner per node)."),
     timeout: float = typer.Option(300.0, "--timeout", help="With --fleet: give up on a node after S seconds."),
+    floors: Optional[Path] = typer.Option(None, "--floors", help="A health-check floors file (the layout of "
+                                          "linkscope/hardware/data/health_floors.yaml) to judge against instead of "
+                                          "the published floors."),
+    from_: Optional[str] = typer.Option(None, "--from", help="Judge a recorded nccl-tests/rccl-tests output (FILE) "
+                                                             "or a stored run (RUN_ID) instead of this machine; "
+                                                             "needs --expect."),
 ) -> None:
     """Did I get what I paid for? PASS/WARN/FAIL/SKIP per item; exit 1 when something fails."""
     from linkscope.check.items import Thresholds
@@ -60,6 +69,11 @@ def check(
         from linkscope.check.run import expected_system
 
         expected_system(expect)  # unknown --expect: exit 2 before anything is measured
+    floors_file = _floors(floors)
+    if from_ is not None:
+        _from(from_, expect, thresholds, db, as_json, junit, prometheus, fleet or quick or full or nproc is not None,
+              floors_file)
+        return
     if fleet:
         from linkscope.check.fleet import FleetOptions
 
@@ -69,7 +83,8 @@ def check(
                as_json, junit, prometheus)
         return
     result = run_check(CheckOptions(expect=expect, mode="full" if full else "quick", thresholds=thresholds,
-                                    db_path=str(db) if db else None, nproc=nproc, oversubscribe=oversubscribe))
+                                    db_path=str(db) if db else None, nproc=nproc, oversubscribe=oversubscribe,
+                                    floors_file=floors_file))
     if junit is not None:
         junit.write_text(junit_xml(result.items), encoding="utf-8")
     if prometheus is not None:
@@ -78,6 +93,44 @@ def check(
         print_json(result.to_dict())
     else:
         console.print(f"check of this machine against {escape(result.expected_system)} (run {result.run_id})",
+                      highlight=False)
+        for item in result.items:
+            _print_item(item)
+        console.print(f"verdict: {result.verdict}", highlight=False)
+    if result.verdict == "FAIL":
+        raise typer.Exit(1)
+
+
+def _floors(path: Optional[Path]) -> Optional[str]:
+    """A --floors file, validated before anything is measured (a bad one: one line naming the entry, exit 2)."""
+    if path is None:
+        return None
+    from linkscope.check.sizing import health_floors
+    from linkscope.hardware.errors import check_input_file
+
+    check_input_file(path, "a health-check floors file", 1 << 20)
+    health_floors(str(path))
+    return str(path)
+
+
+def _from(source: str, expect: Optional[str], thresholds: Any, db: Optional[str], as_json: bool,
+          junit: Optional[Path], prometheus: Optional[Path], measures: bool, floors_file: Optional[str]) -> None:
+    from linkscope.check.junit import junit_xml
+    from linkscope.check.recorded import check_recorded
+
+    if measures:
+        raise UserError("--from judges a recorded output: give it without --fleet, --quick, --full or --nproc")
+    if expect is None:
+        raise UserError("--from needs --expect: the offering or preset the recorded nodes should be")
+    result = check_recorded(source, expect, thresholds, str(db) if db else None, floors_file)
+    if junit is not None:
+        junit.write_text(junit_xml(result.items), encoding="utf-8")
+    if prometheus is not None:
+        _write_prometheus(prometheus, result.run_id, db)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        console.print(f"check of {escape(source)} against {escape(result.expected_system)} (run {result.run_id})",
                       highlight=False)
         for item in result.items:
             _print_item(item)

@@ -72,7 +72,8 @@ def nccl_log(
     expect_mnnvl: Optional[bool] = typer.Option(None, "--expect-mnnvl/--no-expect-mnnvl",
                                                 help="An NVLink domain spans the hosts (GB200/GB300 NVL72 trays), so "
                                                      "traffic between them should stay on NVLink."),
-    fail_on_fallback: bool = typer.Option(False, "--fail-on-fallback", help="Exit 1 when a fallback is found."),
+    fail_on_fallback: bool = typer.Option(False, "--fail-on-fallback", help="Exit 1 when a fallback or an error "
+                                                                            "(a failed network completion) is found."),
 ) -> None:
     """Which transport each pair of ranks used (P2P, SHM, NET/IB, sockets, NVLS...) and the fallbacks."""
     from linkscope.probe.nccl_findings import Expectations
@@ -81,14 +82,14 @@ def nccl_log(
     base = Expectations.from_system(resolve_system(system, load_db())) if system else Expectations()
     expect = Expectations(nvlink=base.nvlink if expect_nvlink is None else expect_nvlink,
                           ib=base.ib if expect_ib is None else expect_ib,
-                          nvls=base.nvls if expect_nvls is None else expect_nvls,
+                          nvls=base.nvls if expect_nvls is None else expect_nvls, gdr=base.gdr,
                           mnnvl=base.mnnvl if expect_mnnvl is None else expect_mnnvl)
     report = read_nccl_log(file, expect)
     if as_json:
         print_json(report.to_dict())
     else:
         _print_log_report(report)
-    if fail_on_fallback and report.fallbacks:
+    if fail_on_fallback and (report.fallbacks or report.errors):
         raise typer.Exit(1)
 
 

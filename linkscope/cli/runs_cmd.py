@@ -76,7 +76,7 @@ def show(
         return
     console.print(metadata_table(info))
     if rows:
-        typer.echo(format_nccl_tests_table(rows), nl=False)
+        typer.echo(_tables(info, rows), nl=False)
         for line in nccl_choice_lines(rows, model_choices(info, rows)):
             typer.echo(line)
     if pairs:
@@ -87,6 +87,18 @@ def show(
         _print_moe(info)
     elif not rows and not pairs:
         console.print("This run has no rows.")
+
+
+def _tables(info: RunInfo, rows: list) -> str:
+    """Imported output as its file had it; linkscope's own runs as nccl-tests would print them."""
+    from linkscope.results.nccltests.table import format_imported_tables
+
+    sections = info.extra.get("sections") if info.kind == "import" else None
+    if isinstance(sections, list) and sections:
+        text = format_imported_tables(rows, sections)
+        if text is not None:
+            return text
+    return format_nccl_tests_table(rows)
 
 
 def _print_train(info: RunInfo) -> None:

@@ -190,7 +190,8 @@ def parse_yaml_text(text: str, file: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise DataError(file, f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line, whatever PyYAML says
+        raise DataError(file, f"not valid YAML{where}: {problem}") from None
     except RecursionError:
         raise DataError(file, "not valid YAML: nested too deeply") from None
     except (ValueError, TypeError, OverflowError) as exc:

@@ -17,8 +17,13 @@ from linkscope.hardware.system import RDMA_FABRICS, System
 from linkscope.probe.nccl_lines import ParsedLog
 from linkscope.probe.nccl_pairs import MNNVL_PATH, PairSummary, net_family, rank_hosts
 
-Severity = Literal["ok", "warning", "fallback"]
-SEVERITY_RANK: dict[str, int] = {"ok": 0, "warning": 1, "fallback": 2}
+Severity = Literal["ok", "warning", "fallback", "error"]
+SEVERITY_RANK: dict[str, int] = {"ok": 0, "warning": 1, "fallback": 2, "error": 3}
+IB_WC_STATUS = {1: "local length error", 2: "local QP operation error", 4: "local protection error",
+                5: "work request flushed (the QP was already in error)", 9: "remote invalid request",
+                10: "remote access error", 11: "remote operation error", 12: "transport retry counter exceeded",
+                13: "RNR retry counter exceeded"}
+"""ibv_wc_status codes (libibverbs verbs.h) NCCL prints after `Got completion from peer ... with status=`."""
 _EVIDENCE_LINES = 5
 
 TRANSPORT_KNOBS = frozenset({
@@ -42,15 +47,21 @@ class Expectations:
     """NVSwitch with NVLS (H100/H200/B200 and newer), so NVLS channels should exist."""
     mnnvl: bool | None = None
     """An NVLink domain spans the hosts (GB200/GB300 NVL72 trays), so NCCL should join them over NVLink (MNNVL)."""
+    gdr: bool | None = None
+    """The NICs do GPUDirect RDMA; False where the System has none (g5, g6e: EFA without it), so RDMA without
+    /GDRDMA is what it promises, not a fallback."""
 
     @classmethod
     def from_system(cls, system: System) -> Expectations:
-        """What a System promises: NVLink scale-up, an RDMA fabric, NVLS, NVLink across its nodes."""
-        fabric = system.node.scale_out.fabric
+        """What a System promises: NVLink scale-up, an RDMA fabric (with or without GPUDirect RDMA), NVLS, NVLink
+        across its nodes."""
+        so = system.node.scale_out
+        fabric = so.fabric
         return cls(nvlink=system.node.scale_up.is_nvlink,
                    ib=True if fabric in RDMA_FABRICS else (False if fabric == "tcp" else None),
                    nvls=system.node.scale_up.in_network_reduction == "nvls",
-                   mnnvl=True if system.domain_spans_nodes else None)
+                   mnnvl=True if system.domain_spans_nodes else None,
+                   gdr=so.gpudirect_rdma if fabric in RDMA_FABRICS else None)
 
 
 @dataclass(frozen=True)
@@ -136,7 +147,11 @@ def gdr_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> 
     rdma = [p for p in pairs if any(net_family(path) in ("ib", "efa") for path in p.channels_by_path)]
     without = [p for p in rdma if p.gdrdma_channels < p.net_channels]
     findings = []
-    if without:
+    if without and expect.gdr is False:
+        findings.append(Finding("ok", "no-gdrdma-expected",
+                                f"{len(without)} rank pairs use RDMA without GPUDirect RDMA, as this machine "
+                                f"promises: its NICs do not do GPUDirect RDMA", _evidence(without)))
+    elif without:
         findings.append(Finding("fallback", "no-gdrdma",
                                 f"{len(without)} rank pairs use RDMA without GPUDirect RDMA (no /GDRDMA): "
                                 f"{_pair_names(without)}; data is staged through host memory (nvidia_peermem not "
@@ -157,6 +172,9 @@ def rings_gdr_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectation
     crosses_nodes = any(p.net_channels for p in pairs) or _nnodes(log) > 1
     if not off or not crosses_nodes:
         return []
+    if expect.gdr is False:
+        return [Finding("ok", "gdr-off-expected", "`Connected all rings ... GDR 0`: no GPUDirect RDMA, as this "
+                                                  "machine promises", tuple(off[:_EVIDENCE_LINES]))]
     return [Finding("fallback", "gdr-disabled",
                     "`Connected all rings ... GDR 0`: GPUDirect RDMA is off for this communicator",
                     tuple(off[:_EVIDENCE_LINES]))]
@@ -314,14 +332,36 @@ def p2p_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> 
 
 def network_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
     """Which network NCCL selected and its devices (InfiniBand, RoCE, SHARP)."""
-    if not log.networks and not log.net_devices:
+    if not log.networks and not log.net_devices and not log.ofi_providers:
         return []
     names = sorted({name for _, name in log.networks})
+    providers = sorted({name for _, name in log.ofi_providers})
+    if providers:
+        names.append("libfabric provider " + ", ".join(f"{p} ({_PROVIDERS.get(p, 'libfabric')})" for p in providers))
     devices = sorted({f"{d.name}:{d.port}/{d.link_layer}" + ("/SHARP" if d.sharp else "") if d.port is not None
                       else d.name for d in log.net_devices})
     text = f"network: {', '.join(names) or 'not stated'}" + (f"; devices {', '.join(devices)}" if devices else "")
-    lines = [line for line, _ in log.networks] + [d.line for d in log.net_devices]
+    lines = [line for line, _ in log.networks] + [d.line for d in log.net_devices] + \
+        [line for line, _ in log.ofi_providers]
     return [Finding("ok", "network", text, tuple(sorted(set(lines))[:_EVIDENCE_LINES]))]
+
+
+_PROVIDERS = {"efa": "AWS EFA", "cxi": "HPE Slingshot", "verbs": "InfiniBand verbs", "tcp": "TCP sockets",
+              "sockets": "TCP sockets"}
+
+
+def net_error_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
+    """`NET/IB : Got completion from peer ... with status=12`: a network operation failed; NCCL aborts the
+    communicator (the run died, whatever else the log says)."""
+    if not log.net_errors:
+        return []
+    statuses = sorted({status for _, status, _ in log.net_errors})
+    named = ", ".join(f"{s} ({IB_WC_STATUS.get(s, 'see ibv_wc_status')})" for s in statuses)
+    return [Finding("error", "net-completion-error",
+                    f"{len(log.net_errors)} failed network completions (status {named}): the transfer failed and "
+                    "NCCL aborted; check the link and switch port (`ibstat`, port error counters), the peer named "
+                    "in the line, and the GID/RoCE settings",
+                    tuple(line for line, _, _ in log.net_errors[:_EVIDENCE_LINES]))]
 
 
 def collnet_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
@@ -352,11 +392,12 @@ def health_rule(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) 
 
 
 Rule = Callable[[ParsedLog, list[PairSummary], Expectations], list[Finding]]
-RULES: tuple[Rule, ...] = (shm_rule, net_inside_node_rule, socket_rule, no_device_rule, gdr_rule, rings_gdr_rule,
-                           nvls_rule, mnnvl_rule, env_rule, p2p_rule, network_rule, collnet_rule, health_rule)
+RULES: tuple[Rule, ...] = (net_error_rule, shm_rule, net_inside_node_rule, socket_rule, no_device_rule, gdr_rule,
+                           rings_gdr_rule, nvls_rule, mnnvl_rule, env_rule, p2p_rule, network_rule, collnet_rule,
+                           health_rule)
 
 
 def find_fallbacks(log: ParsedLog, pairs: list[PairSummary], expect: Expectations) -> list[Finding]:
-    """Every rule's findings, fallbacks first, then warnings, then what is as intended."""
+    """Every rule's findings, errors first, then fallbacks, warnings, and what is as intended."""
     findings = [finding for rule in RULES for finding in rule(log, pairs, expect)]
     return sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity])

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from linkscope.probe.text import Problem
+from linkscope.probe.text import Problem, strip_ansi
 
 SOURCE = "NCCL log"
 
@@ -24,7 +24,14 @@ _CONNECTION = re.compile(
 _COLLNET = re.compile(r"^CollNet\s+(?P<ch>\d+)(?:/(?P<sub>\d+))?\s*:\s*(?P<rank>\d+)\s*"
                       r"(?:\[(?P<dir>send|receive)\]\s*)?via\s+(?P<via>\S.*?)\s*$")
 _NET_VIA = re.compile(r"^(?P<kind>NET|COLLNET)/(?P<name>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<flags>.*)$")
-_VERSION = re.compile(r"NCCL version\s+(?P<version>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>[\d.]+))?")
+_VERSION = re.compile(r"(?P<lib>[NR])CCL version\s*:?\s*(?P<version>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>[\d.]+))?")
+_RAY_DEDUP = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
+"""Ray's log deduplication suffix (`... [repeated 15x across cluster]`), with its notice when it follows."""
+_COMM_SUFFIX = re.compile(r"\s+comm\s+(?P<comm>0x[0-9a-fA-F]+)\s+nRanks\s+(?P<nranks>\d+)(?P<rest>.*)$")
+"""RCCL's and newer NCCLs' `... comm 0x55d8 nRanks 32 [busId 17000]` at the end of a Channel/Trees/rings line."""
+_NET_COMPLETION = re.compile(r"Got completion from peer\s+(?P<peer>\S+)\s+with\s+(?:error\s+|status\s*=\s*)"
+                             r"(?P<status>\d+)")
+_OFI_PROVIDER = re.compile(r"^NET/OFI Selected [Pp]rovider is\s+(?P<provider>[\w;+-]+)")
 _USING_NETWORK = re.compile(r"^Using network\s+(?P<name>\S.*?)\s*$")
 _NET_NO_DEVICE = re.compile(r"^NET/(?P<name>\S+?)\s*:\s*No device found")
 _NET_USING = re.compile(r"^NET/(?P<name>\S+?)\s*:\s*Using\s*(?P<devices>.*)$")
@@ -77,7 +84,7 @@ class Connection:
     path: str
     """Normalised transport: `P2P/CUMEM`, `P2P/direct`, `P2P/IPC`, `P2P/indirect`, `SHM`, `NET/IB`, `NET/Socket`..."""
     via: str
-    """Everything after `via`, as printed (`NET/IB/3/GDRDMA`)."""
+    """Everything after `via`, as printed (`NET/IB/3/GDRDMA`), without a `comm 0x.. nRanks N` suffix."""
     direction: str | None = None
     gdrdma: bool = False
     read: bool = False
@@ -175,6 +182,16 @@ class ParsedLog:
     nccl_lines: int = 0
     version: str | None = None
     cuda_version: str | None = None
+    library: str = "NCCL"
+    """`RCCL` where the log says so (AMD's fork prints `RCCL version`)."""
+    hosts: list[str] = field(default_factory=list)
+    """Host names the line prefixes name, in order of first appearance."""
+    comm_sizes: list[tuple[int, str, int]] = field(default_factory=list)
+    """(line, comm, nranks) of lines ending `comm 0x.. nRanks N` (RCCL, NCCL 2.2x Channel and Trees lines)."""
+    net_errors: list[tuple[int, int, str]] = field(default_factory=list)
+    """(line, work-completion status, message) of failed network completions (`Got completion from peer`)."""
+    ofi_providers: list[tuple[int, str]] = field(default_factory=list)
+    """(line, provider) of aws-ofi-nccl's `Selected Provider is efa|cxi|...`."""
     connections: list[Connection] = field(default_factory=list)
     collnet: list[Connection] = field(default_factory=list)
     networks: list[tuple[int, str]] = field(default_factory=list)
@@ -200,19 +217,44 @@ class ParsedLog:
 def parse_log(text: str) -> ParsedLog:
     """Read every NCCL line of a log; other lines are skipped, unreadable NCCL lines become problems."""
     log = ParsedLog()
+    hosts: dict[str, None] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         log.lines_total += 1
-        match = _PREFIX.search(raw) if "NCCL" in raw else None  # most lines of a run are not NCCL's
+        if "\x1b" in raw:
+            raw = strip_ansi(raw)
+        if "across cluster]" in raw:
+            raw = _RAY_DEDUP.sub("", raw)
+        match = _PREFIX.search(raw) if "CCL" in raw else None  # most lines of a run are not NCCL's
         if match is None:
             _read_bare(log, number, raw)
             continue
         log.nccl_lines += 1
         message, host = match.group("msg").strip(), match.group("host")
+        if host:
+            hosts.setdefault(host)
+        message = _read_comm_suffix(log, number, message)
         if match.group("level") == "WARN":
             log.warns.append((number, message))
+            _read_net_error(log, number, message)
         elif not _read_message(log, number, message, host):
             _read_bare(log, number, message)
+    log.hosts = list(hosts)
     return log
+
+
+def _read_comm_suffix(log: ParsedLog, number: int, message: str) -> str:
+    """Record and cut a trailing `comm 0x.. nRanks N ...`, so the transport before it reads as usual."""
+    match = _COMM_SUFFIX.search(message) if "nRanks" in message else None
+    if match is None or re.search(r"\brank\s+\d+\s+nRanks", message):
+        return message  # `comm 0x.. rank r nRanks n ...` is the communicator line itself (_read_comm)
+    log.comm_sizes.append((number, match.group("comm"), int(match.group("nranks"))))
+    return message[: match.start()]
+
+
+def _read_net_error(log: ParsedLog, number: int, message: str) -> None:
+    match = _NET_COMPLETION.search(message)
+    if match is not None:
+        log.net_errors.append((number, int(match.group("status")), message))
 
 
 def _read_bare(log: ParsedLog, number: int, text: str) -> None:
@@ -220,12 +262,13 @@ def _read_bare(log: ParsedLog, number: int, text: str) -> None:
     version = _VERSION.search(text)
     if version and log.version is None:
         log.version, log.cuda_version = version.group("version"), version.group("cuda")
+        log.library = "RCCL" if version.group("lib") == "R" else "NCCL"
 
 
 def _read_message(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
     """Dispatch one INFO message; True when a reader took it."""
     readers = (_read_tuning, _read_connection, _read_collnet, _read_network, _read_rings, _read_channels,
-               _read_nvls, _read_mnnvl, _read_comm, _read_env, _read_graph)
+               _read_nvls, _read_mnnvl, _read_comm, _read_env, _read_graph, _read_provider)
     return any(reader(log, number, message, host) for reader in readers)
 
 
@@ -259,7 +302,8 @@ def classify_via(via: str) -> tuple[str, dict[str, Any], str | None]:
         mode = rest.split("/", 1)[0].strip()
         name = {"direct pointer": "direct", "direct": "direct"}.get(mode, mode)
         return f"P2P/{name}", {"read": "/read" in f"/{rest}"}, None if name else "P2P line without a mode"
-    if transport == "SHM":
+    if transport == "SHM" or via.strip() == "direct shared memory":
+        # NCCL 2.7/2.8 printed its SHM transport as `via direct shared memory`.
         return "SHM", {}, None
     net = _NET_VIA.match(via)
     if net is not None:
@@ -390,6 +434,14 @@ def _read_graph(log: ParsedLog, number: int, message: str, host: str | None) -> 
     if match is None:
         return False
     log.graph_bw_gb_per_s.append((number, float(match.group("max")), float(match.group("total"))))
+    return True
+
+
+def _read_provider(log: ParsedLog, number: int, message: str, host: str | None) -> bool:
+    match = _OFI_PROVIDER.match(message)
+    if match is None:
+        return False
+    log.ofi_providers.append((number, match.group("provider")))
     return True
 
 

@@ -39,14 +39,30 @@ class NcclLogReport:
         return [f for f in self.findings if f.severity == "fallback"]
 
     @property
+    def errors(self) -> list[Finding]:
+        """Findings of severity `error`: the run failed (a network completion error, ...)."""
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
     def nranks(self) -> int | None:
-        """Ranks of the largest communicator, from the `comm ... nRanks` lines."""
-        return max((c.nranks for c in self.log.comms), default=None)
+        """Ranks of the largest communicator, from the `comm ... nRanks` lines and the `comm 0x.. nRanks N` suffix
+        of Channel, Trees and rings lines."""
+        sizes = [c.nranks for c in self.log.comms] + [n for _, _, n in self.log.comm_sizes]
+        return max(sizes, default=None)
+
+    @property
+    def hosts(self) -> list[str]:
+        """The host names the log's line prefixes name, each once."""
+        return list(self.log.hosts)
 
     @property
     def nnodes(self) -> int | None:
-        """Nodes of the largest communicator, where the log states it (NCCL 2.1x and later)."""
-        return max((c.nnodes for c in self.log.comms if c.nnodes is not None), default=None)
+        """Nodes of the largest communicator where the log states it (NCCL 2.1x and later), else the hosts the log
+        names when there are several (one name may stand for several nodes, `ubuntu`, so one name proves nothing)."""
+        stated = max((c.nnodes for c in self.log.comms if c.nnodes is not None), default=None)
+        if stated is not None:
+            return stated
+        return len(self.log.hosts) if len(self.log.hosts) > 1 else None
 
     def transports(self) -> dict[str, int]:
         """Channels per transport path over all pairs, e.g. {"P2P/CUMEM": 96, "NET/IB": 16}."""
@@ -68,12 +84,15 @@ class NcclLogReport:
         """A stable JSON object."""
         log = self.log
         return {
-            "source": self.source, "nccl_version": log.version, "cuda_version": log.cuda_version,
-            "lines_total": log.lines_total, "nccl_lines": log.nccl_lines, "nranks": self.nranks,
-            "nnodes": self.nnodes, "worst": self.worst, "expectations": asdict(self.expectations),
+            "source": self.source, "library": log.library, "nccl_version": log.version,
+            "cuda_version": log.cuda_version, "lines_total": log.lines_total, "nccl_lines": log.nccl_lines,
+            "nranks": self.nranks, "nnodes": self.nnodes, "hosts": self.hosts, "worst": self.worst,
+            "expectations": asdict(self.expectations),
             "transports": self.transports(), "pairs": [p.to_dict() for p in self.pairs],
             "findings": [f.to_dict() for f in self.findings], "mnnvl": self.mnnvl().to_dict(),
             "networks": sorted({name for _, name in log.networks}),
+            "ofi_providers": sorted({name for _, name in log.ofi_providers}),
+            "net_errors": [{"line": line, "status": status, "message": text} for line, status, text in log.net_errors],
             "net_devices": [asdict(d) for d in log.net_devices],
             "rings": [{"line": line, "pxn": pxn, "gdr": gdr} for line, pxn, gdr in log.rings],
             "channel_counts": [{"line": line, **counts} for line, counts in log.channel_counts],

@@ -107,6 +107,11 @@ def _cuda_version(value: Any) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
+def _free_gib(memory: Any) -> float | None:
+    free = getattr(memory, "free", None)
+    return round(free / _GIB, 2) if isinstance(free, (int, float)) and free >= 0 else None
+
+
 def _gpu(nvml: Any, index: int, handle: Any, pci_root: Path) -> GpuInfo:
     pci = _call(nvml, "nvmlDeviceGetPciInfo", handle)
     memory = _call(nvml, "nvmlDeviceGetMemoryInfo", handle)
@@ -118,6 +123,7 @@ def _gpu(nvml: Any, index: int, handle: Any, pci_root: Path) -> GpuInfo:
         uuid=_decode(_call(nvml, "nvmlDeviceGetUUID", handle)),
         pci_bus_id=bus_id,
         memory_gib=None if memory is None else round(memory.total / _GIB, 2),
+        memory_free_gib=_free_gib(memory),
         pcie_gen_current=_call(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
         pcie_gen_max=_call(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
         pcie_width_current=_call(nvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),

@@ -31,6 +31,8 @@ class GpuInfo:
     uuid: str | None = None
     pci_bus_id: str | None = None
     memory_gib: float | None = None
+    memory_free_gib: float | None = None
+    """Memory not in use when probed (NVML); what `check --full` may fill with its largest message."""
     pcie_gen_current: int | None = None
     pcie_gen_max: int | None = None
     pcie_width_current: int | None = None

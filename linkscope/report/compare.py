@@ -37,18 +37,29 @@ def environment(info: RunInfo) -> dict[str, str | None]:
     system = info.system if isinstance(info.system, dict) else {}
     scale_up = system.get("scale_up") if isinstance(system.get("scale_up"), dict) else {}
     scale_out = system.get("scale_out") if isinstance(system.get("scale_out"), dict) else {}
+    devices = _devices(info)
+    names = sorted({str(d.get("name")) for d in devices if d.get("name")})
+    per_host: dict[str, int] = {}
+    for d in devices:
+        per_host[str(d.get("host"))] = per_host.get(str(d.get("host")), 0) + 1
     env = {
-        "gpu": _text(system.get("gpu")),
-        "gpus_per_node": _text(system.get("gpus")),
+        "gpu": _text(system.get("gpu")) or (", ".join(names) if names else None),
+        "gpus_per_node": _text(system.get("gpus")) or (str(max(per_host.values())) if per_host else None),
         "topology": f"{scale_up.get('kind')} {scale_up.get('generation')}" if scale_up else None,
         "scale_out": f"{scale_out.get('nics')}x {scale_out.get('fabric')}" if scale_out else None,
         "hosts": ",".join(info.hosts),
         "backend": info.backend,
         "world_size": str(info.world_size),
-        **{f"version.{k}": v for k, v in info.versions.items() if k in ("driver", "nccl", "torch", "cuda")},
+        **{f"version.{k}": v for k, v in info.versions.items() if k in ("driver", "nccl", "rccl", "torch", "cuda")},
         **{f"env.{k}": v for k, v in info.nccl_env.items()},
     }
     return env
+
+
+def _devices(info: RunInfo) -> list[dict[str, Any]]:
+    """The device lines an imported run recorded (`# Rank 0 ... on HOST device 0 [..] NAME`)."""
+    ranks = info.groups.get("ranks") if isinstance(info.groups, dict) else None
+    return [d for d in ranks if isinstance(d, dict)] if isinstance(ranks, list) else []
 
 
 def _check_comparable(runs: list[tuple[RunInfo, list[CollectiveRow]]]) -> None:
@@ -77,20 +88,8 @@ def compare_runs(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str | None
             has = sorted({r.op for r in rows})
             raise UserError(f"run {info.run_id} has no {op} measurements (it has: {', '.join(has)}); "
                             "choose an op both runs measured with --op")
-    table = []
-    for info, rows in runs:
-        by_size = _op_rows(rows, op)
-        entry: dict[str, Any] = {"run_id": info.run_id, "label": info.label, "kind": info.kind, "busbw": {},
-                                 "latency_us": None, "peak_busbw": None}
-        for size in sizes:
-            row = by_size.get(size)
-            entry["busbw"][str(size)] = None if row is None else round(row.busbw, 3)
-        small = [r for s, r in sorted(by_size.items()) if s > 0]
-        if small:
-            entry["latency_us"] = round(small[0].time_us, 2)
-            entry["latency_bytes"] = small[0].size_bytes
-            entry["peak_busbw"] = round(max(r.busbw for r in small), 3)
-        table.append(entry)
+    common = _smallest_common_size(runs, op)
+    table = [_entry(info, rows, op, sizes, common) for info, rows in runs]
     base: dict[str, Any] = table[0] if table else {}
     for entry in table:
         entry["busbw_pct"] = {k: _pct(v, base["busbw"].get(k)) for k, v in entry["busbw"].items()}
@@ -100,7 +99,34 @@ def compare_runs(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str | None
     envs = [environment(info) for info, _ in runs]
     keys = sorted({k for env in envs for k in env})
     differs = {k: [env.get(k) for env in envs] for k in keys if len({env.get(k) for env in envs}) > 1}
-    return {"op": op, "sizes": list(sizes), "runs": table, "environment_diff": differs, "nccl_choice_diff": choices}
+    return {"op": op, "sizes": list(sizes), "latency_bytes": common, "runs": table, "environment_diff": differs,
+            "nccl_choice_diff": choices}
+
+
+def _smallest_common_size(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str) -> int | None:
+    """The smallest positive size every run measured `op` at: latencies compare only at one size."""
+    sets = [{r.size_bytes for r in rows if r.op == op and r.size_bytes > 0} for _, rows in runs]
+    common = set.intersection(*sets) if sets else set()
+    return min(common) if common else None
+
+
+def _entry(info: RunInfo, rows: list[CollectiveRow], op: str, sizes: tuple[int, ...],
+           common: int | None) -> dict[str, Any]:
+    """One run's line: busbw at `sizes`, latency at the common smallest size, peak busbw over both placements."""
+    by_size = _op_rows(rows, op)
+    entry: dict[str, Any] = {"run_id": info.run_id, "label": info.label, "kind": info.kind, "busbw": {},
+                             "latency_us": None, "latency_bytes": common, "peak_busbw": None, "peak_placement": None,
+                             "peak_bytes": None}
+    for size in sizes:
+        row = by_size.get(size)
+        entry["busbw"][str(size)] = None if row is None else round(row.busbw, 3)
+    if common is not None:
+        entry["latency_us"] = round(by_size[common].time_us, 2)
+    sized = [r for r in rows if r.op == op and r.size_bytes > 0]
+    if sized:
+        best = max(sized, key=lambda r: r.busbw)
+        entry.update(peak_busbw=round(best.busbw, 3), peak_placement=best.placement, peak_bytes=best.size_bytes)
+    return entry
 
 
 def _choice_diff(runs: list[tuple[RunInfo, list[CollectiveRow]]], op: str) -> list[dict[str, Any]]:
@@ -151,13 +177,28 @@ def busbw_table(data: dict[str, Any]) -> Table:
     for size in DEFAULT_SIZES:
         label = _size_label(size)
         table.add_column(label if label[-1].isalpha() else f"{label} B", justify="right", no_wrap=True)
-    table.add_column("lat us", justify="right", no_wrap=True)
+    common = data.get("latency_bytes")
+    table.add_column(f"lat us@{_size_label(common)}" if common else "lat us", justify="right", no_wrap=True)
     table.add_column("peak", justify="right", no_wrap=True)
     for e in data["runs"]:
         table.add_row(e["run_id"], escape(e["label"] or ""), *[_cell(e["busbw"][str(s)], e["busbw_pct"][str(s)])
                                                                 for s in DEFAULT_SIZES],
-                      _cell(e["latency_us"], e["latency_pct"]), _cell(e["peak_busbw"], e["peak_busbw_pct"]))
+                      _cell(e["latency_us"], e["latency_pct"]), _peak_cell(e))
+    if not common:
+        table.caption = "no size all runs measured: latencies are not compared"
+    else:
+        table.caption = "peak: the best busbw of any size, out-of-place (oop) or in-place (ip)"
     return table
+
+
+def _peak_cell(e: dict[str, Any]) -> str:
+    """The peak with the placement it came from (`ip`, `oop`), its % against the base run under it."""
+    cell = _cell(e["peak_busbw"], e["peak_busbw_pct"])
+    if e.get("peak_busbw") is None:
+        return cell
+    mark = " ip" if e.get("peak_placement") == "in_place" else " oop"
+    head, _, rest = cell.partition("\n")
+    return head + mark + ("\n" + rest if rest else "")
 
 
 def environment_table(data: dict[str, Any]) -> Table | None:

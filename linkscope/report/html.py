@@ -39,6 +39,19 @@ def _predicted(info: RunInfo, op: str, sizes: list[int]) -> list[float] | None:
         return None
 
 
+def _drawable(op: str, runs: list[tuple[RunInfo, list[CollectiveRow]]]) -> str:
+    """Why `op` gets no busbw chart (empty when it gets one): a chart of an unknown collective's bus bandwidth, or
+    of nothing but zeros, would show a measurement that is not there."""
+    named = ", ".join(info.run_id for info, rows in runs if any(r.op == op for r in rows))
+    if op == "unknown":
+        return (f"Run(s) {named}: the output names no collective (its header was cut away), so its bus bandwidth "
+                "cannot be defined; its rows are not drawn. Import the output with its header, or see `linkscope "
+                "runs show`.")
+    if not any(r.busbw > 0 for _, rows in runs for r in rows if r.op == op and r.size_bytes > 0):
+        return f"{op}: every measured bus bandwidth is 0 (run(s) {named}); nothing to draw."
+    return ""
+
+
 def _busbw_figure(op: str, runs: list[tuple[RunInfo, list[CollectiveRow]]]) -> Any:
     import plotly.graph_objects as go
 
@@ -107,8 +120,13 @@ def render_report(runs: list[tuple[RunInfo, list[CollectiveRow], list[PairRow]]]
             raise UserError(f"run {info.run_id} has no measurements to draw (status {info.status})")
     parts: list[str] = []
     figures: list[Any] = []
+    notes: list[str] = []
     ops = sorted({r.op for _, rows, _ in runs for r in rows})
     for op in ops:
+        drawable = _drawable(op, [(info, rows) for info, rows, _ in runs])
+        if drawable:
+            notes.append(f"<p>{_e(drawable)}</p>")
+            continue
         figures.append(_busbw_figure(op, [(info, rows) for info, rows, _ in runs]))
     for info, _, pairs in runs:
         if pairs:
@@ -123,4 +141,4 @@ def render_report(runs: list[tuple[RunInfo, list[CollectiveRow], list[PairRow]]]
             f"<title>{_e(title)}</title><style>{style}</style></head><body>"
             f"<h1>{_e(title)}</h1><table><tr><th>run</th><th>label</th><th>kind</th><th>started (UTC)</th>"
             f"<th>hosts</th><th>ranks</th><th>backend</th><th>NCCL</th></tr>{summary}</table>"
-            + "".join(checks) + "".join(parts) + "</body></html>\n")
+            + "".join(checks) + "".join(notes) + "".join(parts) + "</body></html>\n")

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # annotations only: the probe package loads when a command pr
     from linkscope.probe.nccl_log import NcclLogReport
 
 MAX_PAIR_ROWS = 64
-_SEVERITY_STYLE = {"ok": "green", "warning": "yellow", "fallback": "bold red"}
+_SEVERITY_STYLE = {"ok": "green", "warning": "yellow", "fallback": "bold red", "error": "bold red"}
 
 
 def host_table(probe: MachineProbe) -> Table:
@@ -105,8 +105,12 @@ def nic_table(probe: MachineProbe) -> Table:
 def log_summary(report: NcclLogReport) -> str:
     """One line: NCCL version, ranks, nodes, networks and how many lines were NCCL's."""
     log = report.log
-    facts = [f"NCCL {log.version or '?'}", f"{report.nranks or '?'} ranks", f"{report.nnodes or '?'} nodes",
-             f"network {', '.join(sorted({n for _, n in log.networks})) or '?'}",
+    hosts = report.hosts
+    networks = {n for _, n in log.networks} | {f"OFI/{p}" for _, p in log.ofi_providers}
+    named = f"{len(hosts)} host{'s' if len(hosts) != 1 else ''} named" if hosts else "no host named"
+    facts = [f"{log.library} {log.version or '?'}", f"{report.nranks or '?'} ranks", f"{report.nnodes or '?'} nodes",
+             named,
+             f"network {', '.join(sorted(networks)) or '?'}",
              f"{log.nccl_lines} NCCL lines of {log.lines_total}"]
     text = f"[bold]{report.source}[/]: " + ", ".join(facts)
     m = report.mnnvl()

@@ -44,23 +44,40 @@ def run_to_json(info: RunInfo, rows: Sequence[CollectiveRow], pair_rows: Sequenc
         "results": [_result(oop, ip) for oop, ip in paired(rows)],
         "out_of_bounds": {"count": sum(1 for r in rows if r.nwrong),
                           "okay": "false" if any(r.nwrong for r in rows) else "true"},
-        "average_bus_bandwidth": {"bandwidth": avg_busbw(rows), "okay": "unchecked"},
+        "average_bus_bandwidth": _average(rows),
         "end_time": info.ended_at,
         "linkscope": _linkscope(info, rows, pair_rows),
     }
 
 
 def _linkscope(info: RunInfo, rows: Sequence[CollectiveRow], pair_rows: Sequence[PairRow]) -> dict[str, Any]:
-    ops = list(dict.fromkeys(r.op for r in rows))
     return {
         "run_id": info.run_id, "kind": info.kind, "label": info.label, "status": info.status,
         "started_at": info.started_at, "ended_at": info.ended_at, "error": info.error, "hosts": info.hosts,
         "world_size": info.world_size, "nodes": info.nodes, "backend": info.backend, "versions": info.versions,
         "nccl_env": info.nccl_env, "system": info.system, "config": info.config, "groups": info.groups,
         "command": info.command, "extra": info.extra,
-        "avg_busbw_by_op": {op: avg_busbw([r for r in rows if r.op == op]) for op in ops},
+        "avg_busbw_by_op": _avg_by_collective(rows),
         "pairs": [asdict(p) for p in pair_rows],
     }
+
+
+def _avg_by_collective(rows: Sequence[CollectiveRow]) -> dict[str, float]:
+    """nccl-tests' `Avg bus bandwidth` per collective (per collective and rank count where one op ran at
+    several): one average over different collectives would mean nothing."""
+    groups = list(dict.fromkeys((r.op, r.world_size) for r in rows))
+    several = {op for op, _ in groups if sum(o == op for o, _ in groups) > 1}
+    return {(f"{op}@{world}ranks" if op in several else op): avg_busbw([r for r in rows if (r.op, r.world_size) ==
+                                                                         (op, world)]) for op, world in groups}
+
+
+def _average(rows: Sequence[CollectiveRow]) -> dict[str, Any]:
+    """The file-level average of nccl-tests' JSON: its value where the run is one collective, else none (the
+    per-collective figures are under `by_collective`)."""
+    by = _avg_by_collective(rows)
+    if len(by) <= 1:
+        return {"bandwidth": avg_busbw(rows), "okay": "unchecked"}
+    return {"bandwidth": None, "okay": "unchecked", "by_collective": by}
 
 
 def _result(oop: CollectiveRow | None, ip: CollectiveRow | None) -> dict[str, Any]:

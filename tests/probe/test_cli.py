@@ -83,7 +83,7 @@ def test_nccl_log_takes_expectations_from_a_system_and_can_fail() -> None:
     assert result.exit_code == 1
     relaxed = run("nccl-log", SOCKET_LOG, "--system", "dgx-h100", "--no-expect-nvls", "--json")
     data = json.loads(relaxed.stdout)
-    assert data["expectations"] == {"nvlink": True, "ib": True, "nvls": False, "mnnvl": None}
+    assert data["expectations"] == {"nvlink": True, "ib": True, "nvls": False, "mnnvl": None, "gdr": True}
     assert "nvls-unavailable" in [f["code"] for f in data["findings"] if f["severity"] == "ok"]
 
 

@@ -13,7 +13,7 @@ from linkscope.probe.nccl_findings import Expectations
 from linkscope.probe.nccl_log import NcclLogReport, analyse_nccl_log, read_nccl_log
 from tests.probe.fixtures import PROBE_FIXTURES
 
-ALL_EXPECTED = Expectations(nvlink=True, ib=True, nvls=True)
+ALL_EXPECTED = Expectations(nvlink=True, ib=True, nvls=True, gdr=True)
 
 
 def _codes(report: NcclLogReport, severity: str) -> list[str]:
@@ -92,7 +92,7 @@ def test_empty_and_non_nccl_text_say_what_is_missing() -> None:
 def test_expectations_of_presets() -> None:
     db = load_db(include_user=False)
     assert Expectations.from_system(db.systems["dgx-h100"]) == ALL_EXPECTED
-    assert Expectations.from_system(db.systems["dgx-a100"]) == Expectations(nvlink=True, ib=True, nvls=False)
+    assert Expectations.from_system(db.systems["dgx-a100"]) == Expectations(nvlink=True, ib=True, nvls=False, gdr=True)
 
 
 def test_json_form_is_serialisable_and_complete() -> None:

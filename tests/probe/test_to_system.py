@@ -182,7 +182,7 @@ def test_expectations_follow_the_probed_system(db: HardwareDB) -> None:
     probe = probe_machine(runner=h100_smi_runner(), paths=tree_paths(), use_nvml=False)
     system = to_system(probe, db).system
     assert system is not None
-    assert Expectations.from_system(system) == Expectations(nvlink=True, ib=True, nvls=True)
+    assert Expectations.from_system(system) == Expectations(nvlink=True, ib=True, nvls=True, gdr=True)
 
 
 def test_a_recorded_h200_vm_probe_maps_to_the_h200_and_round_trips(db: HardwareDB) -> None:

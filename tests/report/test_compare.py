@@ -46,7 +46,8 @@ def test_a_log_whose_header_names_no_op_compares_with_numbers(tmp_path: Path) ->
     data = json.loads(run_cli("compare", base, prefixed, "--json", "--db", str(db)).stdout)
     assert data["op"] == "all_reduce"
     p5 = data["runs"][1]
-    assert p5["busbw"][str(1 << 30)] == 441.81 and p5["peak_busbw"] == 483.05
+    assert p5["busbw"][str(1 << 30)] == 441.81
+    assert (p5["peak_busbw"], p5["peak_placement"]) == (483.35, "in_place")  # the best of both placements
     assert all(v is not None for v in p5["busbw"].values())
     table = run_cli("compare", base, prefixed, "--db", str(db)).stdout
     assert "441.8" in table
@@ -63,3 +64,33 @@ def test_compare_runs_is_pure() -> None:
     data = compare_runs(runs)
     assert data["runs"][1]["busbw_pct"][str(1 << 20)] == 20.0
     assert data["environment_diff"]["env.NCCL_ALGO"] == ["Ring", None]
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus" / "nccl_tests"
+
+
+def test_gpu_model_and_count_are_in_the_environment_diff_and_peak_says_its_placement(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    h100 = _import(db, "v2.13_all_reduce_h100_2x8.txt")
+    result = run_cli("import", "nccl-tests", str(CORPUS / "rccl_tests_mi300x_8gpu_aac8.txt"), "--db", str(db))
+    assert result.exit_code == 0, result.output
+    with ResultStore(db) as store:
+        mi300x = store.list_runs(limit=1)[0].run_id
+    data = json.loads(run_cli("compare", h100, mi300x, "--json", "--db", str(db)).stdout)
+    assert data["environment_diff"]["gpu"] == ["NVIDIA H100 80GB HBM3", "AMD Instinct MI300X"]
+    assert "gpus_per_node" not in data["environment_diff"]  # 8 per host on both
+    assert data["environment_diff"]["world_size"] == ["16", "8"]
+    first, second = data["runs"]
+    assert (second["peak_busbw"], second["peak_placement"]) == (315.91, "in_place")  # 8 GiB in-place, not 315.69
+    assert data["latency_bytes"] == 8 and first["latency_bytes"] == second["latency_bytes"] == 8
+    table = run_cli("compare", h100, mi300x, "--db", str(db)).stdout
+    assert "lat us@8" in table and " ip" in table
+
+
+def test_latency_is_not_compared_without_a_common_size(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    one_size = _import(db, "derived_h100_8gpu_16g_440.txt")  # a single 16 GiB row
+    sweep = _import(db, "v2.13_all_reduce_h100_2x8.txt")  # 8 B .. 8 GiB
+    data = json.loads(run_cli("compare", sweep, one_size, "--json", "--db", str(db)).stdout)
+    assert data["latency_bytes"] is None and all(e["latency_us"] is None for e in data["runs"])
+    assert "no size all runs measured" in run_cli("compare", sweep, one_size, "--db", str(db)).stdout

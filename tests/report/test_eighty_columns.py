@@ -41,7 +41,7 @@ def test_compare_keeps_ids_headers_and_percentages_whole() -> None:
     assert "c66f1262" in text and "325aa36a" in text and "…" not in text
     for header in ("8 B", "1M", "64M", "1G", "lat us", "peak"):
         assert header in text
-    assert "+147%" in text and "-76%" in text
+    assert "+147%" in text and "-74%" in text and "lat us@64" in text  # latency at the smallest common size
 
 
 def test_profiles_and_calibrate_fit_eighty_columns() -> None:

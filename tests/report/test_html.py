@@ -86,3 +86,16 @@ def test_report_of_a_check_run_shows_its_verdicts(tmp_path: Path) -> None:
     page = render_report([(info, [], [])])
     assert "Check abc check: FAIL against dgx-h100" in page and "nvlink.links" in page
     assert EVIL not in page
+
+
+def test_a_run_whose_collective_is_unknown_gets_no_chart_of_zeros(tmp_path: Path) -> None:
+    # A 3-rank paste with its header cut: 13 fields of zeros at 8-32 B, no binary named (nccl-tests #280).
+    corpus = Path(__file__).resolve().parents[1] / "fixtures" / "corpus" / "nccl_tests"
+    db, out = tmp_path / "r.db", tmp_path / "r.html"
+    imported = run_cli("import", "nccl-tests", str(corpus / "nccl_tests_280_unindented_rows_and_failure.txt"),
+                       "--db", str(db))
+    run_id = imported.stdout.split("imported run ")[1].split(":")[0]
+    result = run_cli("report", run_id, "-o", str(out), "--db", str(db))
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert "the output names no collective" in page and "unknown: busbw vs size" not in page

@@ -61,7 +61,7 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
     return CalibrationReport(profile=profile, path=str(save_profile(profile)))
 
 
-GPU_BACKENDS = ("nccl", "nccl-tests")
+GPU_BACKENDS = ("nccl", "nccl-tests", "rccl-tests")
 """Runs measured on GPUs: linkscope's own on NCCL, and imported nccl-tests output."""
 
 

@@ -46,6 +46,9 @@ class NcclTuning(_Strict):
     nvls_efficiency: dict[str, float]
     nvlink_per_link_bw: dict[str, float]
     nvlink_datasheet_per_link_bw: dict[str, float]
+    xgmi_per_link_bw: dict[str, float] = {}
+    """RCCL's planning bandwidth of one xGMI link, per GPU architecture (RCCL src/graph/topo.h)."""
+    xgmi_datasheet_per_link_bw: dict[str, float] = {}
     pcie_x16_bw: dict[str, float]
     inter_socket_bw: dict[str, float]
     nvls_channels: dict[str, int]

@@ -94,6 +94,9 @@ def _nvlink_bw(system: System, arch: str) -> float:
     if su.kind == "pcie":
         return 0.0
     tuning = nccl_tuning()
+    gpu_arch = system.node.gpu.arch
+    if su.kind == "xgmi-mesh" and gpu_arch in tuning.xgmi_per_link_bw:
+        return su.bw_gb_per_s * tuning.xgmi_per_link_bw[gpu_arch] / tuning.xgmi_datasheet_per_link_bw[gpu_arch]
     share = tuning.nvlink_per_link_bw[arch] / tuning.nvlink_datasheet_per_link_bw[arch]
     return su.bw_gb_per_s * share
 

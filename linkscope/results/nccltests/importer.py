@@ -79,8 +79,12 @@ def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> Import
         more = f" (and {len(invalid) - 1} more)" if len(invalid) > 1 else ""
         raise UserError(f"{path}: {invalid[0]}{more}; nothing imported")
     if not parsed.rows:
+        if parsed.failures:
+            raise UserError(f"{path}: the test failed before printing any result ({parsed.failures[0]}); "
+                            "nothing imported")
         detail = "; ".join(str(p) for p in parsed.problems[:3])
         raise UserError(f"{path}: no nccl-tests result rows found" + (f" ({detail})" if detail else ""))
+    check_one_run_per_op(path, parsed)
     earlier = store.find_import(digest)
     if earlier is not None:
         return ImportResult(run_id=earlier, parsed=parsed, already_imported=True)
@@ -93,27 +97,49 @@ def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> Import
         # Never leave a run `running` with no rows behind a failed insert.
         store.finish_run(run_id, "failed", f"import failed: {type(exc).__name__}: {exc}")
         raise
-    store.finish_run(run_id, "incomplete" if parsed.problems else "complete")
+    if parsed.failures:
+        # The test died midway: what it printed before is kept, and the run says how it ended.
+        store.finish_run(run_id, "failed", f"line {parsed.failures[0].line}: {parsed.failures[0].message}")
+    else:
+        store.finish_run(run_id, "incomplete" if parsed.problems else "complete")
     return ImportResult(run_id=run_id, parsed=parsed)
+
+
+def check_one_run_per_op(path: Path, parsed: ParsedNcclTests) -> None:
+    """Sections of one op at one rank count are one run each: several in one file (a loop's output with the
+    headers grepped away) cannot be told apart, so the file is refused with the lines where each starts."""
+    starts: dict[tuple[str, int], list[int]] = {}
+    for section in parsed.sections:
+        if section.rows:
+            starts.setdefault((section.op, section.world_size), []).append(section.first_line or 0)
+    for (op, world), lines in starts.items():
+        if len(lines) > 1:
+            ranks = f"{world} ranks" if world else "an unknown rank count"
+            raise UserError(f"{path}: {len(lines)} runs of {op} on {ranks} in one file (starting at lines "
+                            f"{', '.join(map(str, lines))}); split it into one file per run; nothing imported")
 
 
 def run_info(parsed: ParsedNcclTests, label: str) -> RunInfo:
     """The run metadata for an import: hosts and world size from the device lists, versions from the headers."""
-    versions = {k: v for k, v in (("nccl-tests", parsed.tests_version), ("nccl", library_version(parsed))) if v}
+    tests = "rccl-tests" if parsed.library == "rccl" else "nccl-tests"
+    tests_version = parsed.tests_version or parsed.extra.get("rccl_tests_version")
+    versions = {k: v for k, v in ((tests, tests_version), (parsed.library, library_version(parsed))) if v}
     first = parsed.sections[0] if parsed.sections else NcclTestsSection()
-    return RunInfo(kind="import", label=label, backend="nccl-tests", hosts=parsed.hosts,
+    return RunInfo(kind="import", label=label, backend=tests, hosts=parsed.hosts,
                    world_size=parsed.world_size, nodes=max(1, len(parsed.hosts)), versions=versions,
                    config=dict(first.config), command=parsed.command,
                    groups={"ranks": [asdict(d) for d in first.devices]},
                    extra={"source": parsed.source_name, "source_format": parsed.format,
                           "sections": [_section_summary(s) for s in parsed.sections],
-                          "problems": [str(p) for p in parsed.problems], **_source_times(parsed)})
+                          "problems": [str(p) for p in parsed.problems],
+                          "failures": [str(p) for p in parsed.failures], **_source_times(parsed)})
 
 
 def _section_summary(section: NcclTestsSection) -> dict[str, Any]:
     return {"op": section.op, "binary": section.binary, "layout": section.layout, "first_line": section.first_line,
             "world_size": section.world_size, "hosts": section.hosts, "config": section.config,
             "rows": len(section.rows), "avg_busbw": section.avg_busbw, "out_of_bounds": section.out_of_bounds,
+            "out_of_bounds_ok": section.out_of_bounds_ok, "concluded": section.concluded,
             "nccl_tests_version": section.tests_version, "nccl_library_code": section.nccl_library}
 
 

@@ -65,6 +65,10 @@ class NcclTestsSection:
     avg_busbw: float | None = None
     """The footer's `Avg bus bandwidth`, as printed."""
     concluded: bool = False
+    headed: bool = False
+    """The section had a header of its own (binary, config or device lines), not only table rows."""
+    sizes_at: dict[int, int] = field(default_factory=dict)
+    """Line of the row that first printed each size."""
 
     @property
     def world_size(self) -> int:
@@ -92,8 +96,12 @@ class ParsedNcclTests:
     problems: list[Problem] = field(default_factory=list)
     nccl_version: str | None = None
     """As NCCL printed it (`NCCL version 2.21.5+cuda12.4`), else derived from the library version code."""
+    library: Literal["nccl", "rccl"] = "nccl"
+    """`rccl` for rccl-tests output (`RCCL version : ...`, `rccl-tests: Version ...`)."""
     command: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    failures: list[Problem] = field(default_factory=list)
+    """`Test NCCL failure ...` and the like: the test died; the run is stored as failed with the first one."""
 
     @property
     def rows(self) -> list[CollectiveRow]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from linkscope.results.busbw import OP_TO_BINARY
 from linkscope.results.records import CollectiveRow
@@ -117,3 +118,30 @@ def format_nccl_tests_table(rows: Sequence[CollectiveRow], check_avg_bw: float |
         body = "".join(format_table_row(oop, ip) for oop, ip in paired(mine))
         tables.append(format_table_header() + body + format_table_footer(mine, check_avg_bw))
     return "".join(tables)
+
+
+def format_imported_tables(rows: Sequence[CollectiveRow], sections: Sequence[dict[str, Any]]) -> str | None:
+    """An imported run's tables as its file had them: each section's rows under the column header, and only the
+    footer lines the file printed, with the file's own figures (an average recomputed from rounded rows, or an
+    `Out of bounds` line the file never had, would put words in its mouth). None when `sections` do not account
+    for the rows (an older import): the caller prints the recomputed table instead."""
+    counts = [int(s.get("rows") or 0) for s in sections]
+    if sum(counts) != len(rows):
+        return None
+    out, start = [], 0
+    for section, count in zip(sections, counts):
+        mine = list(rows[start:start + count])
+        start += count
+        if not mine:
+            continue
+        out.append(format_table_header() + "".join(format_table_row(oop, ip) for oop, ip in paired(mine)))
+        if section.get("out_of_bounds") is not None:
+            ok = section.get("out_of_bounds_ok")
+            out.append("# %-20s : %d %s\n" % ("Out of bounds values", section["out_of_bounds"],
+                                              "OK" if ok or ok is None else "FAILED"))
+        if section.get("avg_busbw") is not None:
+            out.append("# %-20s : %g \n" % ("Avg bus bandwidth", section["avg_busbw"]))
+        if section.get("concluded"):
+            out.append("#\n# Collective test concluded: %s\n" % (section.get("binary") or OP_TO_BINARY.get(mine[0].op,
+                                                                                                        mine[0].op)))
+    return "".join(out)

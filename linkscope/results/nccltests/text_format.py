@@ -11,11 +11,13 @@ from collections.abc import Callable
 from linkscope.results.busbw import ROOTED_OPS
 from linkscope.results.records import CollectiveRow
 from linkscope.results.nccltests.columns import Columns, RowError, columns_for_row, columns_from_header, parse_row
-from linkscope.results.nccltests.validate import invalid_reason
+from linkscope.results.nccltests.validate import KNOWN_DTYPES, invalid_reason
 from linkscope.results.nccltests.model import (Device, NcclTestsSection, ParsedNcclTests, Problem,
                                                nccl_version_from_code, op_from_binary)
 
-_LAUNCHER_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\] |\d+: )")
+_LAUNCHER_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\] |\d+: |[\w.-]+: (?=#|\s*\d+\s+\d+\s))")
+"""Open MPI's `[1,0]<stdout>:`, srun's `--label` `0: `, pdsh's `host: ` in front of a header or table line."""
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(?P<version>\S+)(?:\s+\([^)]*\))?"
                       r"\s+nccl-headers=(?P<headers>\d+)\s+nccl-library=(?P<library>\d+)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<binary>\S+)")
@@ -23,7 +25,7 @@ _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<binary>\S+)")
 _CONFIG = re.compile(r"^#?\s*nThread\s+(?P<nthreads>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min>\d+)"
                      r"\s+maxBytes\s+(?P<max>\d+)\s+step:\s*(?P<step>\d+)\((?P<kind>factor|bytes)\)(?P<rest>.*)$")
 _CONFIG_PAIR = re.compile(r"([A-Za-z_][A-Za-z_ ]*?):\s*(-?\d+)")
-_DEVICE = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?(?:Pid\s+(?P<pid>\d+)\s+)?"
+_DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?(?:Pid\s+(?P<pid>\d+)\s+)?"
                      r"on\s+(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*?)\s*$")
 _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(?P<verdict>OK|FAILED)")
 _AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)")
@@ -33,13 +35,26 @@ _DATA = re.compile(r"^\s*-?\d+\s+-?\d+\s+[A-Za-z]\w*(\s|$)")
 """A table row; a sign is accepted so that a negative size is refused by name instead of skipped unseen."""
 _PROMPT = re.compile(r"^(?:\S*[$#>]\s+)+")
 """A shell prompt (`user@host:~/dir$ `, `root@host# `, `> `) in front of a pasted command."""
+_FAILURE = re.compile(r"\b(?:Test\s+)?(?:NCCL|CUDA|HIP|RCCL)\s+failure\b|\bTest failure\b")
+"""nccl-tests' `Test NCCL failure common.cu:1204 '...'` and `.. host pid 757466: Test failure common.cu:915`."""
+_RCCL_VERSION = re.compile(r"^RCCL version\s*:\s*(?P<version>\S+)")
+_RCCL_TESTS_VERSION = re.compile(r"^rccl-tests:\s*Version\s+(?P<version>\S+)")
+_NUMBERS_ONLY = re.compile(r"^\s*(?:-?[\d.]+(?:e[+-]?\d+)?|N/A)(?:\s+(?:-?[\d.]+(?:e[+-]?\d+)?|N/A))*\s*$")
+"""The rest of a table row that an NCCL line interrupted: only numbers (and N/A)."""
+_TYPES = "|".join(sorted(KNOWN_DTYPES, key=len, reverse=True))
+_SPLIT_ROW = re.compile(rf"^(?P<head>\s*\d+\s+\d+\s+(?:{_TYPES})(?:\s+(?:sum|prod|max|min|avg|none|mulsum))?"
+                        r"(?:\s+-?\d+)?)\s*(?P<tail>\S*:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN).*)$")
+"""A row's leading fields with an NCCL line printed right after them, before the timings."""
 
 
 def parse_nccl_tests_text(text: str, source_name: str) -> ParsedNcclTests:
     """Read nccl-tests text output (any layout, several runs in a row) into sections of CollectiveRows."""
     reader = _Reader(source_name)
     for number, raw in enumerate(text.splitlines(), start=1):
-        reader.feed(number, _LAUNCHER_PREFIX.sub("", raw.rstrip("\r")))
+        line = raw.rstrip("\r")
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+        reader.feed(number, _LAUNCHER_PREFIX.sub("", line))
     return reader.finish()
 
 
@@ -50,6 +65,8 @@ class _Reader:
         self.parsed = ParsedNcclTests(source_name=source_name, format="text")
         self.section: NcclTestsSection | None = None
         self.columns: Columns | None = None
+        self.pending: tuple[int, str] | None = None
+        """(line, leading fields) of a row an NCCL line interrupted, waiting for its timings."""
         self._comment_handlers: list[tuple[re.Pattern[str], Callable[[re.Match[str], int], None]]] = [
             (_VERSION, self._on_version), (_STARTING, self._on_starting), (_CONCLUDED, self._on_concluded),
             (_CONFIG, self._on_config), (_DEVICE, self._on_device), (_OUT_OF_BOUNDS, self._on_out_of_bounds),
@@ -59,18 +76,38 @@ class _Reader:
     def feed(self, number: int, line: str) -> None:
         """Handle one line (launcher prefix already removed)."""
         stripped = line.strip()
-        if stripped.startswith("#"):
+        if self.pending is not None and _NUMBERS_ONLY.match(stripped):
+            self._join_split_row(number, stripped)
+        elif stripped.startswith("#"):
             self._on_comment(number, stripped)
+        elif (split := _SPLIT_ROW.match(line)) is not None:
+            self.pending = (number, split["head"].strip())
         elif _DATA.match(line):
             self._on_data(number, stripped)
         elif (config := _CONFIG.match(stripped)) is not None:
             self._on_config(config, number)  # some pastes lose the leading '#'
+        elif (device := _DEVICE.match(stripped)) is not None:
+            self._on_device(device, number)  # ... and markdown renders '# Rank' lines without it
+        elif (columns := columns_from_header(stripped)) is not None:
+            self._on_columns(columns, number)
         else:
             self._on_other(number, stripped)
+
+    def _join_split_row(self, number: int, rest: str) -> None:
+        """An NCCL line was printed between a row's leading fields and its timings: read the row as one."""
+        assert self.pending is not None
+        first, head = self.pending
+        self.pending = None
+        self.parsed.problems.append(Problem(first, f"row split by an NCCL line (lines {first} and {number}); "
+                                                   "read as one row"))
+        self._on_data(first, f"{head} {rest}")
 
     def finish(self) -> ParsedNcclTests:
         """Close the last section and return everything read."""
         self._close()
+        if self.pending is not None:
+            self.parsed.problems.append(Problem(self.pending[0], "row cut short after its leading fields "
+                                                                 "(an NCCL line followed, the timings never did)"))
         self.parsed.problems.sort(key=lambda p: p.line or 0)
         return self.parsed
 
@@ -112,11 +149,14 @@ class _Reader:
 
     def _on_version(self, m: re.Match[str], number: int) -> None:
         s = self._current(number, lambda s: not (s.tests_version or s.config or s.devices))
+        s.headed = True
         s.tests_version = m["version"]
         s.nccl_headers, s.nccl_library = int(m["headers"]), int(m["library"])
 
     def _on_starting(self, m: re.Match[str], number: int) -> None:
-        self._current(number, lambda s: not (s.config or s.devices)).set_binary(m["binary"])
+        s = self._current(number, lambda s: not (s.config or s.devices))
+        s.set_binary(m["binary"])
+        s.headed = True
 
     def _on_concluded(self, m: re.Match[str], number: int) -> None:
         if self.section is not None:
@@ -127,9 +167,15 @@ class _Reader:
     def _on_config(self, m: re.Match[str], number: int) -> None:
         s = self._current(number, lambda s: not (s.config or s.devices))
         s.config = _config(m)
+        s.headed = True
 
     def _on_device(self, m: re.Match[str], number: int) -> None:
         s = self._current(number)
+        s.headed = True
+        if any(d.rank == int(m["rank"]) and d.host != m["host"] for d in s.devices):
+            self.parsed.problems.append(Problem(number, f"rank {m['rank']} is listed twice ({m['host']} and "
+                                                        "another host): separate runs that each think they are "
+                                                        "alone (nccl-tests built without MPI, started by mpirun?)"))
         s.devices.append(Device(rank=int(m["rank"]), host=m["host"], device=int(m["device"]), name=m["name"],
                                 bus_id=m["bus"], group=_opt_int(m["group"]), pid=_opt_int(m["pid"])))
 
@@ -158,6 +204,16 @@ class _Reader:
         if s is None or s.avg_busbw is not None or s.concluded:
             s = self._open(number)
         tokens = line.split()
+        size = int(tokens[0]) if tokens[0].lstrip("-").isdigit() and len(tokens[0]) < 20 else None
+        if size is not None and s.rows and size < s.rows[-1].size_bytes:
+            # Sizes only grow within one run: a smaller one starts another run (several runs in one file, their
+            # headers cut away by grep).
+            self.parsed.problems.append(Problem(number, f"size {size} after {s.rows[-1].size_bytes}: another run "
+                                                        "starts here without a header"))
+            s = self._open(number)
+        elif size and s.rows and size == s.rows[-1].size_bytes and size in s.sizes_at:
+            self.parsed.problems.append(Problem(number, f"size {size} printed again (first at line "
+                                                        f"{s.sizes_at[size]})"))
         columns = self.columns or columns_for_row(tokens)
         if columns is None:
             self.parsed.problems.append(Problem(number, f"data row with {len(tokens)} fields matches no "
@@ -173,9 +229,22 @@ class _Reader:
             self.parsed.problems.append(Problem(number, f"{reasons[0]}: {line.strip()[:80]}", invalid=True))
             return
         s.rows.extend(rows)
+        if size is not None:
+            s.sizes_at.setdefault(size, number)
         s.layout, s.columns = columns.layout, columns.prefix + columns.half
 
     def _on_other(self, number: int, line: str) -> None:
+        if _FAILURE.search(line) and "NCCL INFO" not in line:
+            self.parsed.failures.append(Problem(number, line[:200]))
+            return
+        rccl, tests = _RCCL_VERSION.match(line), _RCCL_TESTS_VERSION.match(line)
+        if rccl is not None or tests is not None:
+            self.parsed.library = "rccl"
+            if rccl is not None:
+                self.parsed.nccl_version = self.parsed.nccl_version or rccl["version"]
+            if tests is not None:
+                self.parsed.extra.setdefault("rccl_tests_version", tests["version"])
+            return
         version = _NCCL_VERSION.search(line)
         if version and self.parsed.nccl_version is None:
             self.parsed.nccl_version = version["version"]
@@ -202,12 +271,13 @@ ALL_REDUCE_MIN_FACTOR = 1.05
 """busbw / algbw above 1 is all-reduce's alone (2(n-1)/n); the margin keeps rounding of tiny sizes out."""
 
 
-def _op_from_rows(rows: list[CollectiveRow]) -> str:
+def _op_from_rows(rows: list[CollectiveRow], root_printed: bool) -> str:
     """The op of a section whose header names none (an MPI launcher's prefixes hid the binary's name): all-reduce
-    when every row reduces to no root and the busbw of its sizable rows exceeds the algbw, else unknown.
-    Reduce-scatter, all-gather and the rooted ops cannot be told apart from the columns alone."""
+    when every row reduces (to no root, where the root is printed) and the busbw of its sizable rows exceeds the
+    algbw, which no other collective's bus factor does; else unknown. Reduce-scatter, all-gather and the rooted ops
+    cannot be told apart from the columns alone."""
     sized = [r for r in rows if r.algbw >= 1.0]
-    if sized and all(r.redop in REDUCTIONS and r.root == -1 for r in rows) and \
+    if sized and all(r.redop in REDUCTIONS and (r.root == -1 or not root_printed) for r in rows) and \
             all(r.busbw > ALL_REDUCE_MIN_FACTOR * r.algbw for r in sized):
         return "all_reduce"
     return "unknown"
@@ -216,8 +286,8 @@ def _op_from_rows(rows: list[CollectiveRow]) -> str:
 def _fill_rows(section: NcclTestsSection) -> None:
     """Give every row what is only known once the section is complete: op, world size, iterations, root."""
     root_printed = not section.columns or "root" in section.columns
-    if section.op == "unknown" and root_printed:
-        section.op = _op_from_rows(section.rows)
+    if section.op == "unknown":
+        section.op = _op_from_rows(section.rows, root_printed)
     iters = section.config.get("iters", 0)
     for row in section.rows:
         row.op = section.op

@@ -65,6 +65,8 @@ from linkscope.model.fidelity.validate import Validation, packaged_validation, r
 # which pull the Blackwell FP8 share from 0.465 to 0.445 (the 107 entries before them: 5.29 -> 5.59);
 # collectives 5.32 -> 8.54 with CoreWeave's rack and multi-rack all-reduces, 15-59% slower than predicted and
 # fitting no constant (the 89 entries before them unchanged at 5.32).
+# Collectives also take the six RCCL plateau rows on MI300X/MI325X (evidence/rccl_one_node.yaml), each predicted
+# 5-6% fast by the xGMI mesh at RCCL's per-link figure.
 LOSO_MEDIAN_LIMIT_PCT = {"training": 5.65, "collectives": 8.55, "inference": 5.9}
 # Training rose from 5.2 with the LoRA entries: they are AMD's only training evidence, so every regime that
 # holds them (lora, long-context, memory-edge) is fitted without any CDNA3 training share and predicts the
