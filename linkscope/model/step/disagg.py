@@ -155,6 +155,8 @@ def place(job: DisaggJob, system: System) -> Placement:
 
 def check_job(job: DisaggJob, system: System) -> None:
     """Pools that divide into their instances, TP inside a node, a page size within the context (UserError)."""
+    if job.prefill.ep > 1:
+        raise UserError("wide expert parallelism is priced for decode only", field="decode_ep")
     for name, pool in (("prefill", job.prefill), ("decode", job.decode)):
         if pool.gpus < 1 or pool.tp < 1 or pool.ep < 1:
             raise UserError(f"must be at least 1 (got {pool.gpus} GPUs, tp {pool.tp}, ep {pool.ep})",
@@ -166,8 +168,6 @@ def check_job(job: DisaggJob, system: System) -> None:
             what = f"ep {pool.ep}" if pool.ep > pool.tp else f"tp {pool.tp}"
             raise UserError(f"{what} does not divide the {name} pool of {pool.gpus} GPUs",
                             field=f"{name}_ep" if pool.ep > pool.tp else f"{name}_tp")
-    if job.prefill.ep > 1:
-        raise UserError("wide expert parallelism is priced for decode only (--decode-ep)", field="prefill_ep")
     check_options(job.kv, job.input_tokens + job.output_tokens)
 
 
@@ -280,7 +280,8 @@ def estimate_disagg(job: DisaggJob, system: System, tiers: CommTiers, dec: Infer
     k, pass_s, pest = _prefill_pass(job, system, tiers)
     prefill_s = batched_prefill_s(job.infer_job(job.prefill), _pool_system(system, job.prefill), 1, tiers)
     transfer = price_transfer(job.model, job.kv_precision, job.input_tokens, job.prefill.tp, job.decode.tp,
-                              link(system, tiers, placement.path), job.kv)
+                              link(system, tiers, placement.path, min(job.prefill.gpus, system.node.gpus)),
+                              job.kv)
     exposed = transfer.exposed_s(prefill_s, stages(job.kv, job.model, job.input_tokens))
     batch = int(dec.batch[index])
     step = float(dec.decode_step_s[index])

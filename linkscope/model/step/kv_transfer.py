@@ -9,8 +9,9 @@ prefill rank that holds part of it, so one page of the prompt becomes one messag
 holding part of its heads).
 
 Price. The link is the collective model's send/recv on the System's tiers (model/comm): the first message's
-latency and the per-GPU bandwidth of the path (NVLink or PCIe inside a node, the GPU's share of the node's NICs
-across nodes, TCP through NCCL-like socket traits). On top of it the transfer engine pays per page and per request
+latency and, inside a node, the per-GPU bandwidth of the path (NVLink or PCIe); across nodes each sending GPU has
+a NIC of its own while the node has as many as it has senders, and shares them beyond, at the fabric's efficiency
+(NCCL's socket traits for TCP). On top of it the transfer engine pays per page and per request
 (data/kv.yaml): posting one page is serial with moving it on the posting rank (LogP's overhead), so the busiest rank
 takes `pages x per_message + bytes / bandwidth`, plus the request's control round trip and the first message's
 latency once.
@@ -144,8 +145,10 @@ def tcp_system(system: System) -> System:
     return replace(system, node=replace(system.node, scale_out=so))
 
 
-def link(system: System, tiers: CommTiers, path: str) -> Link:
-    """The send/recv latency and per-GPU bandwidth of `path` on the System (`tiers` as resolved for it)."""
+def link(system: System, tiers: CommTiers, path: str, senders_per_node: int = 1) -> Link:
+    """The send/recv latency and per-GPU bandwidth of `path` on the System (`tiers` as resolved for it), with
+    `senders_per_node` GPUs of a node sending at once across the network (each on its own NIC while there are
+    enough, else sharing them)."""
     if path in ("nvlink", "xgmi", "pcie"):
         return _priced(path, tiers, 1)
     if system.node.scale_out.fabric == "none":
@@ -153,7 +156,9 @@ def link(system: System, tiers: CommTiers, path: str) -> Link:
     if path == "tcp" and tiers.fabric != "tcp":
         tiers = comm_tiers(tcp_system(system))
     check_multi_node(tiers, 2)
-    return _priced(path, tiers, 2)
+    latency_us = _priced(path, tiers, 2).latency_us
+    nics = max(1, system.node.scale_out.nics)
+    return Link(path, latency_us, tiers.nic_node_gb_per_s / max(senders_per_node, nics))
 
 
 def _priced(path: str, tiers: CommTiers, nodes: int) -> Link:
