@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from linkscope.advise.infer import InferRequest
 from linkscope.cli.common import console, print_json
 from linkscope.cli.options import check_option, choice
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import MAX_GPUS, check_number
-from linkscope.hardware.loader import load_db
+from linkscope.hardware.loader import HardwareDB, load_db
+from linkscope.hardware.offering import Offering
 from linkscope.model.calibration.systems import resolve
 from linkscope.model.step.compute import ENGINES, PRECISIONS
 from linkscope.model.step.kv_transfer import GRANULARITIES, KV_TRANSPORTS, MAX_BLOCK_TOKENS, KvOptions
@@ -90,3 +92,47 @@ def predict_disaggregated(args: DisaggArgs, spec: ModelConfig, input_tokens: int
     console.print(disagg_table(data, budget))
     for line in disagg_lines(data):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@dataclass(frozen=True)
+class AdviseKvArgs:
+    """What `advise infer --disaggregated` adds to `advise infer`."""
+
+    ttft_budget_s: float | None
+    kv: KvOptions
+    kv_precision: str
+
+
+def advise_disaggregated(base: InferRequest, offerings: list[Offering], db: HardwareDB, args: AdviseKvArgs,
+                         compare: bool, price_per_gpu_hour: float | None, top: int, as_json: bool) -> None:
+    """Search every offering, print the frontier, each offering's verdict and (with `compare`) the KV links."""
+    from linkscope.advise.disagg import DisaggRequest, advise_disagg
+    from linkscope.advise.disagg_links import compare_kv_links
+    from linkscope.report.money import current_currency
+
+    check_number(args.ttft_budget_s, "--ttft-budget", 0, 1e6, low_open=True)
+    request = DisaggRequest(base, args.ttft_budget_s, args.kv, choice(args.kv_precision, "--kv-precision",
+                                                                       PRECISIONS))
+    advice = advise_disagg(request, offerings)
+    first = advice.frontier[0] if advice.frontier else None
+    comparison = None
+    if compare and first is not None:
+        comparison = compare_kv_links(request, db.offerings[first.offering], db, price_per_gpu_hour)
+    if as_json:
+        print_json({"frontier": [p.as_dict() for p in advice.frontier],
+                    "offerings": [a.as_dict() for a in advice.answers if a.winner or a.reason],
+                    "no_plan": advice.no_plan, "interconnect": comparison.as_dict() if comparison else None,
+                    "currency": current_currency().as_dict()})
+        return
+    from linkscope.report.disagg import advise_lines, frontier_table, links_table
+
+    if advice.no_plan:
+        console.print(advice.no_plan, highlight=False, markup=False, soft_wrap=True)
+        return
+    console.print(frontier_table(advice, top))
+    for line in advise_lines(advice):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if comparison is not None:
+        console.print(links_table(comparison))
+        for note in comparison.notes:
+            console.print(f"note: {note}", highlight=False, markup=False, style="dim")

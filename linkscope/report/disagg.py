@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
+from linkscope.advise.disagg import DisaggAdvice, Plan
+from linkscope.advise.disagg_links import LinkComparison
+from linkscope.advise.frontier import thin
+from linkscope.model.step.kv_transfer import kv_constants
+from linkscope.report.money import current_currency, money_text
 from linkscope.report.predict import human_bytes, range_text
 
 STAGE_NAMES = {"prefill": "the prefill pool", "kv": "the KV link", "decode": "the decode pool"}
@@ -95,3 +101,65 @@ def _load_source(d: dict[str, Any]) -> str:
     if d["load_from"] == "qps":
         return "(--qps)"
     return f"({d['load_share']:.0%} of the smaller capacity of the two; --qps sets it)"
+
+
+def _compact(title: str) -> Table:
+    """No vertical rules and one space between columns, as `advise infer` prints its tables."""
+    return Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                 padding=(0, 0, 0, 1))
+
+
+def _plan_cells(p: Plan) -> list[str]:
+    return [p.offering, "coloc" if p.kind == "colocated" else "disagg", p.layout, p.kv_path or "-",
+            str(p.nodes), seconds_text(p.ttft_s), seconds_text(p.tpot_s), f"{1.0 / p.tpot_s:.0f}",
+            f"{p.tokens_per_s_per_gpu:.0f}", money_text(p.usd_per_million_tokens)]
+
+
+def frontier_table(advice: DisaggAdvice, top: int) -> Table:
+    """The time-cost frontier across offerings, disaggregated and colocated plans alike, cheapest first."""
+    b, budget = advice.request.base, advice.request.ttft_budget_s
+    shown = thin(advice.frontier, top, lambda p: p.tpot_s)
+    title = (f"{b.model.id}, {b.input_tokens} in / {b.output_tokens} out, at {b.tokens_per_s_per_user:g} tokens/s "
+             f"per user or more" + (f" and TTFT at most {budget:g} s" if budget else "")
+             + f": {len(advice.frontier)} plans on the frontier, {len(shown)} shown, cheapest first")
+    table = _compact(title)
+    for name in ("offering", "serving", "layout", "KV", "nodes", "TTFT", "TPOT", "tok/s /user", "tok/s /GPU",
+                 current_currency().unit("/Mtok")):
+        table.add_column(name, justify="left" if name in ("offering", "serving", "layout", "KV") else "right")
+    for p in shown:
+        table.add_row(*_plan_cells(p))
+    return table
+
+
+def advise_lines(advice: DisaggAdvice) -> list[str]:
+    """When colocated serving wins, and where; what the layouts mean."""
+    decided = [a for a in advice.answers if a.winner]
+    colocated = [a for a in decided if a.winner == "colocated"]
+    lines = [f"colocated serving is cheaper per token on {len(colocated)} of the {len(decided)} offerings that "
+             f"can serve the job; disaggregated on {len(decided) - len(colocated)}"]
+    cheapest = decided[0] if decided else None
+    if cheapest is not None and cheapest.disaggregated and cheapest.colocated:
+        d, c = cheapest.disaggregated, cheapest.colocated
+        lines.append(f"on {cheapest.offering}: {cheapest.winner} wins, {money_text(d.usd_per_million_tokens)} "
+                     f"disaggregated ({d.layout}, KV over {d.kv_path}, TTFT {seconds_text(d.ttft_s)}) vs "
+                     f"{money_text(c.usd_per_million_tokens)} colocated ({c.layout}, TTFT {seconds_text(c.ttft_s)})")
+    lines.append("layout: P prefill instances x TP, D decode replicas x TP at batch b; TTFT at "
+                 f"{kv_constants().load_share:.0%} of each plan's capacity")
+    return lines
+
+
+def links_table(c: LinkComparison) -> Table:
+    """The same service colocated and disaggregated over each KV link, each at its price."""
+    table = _compact(f"the same service on {c.gpu} ({c.offering}): colocated, and disaggregated with the KV "
+                     "cache over each link")
+    for name in ("serving", "KV link", "layout", "TTFT", "TPOT", "tok/s /GPU", current_currency().unit("/Mtok"),
+                 "price from"):
+        table.add_column(name, justify="right" if name in ("TTFT", "TPOT", "tok/s /GPU") else "left")
+    for r in c.rows:
+        p = r.plan
+        if p is None:
+            table.add_row(r.serving, r.kv_link, r.reason or "-", "", "", "", "", r.price.source)
+            continue
+        table.add_row(r.serving, r.kv_link, p.layout, seconds_text(p.ttft_s), seconds_text(p.tpot_s),
+                      f"{p.tokens_per_s_per_gpu:.0f}", money_text(p.usd_per_million_tokens), r.price.source)
+    return table

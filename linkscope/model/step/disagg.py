@@ -251,14 +251,42 @@ class DisaggEstimate:
         return Ttft(prefill_queue, self.prefill_s, self.kv_exposed_s, decode_queue, self.decode_step_s)
 
 
-def _prefill_pass(job: DisaggJob, system: System, tiers: CommTiers) -> tuple[int, float, InferEstimate]:
-    """(prompts per pass, pass seconds, the prefill job's estimate at that batch): prompts shorter than the chunk
-    a scheduler runs per step are batched up to it."""
+@dataclass(frozen=True)
+class PrefillPrice:
+    """One prefill instance: how many prompts a pass takes, the pass, one prompt alone, its memory."""
+
+    prompts_per_pass: int
+    pass_s: float
+    prefill_s: float
+    memory_gib: float
+    fits: bool
+
+
+@dataclass(frozen=True)
+class DecodePrice:
+    """One decode replica at one batch."""
+
+    batch: int
+    step_s: float
+    memory_gib: float
+    fits: bool
+
+
+def prefill_price(job: DisaggJob, system: System, tiers: CommTiers) -> PrefillPrice:
+    """A prefill instance of `job` (prompts shorter than the chunk a scheduler runs per step are batched up to
+    it); depends only on the prefill TP, not on the pool's size."""
     pjob = job.infer_job(job.prefill)
     psys = _pool_system(system, job.prefill)
     k = max(1, kv_constants().prefill_chunk_tokens // job.input_tokens)
     est = estimate_inference(pjob, psys, np.asarray([float(k)]), tiers, prefill_interference=False)
-    return k, batched_prefill_s(pjob, psys, k, tiers), est
+    return PrefillPrice(k, batched_prefill_s(pjob, psys, k, tiers), batched_prefill_s(pjob, psys, 1, tiers),
+                        float(est.memory_gib_per_gpu[0]), bool(est.fits[0]))
+
+
+def decode_price(dec: InferEstimate, index: int) -> DecodePrice:
+    """The decode replica at batch index `index` of its estimate."""
+    return DecodePrice(int(dec.batch[index]), float(dec.decode_step_s[index]), float(dec.memory_gib_per_gpu[index]),
+                       bool(dec.fits[index]))
 
 
 def decode_estimate(job: DisaggJob, system: System, tiers: CommTiers, batch: int | None,
@@ -273,26 +301,32 @@ def decode_estimate(job: DisaggJob, system: System, tiers: CommTiers, batch: int
     return est, best_batch_for_budget(est, budget)
 
 
+def transfer_for(job: DisaggJob, system: System, tiers: CommTiers, placement: Placement) -> KvTransfer:
+    """One request's KV transfer on the path the placement chose (the prefill pool's GPUs of a node sending
+    at once)."""
+    return price_transfer(job.model, job.kv_precision, job.input_tokens, job.prefill.tp, job.decode.tp,
+                          link(system, tiers, placement.path, min(job.prefill.gpus, system.node.gpus)), job.kv)
+
+
+def assemble(job: DisaggJob, placement: Placement, pre: PrefillPrice, dec: DecodePrice,
+             transfer: KvTransfer) -> DisaggEstimate:
+    """The plan from its parts' prices (cheap: a search prices the parts once and the pool sizes many times)."""
+    capacity = {"prefill": job.prefill.instances * pre.prompts_per_pass / pre.pass_s,
+                "kv": job.prefill.instances / transfer.busy_s,
+                "decode": job.decode.replicas * dec.batch / (job.output_tokens * dec.step_s)}
+    exposed = transfer.exposed_s(pre.prefill_s, stages(job.kv, job.model, job.input_tokens))
+    return DisaggEstimate(job=job, placement=placement, transfer=transfer, kv_exposed_s=exposed, batch=dec.batch,
+                          prefill_s=pre.prefill_s, prefill_batch=pre.prompts_per_pass, prefill_pass_s=pre.pass_s,
+                          decode_step_s=dec.step_s, decode_memory_gib=dec.memory_gib, decode_fits=dec.fits,
+                          prefill_memory_gib=pre.memory_gib, prefill_fits=pre.fits, capacity_per_s=capacity)
+
+
 def estimate_disagg(job: DisaggJob, system: System, tiers: CommTiers, dec: InferEstimate, index: int,
                     placement: Placement | None = None) -> DisaggEstimate:
     """The plan with the decode pool at `dec`'s batch index `index`."""
     placement = placement or place(job, system)
-    k, pass_s, pest = _prefill_pass(job, system, tiers)
-    prefill_s = batched_prefill_s(job.infer_job(job.prefill), _pool_system(system, job.prefill), 1, tiers)
-    transfer = price_transfer(job.model, job.kv_precision, job.input_tokens, job.prefill.tp, job.decode.tp,
-                              link(system, tiers, placement.path, min(job.prefill.gpus, system.node.gpus)),
-                              job.kv)
-    exposed = transfer.exposed_s(prefill_s, stages(job.kv, job.model, job.input_tokens))
-    batch = int(dec.batch[index])
-    step = float(dec.decode_step_s[index])
-    capacity = {"prefill": job.prefill.instances * k / pass_s,
-                "kv": job.prefill.instances / transfer.busy_s,
-                "decode": job.decode.replicas * batch / (job.output_tokens * step)}
-    return DisaggEstimate(job=job, placement=placement, transfer=transfer, kv_exposed_s=exposed, batch=batch,
-                          prefill_s=prefill_s, prefill_batch=k, prefill_pass_s=pass_s, decode_step_s=step,
-                          decode_memory_gib=float(dec.memory_gib_per_gpu[index]), decode_fits=bool(dec.fits[index]),
-                          prefill_memory_gib=float(pest.memory_gib_per_gpu[0]), prefill_fits=bool(pest.fits[0]),
-                          capacity_per_s=capacity)
+    return assemble(job, placement, prefill_price(job, system, tiers), decode_price(dec, index),
+                    transfer_for(job, system, tiers, placement))
 
 
 @dataclass(frozen=True)
@@ -331,12 +365,22 @@ class ColocatedEstimate:
         return Ttft(queue, self.prefill_s, 0.0, slot, self.chunks * self.decode_step_s)
 
 
+def colocated_of(job: InferJob, est: InferEstimate, index: int, gpus: int) -> ColocatedEstimate:
+    """Colocated serving on `gpus` GPUs with replicas of `job` (tp x pp GPUs each) at `est`'s batch index."""
+    i = index
+    return ColocatedEstimate(tp=job.tp, instances=max(1, gpus // (job.tp * job.pp)), gpus=gpus,
+                             output_tokens=job.output_tokens, batch=int(est.batch[i]),
+                             prefill_s=float(est.prefill_s[i]), decode_step_s=float(est.decode_step_s[i]),
+                             tpot_s=float(est.tpot_s[i]), cycle_s=float(est.cycle_s[i]),
+                             chunks=math.ceil(job.input_tokens / kv_constants().prefill_chunk_tokens),
+                             memory_gib=float(est.memory_gib_per_gpu[i]), fits=bool(est.fits[i]))
+
+
 def colocated(job: DisaggJob, system: System, tiers: CommTiers, batch: int | None,
               budget: float | None) -> ColocatedEstimate | None:
     """Colocated serving on the same GPUs: every TP inside a node that divides the model (the decode pool's
     alone when a batch is given), the most tokens/s per GPU at the budget; None when no layout meets it."""
-    gpus = job.gpus
-    tps = [t for t in tp_options(job.model, system.node.gpus) if t <= gpus]
+    tps = [t for t in tp_options(job.model, system.node.gpus) if t <= job.gpus]
     if budget is None:
         tps = [job.decode.tp] if job.decode.tp in tps else tps[-1:]
     best: ColocatedEstimate | None = None
@@ -348,12 +392,7 @@ def colocated(job: DisaggJob, system: System, tiers: CommTiers, batch: int | Non
         i = best_batch_for_budget(est, budget) if budget is not None else 0
         if i is None:
             continue
-        option = ColocatedEstimate(tp=tp, instances=gpus // tp, gpus=gpus, output_tokens=job.output_tokens,
-                                   batch=int(est.batch[i]), prefill_s=float(est.prefill_s[i]),
-                                   decode_step_s=float(est.decode_step_s[i]), tpot_s=float(est.tpot_s[i]),
-                                   cycle_s=float(est.cycle_s[i]),
-                                   chunks=math.ceil(job.input_tokens / kv_constants().prefill_chunk_tokens),
-                                   memory_gib=float(est.memory_gib_per_gpu[i]), fits=bool(est.fits[i]))
+        option = colocated_of(ijob, est, i, job.gpus)
         if best is None or option.tokens_per_s_per_gpu > best.tokens_per_s_per_gpu:
             best = option
     return best

@@ -10,18 +10,27 @@ from __future__ import annotations
 
 import math
 
-MAX_SERVERS = 10_000_000
-"""Slots beyond this are not counted one by one (the wait there is nil at any load below 1)."""
+import numpy as np
+
+MAX_SERVERS = 1_000_000
+"""Slots beyond this are counted as this many (the wait there is nil at any load below 1)."""
 
 
 def erlang_c(servers: int, offered: float) -> float:
     """The chance an arrival waits in an M/M/c queue with `servers` servers and `offered` = arrival rate x
-    service time (< servers), by Erlang B's recurrence (stable for thousands of servers)."""
-    blocking = 1.0
-    for k in range(1, min(servers, MAX_SERVERS) + 1):
-        blocking = offered * blocking / (k + offered * blocking)
-    load = offered / servers
-    return blocking / (1.0 - load * (1.0 - blocking))
+    service time (< servers): the Poisson(offered) weight at `servers` scaled by c / (c - a), over the weights
+    below it plus that, summed in log space so that thousands of servers neither overflow nor cost a loop."""
+    if offered <= 0:
+        return 0.0
+    c = min(servers, MAX_SERVERS)
+    offered = offered * c / servers  # the same load on fewer servers past the cap: a longer wait, never shorter
+    k = np.arange(c + 1, dtype=float)
+    log_weight = k * math.log(offered) - np.concatenate(([0.0], np.cumsum(np.log(k[1:]))))
+    top = log_weight[-1] + math.log(c / (c - offered))
+    peak = max(float(log_weight.max()), top)
+    below = float(np.exp(log_weight[:-1] - peak).sum())
+    waits = math.exp(top - peak)
+    return waits / (below + waits)
 
 
 def md_c_wait_s(arrival_per_s: float, servers: int, service_s: float) -> float:
