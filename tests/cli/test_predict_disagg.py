@@ -58,3 +58,43 @@ def test_bad_input_is_one_line_and_exit_2(extra: list[str], words: str) -> None:
     result = run_cli(*BASE, *extra)
     assert result.exit_code == 2, result.output
     assert words in result.output and "Traceback" not in result.output
+
+
+ADVISE = ["advise", "infer", "--disaggregated", "-m", "llama3-70b", "--latency-budget", "30", "--input-tokens",
+          "8192", "--output-tokens", "512", "--provider", "aws", "--gpu", "H100"]
+
+
+def test_advise_prints_the_frontier_and_when_colocated_wins() -> None:
+    result = run_cli(*ADVISE, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["frontier"] and data["no_plan"] is None
+    assert {p["kind"] for p in data["frontier"]} <= {"colocated", "disaggregated"}
+    assert all(o["winner"] in ("colocated", "disaggregated", None) for o in data["offerings"])
+    text = run_cli(*ADVISE).output
+    assert "colocated serving is cheaper per token on" in text
+
+
+def test_advise_with_a_ttft_budget_no_plan_meets_exits_0_with_the_fastest() -> None:
+    result = run_cli(*ADVISE, "--ttft-budget", "0.001")
+    assert result.exit_code == 0, result.output
+    assert "no plan meets TTFT 0.001 s: the fastest gives" in result.output
+
+
+def test_advise_compares_the_kv_links() -> None:
+    result = run_cli(*ADVISE, "--compare-interconnect", "--price-per-gpu-hour", "3")
+    assert result.exit_code == 0, result.output
+    for words in ("colocated", "nvlink", "rdma", "tcp"):
+        assert words in result.output
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--ttft-budget", "0"], "--ttft-budget"),
+    (["--ttft-budget", "nan"], "--ttft-budget"),
+    (["--block-tokens", "-1"], "--block-tokens"),
+    (["--kv-granularity", "page"], "--kv-granularity"),
+])
+def test_advise_bad_input_is_one_line_and_exit_2(extra: list[str], words: str) -> None:
+    result = run_cli(*ADVISE, *extra)
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
