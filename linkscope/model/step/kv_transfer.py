@@ -247,6 +247,13 @@ def price_transfer(model: ModelConfig, kv_precision: str, input_tokens: int, pre
                       per_message_us=c.per_message_us, per_request_us=c.per_request_us)
 
 
+def stream_s(link_: Link, messages: float, nbytes: float) -> float:
+    """`messages` pages of `nbytes` bytes in all, posted at once by one rank over `link_`, with no control round
+    trip: what `bench kv` times for one pair."""
+    per_message_us = kv_constants().transports[link_.path].per_message_us
+    return (link_.latency_us + messages * per_message_us) * 1e-6 + nbytes / (link_.gb_per_s * 1e9)
+
+
 def stages(opts: KvOptions, model: ModelConfig, input_tokens: int) -> int:
     """How many stages the transfer leaves in while the prefill runs (1: all after it)."""
     if not opts.overlap:
