@@ -485,3 +485,22 @@ def _colocated_dict(beside: ColocatedEstimate | None, rate: float) -> dict[str, 
             "tpot_s": beside.tpot_s, "tokens_per_s_per_user": 1.0 / beside.tpot_s,
             "tokens_per_s_per_gpu": beside.tokens_per_s_per_gpu, "capacity_requests_per_s": beside.rate_per_s,
             "utilisation": rate / beside.rate_per_s, "memory_gib_per_gpu": beside.memory_gib, "fits": beside.fits}
+
+
+def speedup_at(job: DisaggJob, system: System, tiers: CommTiers, budget: float,
+               rate_matched: bool = False) -> float | None:
+    """The plan's tokens/s per GPU over colocated serving's on the same GPUs, both at `budget` tokens/s per user;
+    None where either cannot meet it. `rate_matched`: the prefill pool sized to the decode pool's rate exactly
+    (fractional instances, no queueing headroom), as TensorRT-LLM's disaggregated-serving study plots its
+    "rate-matched" curves: output tokens/s over (prefill GPUs x decode rate / prefill rate + decode GPUs)."""
+    dec, index = decode_estimate(job, system, tiers, None, budget)
+    beside = colocated(job, system, tiers, None, budget)
+    if index is None or beside is None:
+        return None
+    plan = estimate_disagg(job, system, tiers, dec, index)
+    if not rate_matched:
+        return plan.tokens_per_s_per_gpu / beside.tokens_per_s_per_gpu
+    decode = plan.capacity_per_s["decode"]
+    prefill = min(plan.capacity_per_s["prefill"], plan.capacity_per_s["kv"])
+    per_gpu = decode * job.output_tokens / (job.prefill.gpus * decode / prefill + job.decode.gpus)
+    return per_gpu / beside.tokens_per_s_per_gpu
