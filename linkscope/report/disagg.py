@@ -152,14 +152,15 @@ def links_table(c: LinkComparison) -> Table:
     """The same service colocated and disaggregated over each KV link, each at its price."""
     table = _compact(f"the same service on {c.gpu} ({c.offering}): colocated, and disaggregated with the KV "
                      "cache over each link")
-    for name in ("serving", "KV link", "layout", "TTFT", "TPOT", "tok/s /GPU", current_currency().unit("/Mtok"),
-                 "price from"):
-        table.add_column(name, justify="right" if name in ("TTFT", "TPOT", "tok/s /GPU") else "left")
+    for name in ("serving", "KV link", "layout", "KV transfer", "TTFT", "TPOT", "tok/s /GPU",
+                 current_currency().unit("/Mtok"), "price from"):
+        table.add_column(name, justify="right" if name in ("KV transfer", "TTFT", "TPOT", "tok/s /GPU") else "left")
     for r in c.rows:
         p = r.plan
         if p is None:
-            table.add_row(r.serving, r.kv_link, r.reason or "-", "", "", "", "", r.price.source)
+            table.add_row(r.serving, r.kv_link, r.reason or "-", "", "", "", "", "", r.price.source)
             continue
-        table.add_row(r.serving, r.kv_link, p.layout, seconds_text(p.ttft_s), seconds_text(p.tpot_s),
+        kv = seconds_text(p.details["kv_transfer_s"]) if "kv_transfer_s" in p.details else "-"
+        table.add_row(r.serving, r.kv_link, p.layout, kv, seconds_text(p.ttft_s), seconds_text(p.tpot_s),
                       f"{p.tokens_per_s_per_gpu:.0f}", money_text(p.usd_per_million_tokens), r.price.source)
     return table
