@@ -35,6 +35,7 @@ import numpy as np
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.comm.tiers import CommTiers
+from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.step.compute import DEFAULT_ENGINE
 from linkscope.model.step.infer import (InferEstimate, InferJob, batched_prefill_s, best_batch_for_budget,
                                         candidate_batches, estimate_inference, tp_options)
@@ -473,7 +474,17 @@ def summary(answer: DisaggAnswer, system: System) -> dict[str, Any]:
         "tokens_per_s_per_user": 1.0 / plan.tpot_s, "tokens_per_s_per_gpu": plan.tokens_per_s_per_gpu,
         "colocated": _colocated_dict(answer.colocated, rate), "verdict": verdict(plan, answer.colocated),
     }
-    return out
+    return {**out, **_ranges(out, system)}
+
+
+def _ranges(out: dict[str, Any], system: System) -> dict[str, Any]:
+    """p10..p90 ranges: decode and throughput from the serving evidence, the KV transfer from the disaggregated
+    evidence (`model.ranges`), each saying what it rests on."""
+    serving, kv = spread("inference", system), spread("disaggregated", system)
+    return {"tpot_s_range": list(time_range(out["tpot_s"], "inference", system)),
+            "tokens_per_s_per_gpu_range": list(rate_range(out["tokens_per_s_per_gpu"], "inference", system)),
+            "kv_transfer_s_range": list(time_range(out["kv_transfer_s"], "disaggregated", system)),
+            "range_basis": f"{serving.basis}; KV transfer: {kv.basis}"}
 
 
 def _colocated_dict(beside: ColocatedEstimate | None, rate: float) -> dict[str, Any] | None:
