@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from linkscope.bench.comm import RankContext
 from linkscope.bench.config import BenchConfig, P2PConfig
@@ -62,28 +62,30 @@ def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink | KvSink) 
     if ctx.rank == 0:
         sink.started(infos)
     # The config says what runs; the sink is the runner's own (a Sink for sweeps and pairs, a TrainSink for
-    # training), which the union cannot tell apart.
+    # training, a MoeSink, a KvSink), which the union cannot tell apart: each runner passes the one its job reports
+    # to, so the sink goes on untyped.
+    reports: Any = sink
     config = job.config
     if isinstance(config, BenchConfig):
         from linkscope.bench.sweep import run_sweep
 
-        run_sweep(ctx, config, sink)  # type: ignore[arg-type]  # bench's runner passes a Sink
+        run_sweep(ctx, config, reports)
     elif isinstance(config, TrainConfig):
         from linkscope.bench.train.loop import run_train
 
-        run_train(ctx, config, sink)  # type: ignore[arg-type]  # the training runner passes a TrainSink
+        run_train(ctx, config, reports)
     elif isinstance(config, MoeConfig):
         from linkscope.bench.moe.loop import run_moe
 
-        run_moe(ctx, config, sink)  # type: ignore[arg-type]  # the MoE runner passes a MoeSink
+        run_moe(ctx, config, reports)
     elif isinstance(config, KvConfig):
         from linkscope.bench.kv.loop import run_kv
 
-        run_kv(ctx, config, sink)  # type: ignore[arg-type]  # the KV runner passes a KvSink
+        run_kv(ctx, config, reports)
     else:
         from linkscope.bench.p2p import run_pairs
 
-        run_pairs(ctx, config, sink)  # type: ignore[arg-type]  # bench's runner passes a Sink
+        run_pairs(ctx, config, reports)
     ctx.barrier()
     if ctx.rank == 0:
         sink.finished()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from linkscope.bench.comm import init_rank
 from linkscope.bench.events import NullSink
@@ -77,7 +77,8 @@ def run_torchrun(job: Job, env: RankEnv, backend: str, timeout_s: float, make_re
                                    lambda values, own, frozen: stall_message(values, timeout_s, where,
                                                                              frozen)[0] if values else where(own))
     guard.start()
-    status, message = run_guarded(job, ctx, recorder)  # type: ignore[arg-type]  # a job's recorder is its sink
+    reports: Any = recorder  # a job's recorder is the sink its kind reports to
+    status, message = run_guarded(job, ctx, reports)
     guard.stop()
     if status == "complete":
         ctx.close()

@@ -27,7 +27,7 @@ from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt
                                    ProviderOpt, RdmaOpt, SeqLenOpt, auto_int, check_framework, check_option, choice,
                                    peft_of)
 from linkscope.cli.catalog_cmd import warn_stale
-from linkscope.cli.disagg_cmd import kv_options
+from linkscope.cli.disagg_cmd import check_disaggregated_only, kv_options
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.currency import priced_in_usd
 from linkscope.hardware.errors import UserError
@@ -315,6 +315,10 @@ def infer(
         wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                                 fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                                 max_price_per_gpu_hour=_in_usd(max_price_per_gpu_hour), multi_node=multi_node)
+        check_disaggregated_only(disaggregated, {
+            "--ttft-budget": ttft_budget is not None, "--kv-transport": kv_transport != "auto",
+            "--kv-precision": kv_precision != "bf16", "--block-tokens": block_tokens is not None,
+            "--kv-granularity": kv_granularity != "request", "--kv-overlap": kv_overlap})
         if disaggregated:
             from linkscope.cli.disagg_cmd import AdviseKvArgs, advise_disaggregated
 

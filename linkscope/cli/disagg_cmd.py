@@ -1,23 +1,26 @@
-"""`predict infer --disaggregated`: prefill and decode on separate pools, the KV cache between them. Parsing and
-printing only; the model is `linkscope.model.step.disagg`."""
+"""`predict infer --disaggregated` and `advise infer --disaggregated`: prefill and decode on separate pools, the KV
+cache between them. Parsing and printing only; the model is `linkscope.model.step.disagg`, the search
+`linkscope.advise.disagg`. Both are imported where a command uses them, so a plain `predict infer` (which only
+checks that no disaggregated option was given alone) starts without them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from linkscope.advise.infer import InferRequest
 from linkscope.cli.common import console, print_json
 from linkscope.cli.options import check_option, choice
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import MAX_GPUS, check_number
-from linkscope.hardware.loader import HardwareDB, load_db
-from linkscope.hardware.offering import Offering
-from linkscope.model.calibration.systems import resolve
 from linkscope.model.step.compute import ENGINES, PRECISIONS
-from linkscope.model.step.kv_transfer import GRANULARITIES, KV_TRANSPORTS, MAX_BLOCK_TOKENS, KvOptions
-from linkscope.model.step.transformer import ModelConfig
 
+if TYPE_CHECKING:
+    from linkscope.advise.infer import InferRequest
+    from linkscope.hardware.loader import HardwareDB
+    from linkscope.hardware.offering import Offering
+    from linkscope.model.step.kv_transfer import KvOptions
+    from linkscope.model.step.transformer import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,15 @@ class PoolArgs:
     instances: int | None
     tp: int
     ep: int = 1
+
+
+def check_disaggregated_only(disaggregated: bool, given: dict[str, bool]) -> None:
+    """A `--disaggregated` option given without `--disaggregated` is a mistake, not something to ignore."""
+    if disaggregated:
+        return
+    flags = [flag for flag, set_ in given.items() if set_]
+    if flags:
+        raise UserError(f"{flags[0]} needs --disaggregated")
 
 
 def pool_gpus(args: PoolArgs) -> int:
@@ -49,6 +61,8 @@ def pool_gpus(args: PoolArgs) -> int:
 
 def kv_options(transport: str, block_tokens: int | None, granularity: str, overlap: bool) -> KvOptions:
     """The KV transfer options as given (checked against the context by the model)."""
+    from linkscope.model.step.kv_transfer import GRANULARITIES, KV_TRANSPORTS, MAX_BLOCK_TOKENS, KvOptions
+
     check_number(block_tokens, "--block-tokens", 0, MAX_BLOCK_TOKENS)
     return KvOptions(transport=choice(transport, "--kv-transport", KV_TRANSPORTS), block_tokens=block_tokens,
                      granularity=choice(granularity, "--kv-granularity", GRANULARITIES), overlap=overlap)
@@ -71,6 +85,8 @@ def predict_disaggregated(args: DisaggArgs, spec: ModelConfig, input_tokens: int
                           precision: str, engine: str, batch: int | None, budget: float | None, as_json: bool,
                           extra: list[Path]) -> None:
     """Price the plan, print it (or its JSON)."""
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.calibration.systems import resolve
     from linkscope.model.step.disagg import DisaggJob, Pool, predict_disagg, summary
 
     check_option(args.nodes, "--nodes")

@@ -244,6 +244,15 @@ def infer(
     """Prefill time, per-token decode time, tokens/s per GPU and per user, and the TP all-reduce share."""
     import numpy as np
 
+    from linkscope.cli.disagg_cmd import check_disaggregated_only
+
+    check_disaggregated_only(disaggregated, {
+        "--prefill-gpus": prefill_gpus is not None, "--decode-gpus": decode_gpus is not None,
+        "--prefill-instances": prefill_instances is not None, "--decode-instances": decode_instances is not None,
+        "--prefill-tp": prefill_tp is not None, "--decode-tp": decode_tp is not None, "--decode-ep": decode_ep != 1,
+        "--kv-transport": kv_transport != "auto", "--kv-precision": kv_precision != "bf16",
+        "--block-tokens": block_tokens is not None, "--kv-granularity": kv_granularity != "request",
+        "--kv-overlap": kv_overlap, "--qps": qps is not None, "--nodes": nodes is not None})
     if disaggregated:
         from linkscope.cli.disagg_cmd import DisaggArgs, PoolArgs, kv_options, predict_disaggregated
 

@@ -98,3 +98,13 @@ def test_advise_bad_input_is_one_line_and_exit_2(extra: list[str], words: str) -
     result = run_cli(*ADVISE, *extra)
     assert result.exit_code == 2, result.output
     assert words in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "infer", "-s", "dgx-h100", "-m", "llama3-70b", "--prefill-gpus", "4"],
+    ["predict", "infer", "-s", "dgx-h100", "-m", "llama3-70b", "--kv-transport", "rdma"],
+    ["advise", "infer", "-m", "llama3-70b", "--latency-budget", "30", "--ttft-budget", "1"],
+])
+def test_a_disaggregated_option_without_disaggregated_is_refused(args: list[str]) -> None:
+    result = run_cli(*args)
+    assert result.exit_code == 2 and "needs --disaggregated" in result.output
