@@ -86,6 +86,19 @@ class MoeSink(Protocol):
         """The whole job is over on every rank."""
 
 
+class KvSink(Protocol):
+    """Receives rank 0's reports of a `bench kv` run, in order."""
+
+    def started(self, infos: list[RankInfo]) -> None:
+        """Every rank has joined; here is who runs where."""
+
+    def kv_point(self, point: dict[str, Any]) -> None:
+        """One block size and in-flight count is timed: geometry, the slowest rank's seconds, wrong pages."""
+
+    def finished(self) -> None:
+        """The whole job is over on every rank."""
+
+
 class NullSink:
     """For ranks other than 0: reports go nowhere."""
 

@@ -1,15 +1,16 @@
-"""What every rank runs once it has joined the process group: a collective sweep, the p2p matrix, training steps
-or MoE dispatch and combine."""
+"""What every rank runs once it has joined the process group: a collective sweep, the p2p matrix, training steps,
+MoE dispatch and combine, or KV-cache pages."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from linkscope.bench.comm import RankContext
 from linkscope.bench.config import BenchConfig, P2PConfig
-from linkscope.bench.events import MoeSink, Sink, TrainSink
+from linkscope.bench.events import KvSink, MoeSink, Sink, TrainSink
+from linkscope.bench.kv.config import KvConfig
 from linkscope.bench.moe.config import MoeConfig
 from linkscope.bench.train.config import TrainConfig
 from linkscope.hardware.errors import UserError
@@ -19,12 +20,12 @@ from linkscope.hardware.errors import UserError
 class Job:
     """A picklable description of the work, sent to every spawned rank."""
 
-    kind: Literal["bench", "p2p", "train", "moe"]
+    kind: Literal["bench", "p2p", "train", "moe", "kv"]
     """The stored run's kind (a `RunKind`)."""
-    config: BenchConfig | P2PConfig | TrainConfig | MoeConfig
+    config: BenchConfig | P2PConfig | TrainConfig | MoeConfig | KvConfig
 
 
-def run_job(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink) -> None:
+def run_job(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink | KvSink) -> None:
     """Report the rank layout, run the job, and wait for every rank to finish it."""
     try:
         _run(job, ctx, sink)
@@ -39,7 +40,7 @@ def _nobody_behind() -> str:
     return ""
 
 
-def run_guarded(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink,
+def run_guarded(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink | KvSink,
                 behind: Callable[[], str] = _nobody_behind) -> tuple[str, str]:
     """Rank 0 under torchrun: run the job and turn how it ended into (outcome, message) for the stored run, so
     the run is recorded as failed or incomplete with its cause instead of left running.
@@ -56,29 +57,35 @@ def run_guarded(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink,
     return "complete", ""
 
 
-def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink) -> None:
+def _run(job: Job, ctx: RankContext, sink: Sink | TrainSink | MoeSink | KvSink) -> None:
     infos = ctx.gather_infos()
     if ctx.rank == 0:
         sink.started(infos)
     # The config says what runs; the sink is the runner's own (a Sink for sweeps and pairs, a TrainSink for
-    # training), which the union cannot tell apart.
+    # training, a MoeSink, a KvSink), which the union cannot tell apart: each runner passes the one its job reports
+    # to, so the sink goes on untyped.
+    reports: Any = sink
     config = job.config
     if isinstance(config, BenchConfig):
         from linkscope.bench.sweep import run_sweep
 
-        run_sweep(ctx, config, sink)  # type: ignore[arg-type]  # bench's runner passes a Sink
+        run_sweep(ctx, config, reports)
     elif isinstance(config, TrainConfig):
         from linkscope.bench.train.loop import run_train
 
-        run_train(ctx, config, sink)  # type: ignore[arg-type]  # the training runner passes a TrainSink
+        run_train(ctx, config, reports)
     elif isinstance(config, MoeConfig):
         from linkscope.bench.moe.loop import run_moe
 
-        run_moe(ctx, config, sink)  # type: ignore[arg-type]  # the MoE runner passes a MoeSink
+        run_moe(ctx, config, reports)
+    elif isinstance(config, KvConfig):
+        from linkscope.bench.kv.loop import run_kv
+
+        run_kv(ctx, config, reports)
     else:
         from linkscope.bench.p2p import run_pairs
 
-        run_pairs(ctx, config, sink)  # type: ignore[arg-type]  # bench's runner passes a Sink
+        run_pairs(ctx, config, reports)
     ctx.barrier()
     if ctx.rank == 0:
         sink.finished()

@@ -13,6 +13,7 @@ import torch
 
 from linkscope import __version__
 from linkscope.bench.config import BenchConfig, P2PConfig
+from linkscope.bench.kv.config import KvConfig
 from linkscope.bench.moe.config import MoeConfig
 from linkscope.bench.train.config import TrainConfig
 from linkscope.results.records import RunInfo, RunKind
@@ -61,7 +62,7 @@ def nccl_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
 
 
-def config_dict(kind: str, cfg: BenchConfig | P2PConfig | TrainConfig | MoeConfig,
+def config_dict(kind: str, cfg: BenchConfig | P2PConfig | TrainConfig | MoeConfig | KvConfig,
                 nproc: int) -> dict[str, Any]:
     """The run's options, with nccl-tests' names added where nccl-tests has the same option."""
     data = asdict(cfg)
@@ -90,8 +91,8 @@ def probed_system() -> dict[str, Any] | None:
     return _probed_system()
 
 
-def build_run_info(kind: RunKind, cfg: BenchConfig | P2PConfig | TrainConfig | MoeConfig, backend: str,
-                   nproc: int) -> RunInfo:
+def build_run_info(kind: RunKind, cfg: BenchConfig | P2PConfig | TrainConfig | MoeConfig | KvConfig,
+                   backend: str, nproc: int) -> RunInfo:
     """A new run's metadata; the layout (hosts, groups, nodes) is filled in once the ranks report."""
     return RunInfo(
         kind=kind,

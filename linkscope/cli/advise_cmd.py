@@ -27,6 +27,7 @@ from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt
                                    ProviderOpt, RdmaOpt, SeqLenOpt, auto_int, check_framework, check_option, choice,
                                    peft_of)
 from linkscope.cli.catalog_cmd import warn_stale
+from linkscope.cli.disagg_cmd import check_disaggregated_only, kv_options
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
 from linkscope.hardware.currency import priced_in_usd
 from linkscope.hardware.errors import UserError
@@ -282,6 +283,19 @@ def infer(
     max_price_per_gpu_hour: Optional[float] = MaxPriceOpt, multi_node: bool = MultiNodeOpt,
     top: int = TopOpt, show_all: bool = AllOpt, as_json: bool = JsonOpt, extra: Optional[list[Path]] = CatalogOpt,
     currency: str = CurrencyOpt,
+    disaggregated: bool = typer.Option(False, "--disaggregated",
+                                       help="Search prefill and decode pools (TPs, prefill:decode ratio, nodes) "
+                                            "beside colocated serving, and say which wins; with "
+                                            "--compare-interconnect, the KV link too."),
+    ttft_budget: Optional[float] = typer.Option(None, "--ttft-budget", help="--disaggregated: time to first "
+                                                                            "token every plan must meet, seconds."),
+    kv_transport: str = typer.Option("auto", "--kv-transport", help="--disaggregated: nvlink, rdma, tcp or auto."),
+    kv_precision: str = typer.Option("bf16", "--kv-precision", help="--disaggregated: format of the KV cache."),
+    block_tokens: Optional[int] = typer.Option(None, "--block-tokens", help="--disaggregated: tokens per KV page "
+                                                                            "(default 32)."),
+    kv_granularity: str = typer.Option("request", "--kv-granularity", help="--disaggregated: request or layer."),
+    kv_overlap: bool = typer.Option(False, "--kv-overlap/--no-kv-overlap",
+                                    help="--disaggregated: send the KV cache while the prefill runs."),
 ) -> None:
     """The time-cost frontier of serving a model at a per-user speed (each plan an offering, layout and batch),
     or offerings ranked by dollars per million output tokens or by per-user speed."""
@@ -302,6 +316,19 @@ def infer(
         wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                                 fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
                                 max_price_per_gpu_hour=_in_usd(max_price_per_gpu_hour), multi_node=multi_node)
+        check_disaggregated_only(disaggregated, {
+            "--ttft-budget": ttft_budget is not None, "--kv-transport": kv_transport != "auto",
+            "--kv-precision": kv_precision != "bf16", "--block-tokens": block_tokens is not None,
+            "--kv-granularity": kv_granularity != "request", "--kv-overlap": kv_overlap})
+        if disaggregated:
+            from linkscope.cli.disagg_cmd import AdviseKvArgs, advise_disaggregated
+
+            advise_disaggregated(request, _offerings(db, wanted), db, AdviseKvArgs(
+                ttft_budget, kv_options(kv_transport, block_tokens, kv_granularity, kv_overlap), kv_precision),
+                compare, _in_usd(price_per_gpu_hour), top, as_json)
+            if not as_json:
+                _print_currency_note()
+            return
         advice = plan_infer(request, _offerings(db, wanted))
         selection = select_infer(advice, top, show_all, LIST if objective is not None else FRONTIER)
         warn_stale([db.offerings[r.offering] for r in selection.top + selection.others])

@@ -168,8 +168,9 @@ def p2p(
 
 
 SUB_ARGS = "linkscope.bench.sub_args"
-SUBCOMMANDS = ("train", "moe")
-"""Words that are never ops: `bench train ...` and `bench moe ...` hand the rest of the line to their command."""
+SUBCOMMANDS = ("train", "moe", "kv")
+"""Words that are never ops: `bench train ...`, `bench moe ...` and `bench kv ...` hand the rest of the line to their
+command."""
 
 
 def _subcommand(name: str) -> tuple[str, Any]:
@@ -177,6 +178,10 @@ def _subcommand(name: str) -> tuple[str, Any]:
         from linkscope.cli.train_cmd import TRAIN_HELP, train
 
         return TRAIN_HELP, train
+    if name == "kv":
+        from linkscope.cli.bench_kv_cmd import KV_HELP, kv
+
+        return KV_HELP, kv
     from linkscope.cli.bench_moe_cmd import MOE_HELP, moe
 
     return MOE_HELP, moe
@@ -209,6 +214,7 @@ class _BenchCommand(TyperCommand):
 def register(app: typer.Typer) -> None:
     """Add `bench` (with `bench train` and `bench moe`) and `p2p` to the command line."""
     app.command("bench", cls=_BenchCommand, help=BENCH_HELP + "\n\n`linkscope bench train --help`: measure a real "
-                "training loop beside its prediction. `linkscope bench moe --help`: time MoE dispatch and combine.",
+                "training loop beside its prediction. `linkscope bench moe --help`: time MoE dispatch and combine. "
+                "`linkscope bench kv --help`: move KV-cache pages between ranks.",
                 short_help="Measure collectives with nccl-tests' semantics; store them.")(bench)
     app.command("p2p", help=P2P_HELP, short_help="Bandwidth and latency matrices between every pair of ranks.")(p2p)

@@ -52,7 +52,15 @@ def calibrate(
     if as_json:
         print_json({"profile": profile.name, "path": report.path, "run_id": profile.run_id,
                     "fits": {op: {"median_error": m, "max_error": x} for op, (m, x) in report.fit_errors().items()},
-                    "train": profile.train, "train_compute": profile.train_compute})
+                    "train": profile.train, "train_compute": profile.train_compute, "kv": profile.kv})
+        return
+    if profile.kv is not None:
+        kv = profile.kv
+        console.print(f"profile {profile.name} from run {profile.run_id} ({profile.backend}): KV link latency "
+                      f"{kv['latency_us']:.3g} us, {kv['per_message_us']:.3g} us per page, {kv['gb_per_s']:.3g} GB/s; "
+                      f"median error {kv['median_error']:.1%}, max {kv['max_error']:.1%} over {kv['points']} "
+                      f"points; saved to {report.path}; use as `bench kv --system profile:{profile.name}`",
+                      highlight=False, soft_wrap=True, markup=False)
         return
     if profile.train_compute is not None:
         from linkscope.report.calibrate import train_compute_lines

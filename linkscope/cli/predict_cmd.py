@@ -182,11 +182,68 @@ def infer(
     precision: str = PrecisionOpt,
     prefill_interference: bool = PrefillInterferenceOpt,
     engine: str = EngineOpt,
+    disaggregated: bool = typer.Option(False, "--disaggregated",
+                                       help="Prefill and decode on separate pools, the KV cache between them; "
+                                            "beside it colocated serving on the same GPUs."),
+    prefill_gpus: Optional[int] = typer.Option(None, "--prefill-gpus", help="--disaggregated: GPUs of the prefill "
+                                                                           "pool."),
+    decode_gpus: Optional[int] = typer.Option(None, "--decode-gpus", help="--disaggregated: GPUs of the decode pool."),
+    prefill_instances: Optional[int] = typer.Option(None, "--prefill-instances",
+                                                    help="--disaggregated: prefill instances (instead of GPUs)."),
+    decode_instances: Optional[int] = typer.Option(None, "--decode-instances",
+                                                   help="--disaggregated: decode instances (instead of GPUs)."),
+    prefill_tp: Optional[int] = typer.Option(None, "--prefill-tp", help="--disaggregated: TP of a prefill instance "
+                                                                        "(default --tp)."),
+    decode_tp: Optional[int] = typer.Option(None, "--decode-tp", help="--disaggregated: TP of a decode replica "
+                                                                      "(default --tp)."),
+    decode_ep: int = typer.Option(1, "--decode-ep", help="--disaggregated: wide expert parallelism of the decode "
+                                                          "pool (MoE models)."),
+    kv_transport: str = typer.Option("auto", "--kv-transport", help="--disaggregated: nvlink, rdma, tcp or auto "
+                                                                     "(from where the pools sit on the System)."),
+    kv_precision: str = typer.Option("bf16", "--kv-precision", help="--disaggregated: format of the KV cache "
+                                                                     "(bf16, fp16 or fp8)."),
+    block_tokens: Optional[int] = typer.Option(None, "--block-tokens", help="--disaggregated: tokens per KV page "
+                                                                            "(default 32, TensorRT-LLM's)."),
+    kv_granularity: str = typer.Option("request", "--kv-granularity",
+                                       help="--disaggregated: request (a page holds a block of every layer) or "
+                                            "layer (one layer's block, sent as each layer finishes)."),
+    kv_overlap: bool = typer.Option(False, "--kv-overlap/--no-kv-overlap",
+                                    help="--disaggregated: send the KV cache chunk by chunk (and layer by layer) "
+                                         "while the prefill runs."),
+    qps: Optional[float] = typer.Option(None, "--qps", help="--disaggregated: requests/s to price the queues at "
+                                                            "(default: 80% of the smaller capacity)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="--disaggregated: nodes of the System the pools share."),
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Prefill time, per-token decode time, tokens/s per GPU and per user, and the TP all-reduce share."""
     import numpy as np
+
+    from linkscope.cli.disagg_cmd import check_disaggregated_only
+
+    check_disaggregated_only(disaggregated, {
+        "--prefill-gpus": prefill_gpus is not None, "--decode-gpus": decode_gpus is not None,
+        "--prefill-instances": prefill_instances is not None, "--decode-instances": decode_instances is not None,
+        "--prefill-tp": prefill_tp is not None, "--decode-tp": decode_tp is not None, "--decode-ep": decode_ep != 1,
+        "--kv-transport": kv_transport != "auto", "--kv-precision": kv_precision != "bf16",
+        "--block-tokens": block_tokens is not None, "--kv-granularity": kv_granularity != "request",
+        "--kv-overlap": kv_overlap, "--qps": qps is not None, "--nodes": nodes is not None})
+    if disaggregated:
+        from linkscope.cli.disagg_cmd import DisaggArgs, PoolArgs, kv_options, predict_disaggregated
+
+        base_tp = auto_int(tp, "--tp")
+        if base_tp is None:
+            raise UserError("--tp auto: --disaggregated prices the pools given; `advise infer --disaggregated` "
+                            "searches them")
+        for flag, value in (("--batch", batch), ("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
+            check_option(value, flag)
+        check_option(latency_budget, "--latency-budget")
+        args = DisaggArgs(system, nodes, PoolArgs("prefill", prefill_gpus, prefill_instances, prefill_tp or base_tp),
+                          PoolArgs("decode", decode_gpus, decode_instances, decode_tp or base_tp, decode_ep),
+                          kv_options(kv_transport, block_tokens, kv_granularity, kv_overlap), kv_precision, qps)
+        predict_disaggregated(args, load_model(model), input_tokens, output_tokens, precision, engine,
+                              None if latency_budget is not None else batch, latency_budget, as_json, extra or [])
+        return
 
     from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
                                             check_experts_fit, estimate_inference, pick_tp, summary)

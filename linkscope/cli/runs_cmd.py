@@ -14,8 +14,8 @@ from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import DbOpt, check_formats
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
-from linkscope.results.export import (format_nccl_tests_table, moe_run_to_csv, nccl_choice_lines, run_to_csv,
-                                      run_to_json, train_run_to_csv)
+from linkscope.results.export import (format_nccl_tests_table, kv_run_to_csv, moe_run_to_csv, nccl_choice_lines,
+                                      run_to_csv, run_to_json, train_run_to_csv)
 from linkscope.results.nccltests import import_nccl_tests_file
 from linkscope.results.records import RUN_KINDS, RunInfo
 from linkscope.results.store import DbLocation, ResultStore, require_existing
@@ -85,6 +85,8 @@ def show(
         _print_train(info)
     elif info.kind == "moe":
         _print_moe(info)
+    elif info.kind == "kv":
+        _print_kv(info)
     elif not rows and not pairs:
         console.print("This run has no rows.")
 
@@ -126,6 +128,15 @@ def _print_moe(info: RunInfo) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def _print_kv(info: RunInfo) -> None:
+    from linkscope.report.bench_kv import kv_lines
+
+    doc = info.extra.get("kv_summary")
+    lines = kv_lines(doc) if doc else ["# no KV pages timed (the run ended early)"]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 @user_errors
 def export(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
@@ -149,6 +160,7 @@ def export(
         print_json(run_to_json(info, rows, pairs))
         return
     csv_text = train_run_to_csv(info) if info.kind == "train" else moe_run_to_csv(info) if info.kind == "moe" \
+        else kv_run_to_csv(info) if info.kind == "kv" \
         else run_to_csv(rows)
     text = json.dumps(run_to_json(info, rows, pairs), indent=2) + "\n" if as_json else csv_text
     if output is None:

@@ -112,7 +112,7 @@ def render_report(runs: list[tuple[RunInfo, list[CollectiveRow], list[PairRow]]]
     """The whole page as one string; the first plot carries plotly.js inline, the others reuse it."""
     for info, rows, pairs in runs:
         # A page with nothing of a run on it would look like a rendering fault: say why instead.
-        if info.kind in ("train", "moe"):
+        if info.kind in ("train", "moe", "kv"):
             what = NOT_A_SWEEP[info.kind]
             raise UserError(f"run {info.run_id} is {what}; the report draws collective sweeps and p2p "
                             f"matrices (see `linkscope runs show {info.run_id}`)")

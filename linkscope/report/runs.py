@@ -28,9 +28,9 @@ def runs_table(summaries: list[RunSummary], width: int = WIDE_COLUMNS) -> Table:
         hosts = s.hosts[0] if len(s.hosts) == 1 else str(len(s.hosts))
         cells = {"kind": s.kind, "label": escape(s.label or ""), "status": s.status, "ranks": str(s.world_size),
                  "hosts": escape(hosts), "ops": " ".join(s.ops),
-                 # Training and MoE runs store steps and exchanges, not collective rows: a 0 there would read as
+                 # Training, MoE and KV runs store steps and exchanges, not collective rows: a 0 there would read as
                  # "nothing measured".
-                 "rows": "-" if s.kind in ("train", "moe") and not s.n_rows else str(s.n_rows)}
+                 "rows": "-" if s.kind in ("train", "moe", "kv") and not s.n_rows else str(s.n_rows)}
         table.add_row(s.run_id, s.started_at[:16].replace("T", " "), *(cells[n] for n in names))
     return table
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-from linkscope.model.fidelity.validate import Validation
+from linkscope.model.fidelity.validate import Validation, coverage_pct, verdicts
 
 
 def kinds_table(v: Validation) -> Table:
-    """Median and maximum absolute error per kind, in-sample and leave-one-source-out."""
+    """Median and maximum absolute error per kind, in-sample and leave-one-source-out; below it the share of each
+    kind inside its packaged p10..p90 ranges, and the disaggregated-serving verdicts."""
     table = Table(title="Model error on the evidence set, per kind (absolute %, LOSO = leave one source out, "
                         "LORO = leave one regime out)", header_style="bold")
     for name in ("kind", "entries", "in-sample median", "LOSO median", "LOSO max", "LORO median"):
@@ -18,6 +19,13 @@ def kinds_table(v: Validation) -> Table:
         loro = v.loro_median_pct(kind)
         table.add_row(kind, str(s.n), f"{s.in_sample_median_pct:.1f}%", f"{s.loso_median_pct:.1f}%",
                       f"{s.loso_max_pct:.1f}%", "-" if loro is None else f"{loro:.1f}%")
+    covered = [f"{kind} {c:.0f}%" for kind in v.kinds if (c := coverage_pct(v, kind)) is not None]
+    caption = "inside the packaged p10..p90 ranges: " + ", ".join(covered)
+    if "disaggregated" in v.kinds:
+        counts = verdicts(v)
+        caption += (f"; disaggregated vs colocated: {counts['right']} of {counts['n']} published verdicts called the "
+                    "same way")
+    table.caption = caption
     return table
 
 

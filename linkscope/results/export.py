@@ -215,3 +215,19 @@ def nccl_choice_lines(rows: Sequence[CollectiveRow],
         beside = f"   model: {model[0]}/{model[1]}" if model else ""
         lines.append(f"#  {op:>14} {size:>12} B  {row.nccl_algo}/{row.nccl_proto}{channels}{beside}")
     return lines
+
+
+KV_CSV_FIELDS = ("block_tokens", "in_flight", "messages_per_pair", "page_bytes", "bytes_per_pair", "time_us",
+                 "time_us_min", "time_us_max", "gb_per_s", "predicted_time_us", "predicted_gb_per_s")
+
+
+def kv_run_to_csv(info: RunInfo) -> str:
+    """A `bench kv` run as CSV: one line per block size and in-flight count."""
+    doc = info.extra.get("kv_summary") or {}
+    lines = [",".join(KV_CSV_FIELDS)]
+    for point in doc.get("points") or []:
+        predicted = point.get("predicted") or {}
+        values = {**point, "predicted_time_us": predicted.get("time_us"),
+                  "predicted_gb_per_s": predicted.get("gb_per_s")}
+        lines.append(",".join("" if values.get(k) is None else str(values[k]) for k in KV_CSV_FIELDS))
+    return "\n".join(lines) + "\n"

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 RunStatus = Literal["running", "complete", "incomplete", "failed"]
-RunKind = Literal["bench", "p2p", "import", "check", "train", "moe"]
+RunKind = Literal["bench", "p2p", "import", "check", "train", "moe", "kv"]
 RUN_KINDS: tuple[str, ...] = get_args(RunKind)
-NOT_A_SWEEP = {"train": "a training run", "p2p": "a p2p matrix", "moe": "a MoE dispatch/combine run"}
+NOT_A_SWEEP = {"train": "a training run", "p2p": "a p2p matrix", "moe": "a MoE dispatch/combine run",
+               "kv": "a KV-cache transfer run"}
 """Kinds of run that hold no collective sweep, as an error message names them."""
 Placement = Literal["out_of_place", "in_place"]
 

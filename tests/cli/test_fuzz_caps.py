@@ -14,6 +14,7 @@ OUT_OF_RANGE = ["-1", "1e23", "99999999999999999999999", "nan", "inf", "-inf"]
 TRAIN = ["bench", "train", "-m", "llama2-7b", "--layers", "1", "--hidden", "64", "--heads", "2", "--vocab", "128",
          "--seq-len", "32"]
 MOE = ["bench", "moe", "--tokens-per-rank", "64", "--hidden", "64", "--topk", "2", "--experts", "4"]
+KV = ["bench", "kv", "--tokens", "64", "--block-tokens", "16", "--in-flight", "1"]
 CASES = {
     "bench": (["bench"], ["-n", "-w", "--repeat", "--min-time", "--timeout", "--nproc", "-c"]),
     "p2p": (["p2p"], ["-n", "-w", "--latency-iters", "--timeout", "--nproc"]),
@@ -22,6 +23,7 @@ CASES = {
     "check": (["check"], ["--nproc", "--timeout"]),
     "moe": (MOE, ["-n", "-w", "--timeout", "--nproc", "--tokens-per-rank", "--hidden", "--topk", "--experts",
                   "--skew", "--seed"]),
+    "kv": (KV, ["-n", "-w", "--timeout", "--nproc", "--tokens", "--layers", "--kv-heads", "--head-dim", "--tp"]),
 }
 
 
@@ -34,7 +36,7 @@ def _nothing_spawned(monkeypatch: pytest.MonkeyPatch) -> None:
     # `refuse` as its own launch_local, and undoing the patch would then restore `refuse` for later tests.
     monkeypatch.setattr("linkscope.bench.runner.launch_local", refuse)
     monkeypatch.setattr("linkscope.bench.train.runner.launch_local", refuse)
-    monkeypatch.setattr("linkscope.bench.moe.runner.launch_local", refuse)
+    monkeypatch.setattr("linkscope.bench.recorded.launch_local", refuse)
     monkeypatch.setattr(launch, "launch_local", refuse)
 
 
@@ -51,7 +53,7 @@ def test_out_of_range_numbers_are_refused_before_anything_runs(command: str, tmp
     assert not db.exists()  # nothing was stored, not even an empty run
 
 
-@pytest.mark.parametrize("command", ["bench", "p2p", "train", "check", "moe"])
+@pytest.mark.parametrize("command", ["bench", "p2p", "train", "check", "moe", "kv"])
 def test_more_ranks_than_cores_is_refused_without_spawning(command: str, tmp_path: Path) -> None:
     args = CASES[command][0]
     result = invoke(*args, "--nproc", "1000", "--db", str(tmp_path / "r.db"))

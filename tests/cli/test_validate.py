@@ -11,10 +11,14 @@ def test_validate_json_has_kinds_and_sources() -> None:
     result = run_cli("validate", "--json")
     assert result.exit_code == 0
     data = json.loads(result.stdout)
-    assert set(data["kinds"]) == {"training", "collectives", "inference", "moe"}
+    assert set(data["kinds"]) == {"training", "collectives", "inference", "moe", "disaggregated"}
     for summary in data["kinds"].values():
-        assert set(summary) == {"n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct", "loro_median_pct"}
+        assert {"n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct", "loro_median_pct",
+                "coverage_pct"} <= set(summary)
         assert summary["n"] >= 1 and summary["loso_max_pct"] >= summary["loso_median_pct"]
+        assert 0 <= summary["coverage_pct"] <= 100
+    verdicts = data["kinds"]["disaggregated"]["verdicts"]
+    assert verdicts["n"] >= 3 and verdicts["right"] == verdicts["n"]
     sources = {s["source"]: s for s in data["sources"]}
     assert sources["korthikanti-2022"]["kind"] == "training" and sources["korthikanti-2022"]["n"] == 8
     assert all({"kind", "n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct"} <= set(s)

@@ -9,42 +9,23 @@ A rank that dies or hangs, or Ctrl-C, ends the run with exit code 3 and what was
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from linkscope.bench.comm import check_local_nproc, default_nproc, init_rank, resolve_backend
-from linkscope.bench.events import NullSink
-from linkscope.bench.jobs import Job, run_guarded, run_job
-from linkscope.bench.launch import launch_local, stall_message
-from linkscope.bench.layout import RankEnv, torchrun_env
+from linkscope.bench.comm import check_local_nproc, default_nproc, resolve_backend
+from linkscope.bench.jobs import Job
+from linkscope.bench.layout import torchrun_env
 from linkscope.bench.moe.config import MoeConfig, check_world
 from linkscope.bench.moe.loop import where_label
 from linkscope.bench.moe.recorder import MoeRecorder
-from linkscope.bench.recorder import final_status
+from linkscope.bench.recorded import Emit, RecordedResult, run_local, run_torchrun, stdout
 from linkscope.bench.runinfo import build_run_info
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import check_host_memory
 from linkscope.results.store import ResultStore
 
-Emit = Callable[[str], None]
-
-
-@dataclass
-class MoeRunResult:
-    """How a `bench moe` run ended, and its recorder (None on torchrun ranks other than 0)."""
-
-    run_id: str
-    db_path: str
-    status: str
-    exit_code: int
-    error: str | None = None
-    recorder: MoeRecorder | None = None
-
-
-def _stdout(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+MoeRunResult = RecordedResult[MoeRecorder]
+"""How a `bench moe` run ended, and its recorder (None on torchrun ranks other than 0)."""
+__all__ = ["Emit", "MoeRunResult", "resolve_config", "run_moe_bench"]
 
 
 def resolve_config(cfg: MoeConfig, world: int | None = None) -> MoeConfig:
@@ -65,23 +46,6 @@ def resolve_config(cfg: MoeConfig, world: int | None = None) -> MoeConfig:
     return replace(cfg, run=replace(cfg.run, backend=backend, nproc=nproc))
 
 
-def run_moe_bench(cfg: MoeConfig, emit: Emit | None = None) -> MoeRunResult:
-    """Measure one dispatch/combine shape (`cfg` as `resolve_config` returns it, or raw) and store the run."""
-    emit = emit or _stdout
-    env = torchrun_env()
-    if env is not None:
-        return _run_torchrun(cfg, env, emit)
-    cfg = resolve_config(cfg)
-    recorder = _recorder(cfg, emit)
-    try:
-        outcome = launch_local(Job("moe", cfg), cfg.run.nproc or 2, cfg.run.timeout_s, recorder.dispatch,
-                               where_label(cfg))
-    except BaseException as exc:
-        recorder.close("failed", f"{type(exc).__name__}: {exc}")
-        raise
-    return _finish(recorder, outcome.status, outcome.message)
-
-
 def _recorder(cfg: MoeConfig, emit: Emit) -> MoeRecorder:
     info = build_run_info("moe", cfg, cfg.run.backend, cfg.run.nproc or 2)
     recorder = MoeRecorder(ResultStore(cfg.run.db_path or None), info, emit, cfg.run.quiet)
@@ -89,31 +53,13 @@ def _recorder(cfg: MoeConfig, emit: Emit) -> MoeRecorder:
     return recorder
 
 
-def _finish(recorder: MoeRecorder, outcome_status: str, message: str) -> MoeRunResult:
-    status, code, error = final_status(outcome_status, recorder.wrong, message)
-    recorder.close(status, error)
-    return MoeRunResult(recorder.info.run_id, recorder.store.where, status, code, error, recorder)
-
-
-def _run_torchrun(cfg: MoeConfig, env: RankEnv, emit: Emit) -> MoeRunResult:
-    """Every rank under torchrun calls this; rank 0 records, the others only measure."""
-    from linkscope.bench import torchrun
-
-    cfg = resolve_config(cfg, env.world)
-    ctx = init_rank(env, cfg.run.backend, "env://", cfg.run.timeout_s + 60.0, torchrun.store_publisher(env.rank))
-    job = Job("moe", cfg)
-    if env.rank != 0:
-        run_job(job, ctx, NullSink())
-        ctx.close()
-        return MoeRunResult("", cfg.run.db_path or "", "complete", 0)
-    recorder = _recorder(cfg, emit)
-    where = where_label(cfg)
-    guard = torchrun.RankZeroGuard(recorder, ctx.progress, env.world, cfg.run.timeout_s,
-                                   lambda values, own, frozen: stall_message(values, cfg.run.timeout_s, where,
-                                                                             frozen)[0] if values else where(own))
-    guard.start()
-    status, message = run_guarded(job, ctx, recorder)
-    guard.stop()
-    if status == "complete":
-        ctx.close()
-    return _finish(recorder, status, message)
+def run_moe_bench(cfg: MoeConfig, emit: Emit | None = None) -> MoeRunResult:
+    """Measure one dispatch/combine shape (`cfg` as `resolve_config` returns it, or raw) and store the run."""
+    emit = emit or stdout
+    env = torchrun_env()
+    if env is not None:
+        cfg = resolve_config(cfg, env.world)
+        return run_torchrun(Job("moe", cfg), env, cfg.run.backend, cfg.run.timeout_s, lambda: _recorder(cfg, emit),
+                            where_label(cfg), cfg.run.db_path or "")
+    cfg = resolve_config(cfg)
+    return run_local(Job("moe", cfg), cfg.run.nproc or 2, cfg.run.timeout_s, _recorder(cfg, emit), where_label(cfg))

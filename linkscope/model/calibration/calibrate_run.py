@@ -48,6 +48,8 @@ def calibrate_run(store: ResultStore, run_id: str, name: str | None, offering: s
         raise UserError(f"run {info.run_id} times one MoE shape, too few sizes to fit latency and bandwidth; "
                         "calibrate an all_to_all sweep (`linkscope bench all_to_all`) and pass it to `bench moe` as "
                         "--system profile:NAME")
+    if info.kind == "kv":
+        return _calibrate_kv(info, name, offering, db)
     if offering is not None and offering not in db.offerings:
         raise UserError(f"unknown offering '{offering}' (see `linkscope catalog`)", field="offering")
     if offering is not None:
@@ -100,4 +102,21 @@ def _calibrate_train(info: RunInfo, name: str | None, offering: str | None, db: 
     fit = fit_train(shapes, times)
     profile = new_profile(name or f"run-{info.run_id}", info.run_id, info.world_size or 1, info.nodes or 1,
                           info.backend, {}, _system(info.system, db), offering, info.label, train=fit.as_dict())
+    return CalibrationReport(profile=profile, path=str(save_profile(profile)))
+
+
+def _calibrate_kv(info: RunInfo, name: str | None, offering: str | None, db: HardwareDB) -> CalibrationReport:
+    """A `bench kv` run: the link's latency, per-page cost and bandwidth fitted on its points (median time each)."""
+    import statistics
+
+    from linkscope.model.calibration.kv_fit import fit_kv
+
+    if offering is not None:
+        raise UserError("--offering: a KV-transfer fit describes the ranks it ran on, not an offering's GPUs",
+                        field="offering")
+    points = [p for p in (info.extra.get("kv") or {}).get("points") or [] if p.get("seconds")]
+    fit = fit_kv([p["messages_per_pair"] for p in points], [p["bytes_per_pair"] for p in points],
+                 [statistics.median(p["seconds"]) for p in points])
+    profile = new_profile(name or f"run-{info.run_id}", info.run_id, info.world_size or 2, info.nodes or 1,
+                          info.backend, {}, _system(info.system, db), None, info.label, kv=fit.as_dict())
     return CalibrationReport(profile=profile, path=str(save_profile(profile)))

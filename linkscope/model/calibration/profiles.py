@@ -50,6 +50,8 @@ class Profile:
     train_compute: dict[str, Any] | None = None
     """A training calibration on GPUs (`model.calibration.train_compute.ComputeScale.as_dict`): the measured
     compute against the datasheet step model's, applied on the profile's System."""
+    kv: dict[str, Any] | None = None
+    """A KV-transfer calibration (`model.calibration.kv_fit.KvFit.as_dict`), from a `bench kv` run."""
 
     def fit(self, op: str) -> OpFit:
         """The fitted curve of `op` (UserError naming what was measured when it is missing)."""
@@ -136,6 +138,10 @@ def check_profile(profile: Profile, where: str) -> None:
         from linkscope.model.calibration.train_compute import ComputeScale
 
         ComputeScale.from_dict(profile.train_compute, where)
+    if profile.kv is not None:
+        from linkscope.model.calibration.kv_fit import KvFit
+
+        KvFit.from_dict(profile.kv, where)
 
 
 def save_profile(profile: Profile) -> Path:
@@ -180,12 +186,13 @@ def list_profiles() -> list[str]:
 
 def new_profile(name: str, run_id: str, ranks: int, nodes: int, backend: str, fits: dict[str, OpFit],
                 system: System | None, offering: str | None, label: str,
-                train: dict[str, Any] | None = None, train_compute: dict[str, Any] | None = None) -> Profile:
+                train: dict[str, Any] | None = None, train_compute: dict[str, Any] | None = None,
+                kv: dict[str, Any] | None = None) -> Profile:
     """A profile stamped with the current time."""
     return Profile(name=name, run_id=run_id, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                    ranks=ranks, nodes=nodes, backend=backend, fits=fits,
                    system=system_dict(system) if system else None, offering=offering, label=label, train=train,
-                   train_compute=train_compute)
+                   train_compute=train_compute, kv=kv)
 
 
 def profile_system(profile: Profile, db: HardwareDB) -> System:

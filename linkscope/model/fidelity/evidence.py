@@ -24,7 +24,7 @@ from linkscope.model.step.peft import Peft
 EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
 EVIDENCE_DIR = Path(__file__).parents[1] / "data" / "evidence"
 """More evidence files of the same schema, one per topic, so that one topic's entries can grow on their own."""
-KINDS = ("training", "collectives", "inference", "moe")
+KINDS = ("training", "collectives", "inference", "moe", "disaggregated")
 CALIBRATION_SOURCE = "korthikanti-2022"
 
 
@@ -36,7 +36,7 @@ class Source(_Strict):
     """One publication."""
 
     id: str
-    kind: Literal["training", "collectives", "inference", "moe"]
+    kind: Literal["training", "collectives", "inference", "moe", "disaggregated"]
     citation: str
     url: str
     as_of: date
@@ -188,6 +188,41 @@ class MoeEntry(_Strict):
     assumed: list[str] = []
 
 
+class DisaggEntry(_Entry):
+    """Disaggregated serving: a KV transfer between pools (`kv_gb_per_s`: one rank's pages over one path, the
+    bytes over the time), or the end-to-end verdict (`speedup`: the best tokens/s per GPU of the disaggregated
+    deployment over colocated serving on the same GPUs across `budgets` tokens/s per user, rate-matched as the
+    source plots it when `rate_matched`)."""
+
+    metric: Literal["kv_gb_per_s", "speedup"]
+    path: Literal["nvlink", "pcie", "rdma", "tcp"] | None = None
+    messages: int | None = Field(default=None, ge=1)
+    """Pages one rank posts in the transfer."""
+    message_bytes: int | None = Field(default=None, ge=1)
+    senders_per_node: int = Field(default=1, ge=1)
+    model: str | None = None
+    input_tokens: int | None = Field(default=None, ge=1)
+    output_tokens: int | None = Field(default=None, ge=1)
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    kv_precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    prefill_gpus: int = Field(default=1, ge=1)
+    prefill_tp: int = Field(default=1, ge=1)
+    decode_gpus: int = Field(default=1, ge=1)
+    decode_tp: int = Field(default=1, ge=1)
+    decode_ep: int = Field(default=1, ge=1)
+    budgets: list[float] = []
+    rate_matched: bool = True
+
+    @model_validator(mode="after")
+    def _what_the_metric_needs(self) -> DisaggEntry:
+        if self.metric == "kv_gb_per_s" and (self.path is None or self.messages is None or self.message_bytes is None):
+            raise ValueError("kv_gb_per_s needs path, messages and message_bytes")
+        if self.metric == "speedup" and (self.model is None or self.input_tokens is None
+                                         or self.output_tokens is None or not self.budgets):
+            raise ValueError("speedup needs model, input_tokens, output_tokens and budgets")
+        return self
+
+
 class EvidenceFile(_Strict):
     """data/evidence.yaml."""
 
@@ -198,9 +233,10 @@ class EvidenceFile(_Strict):
     collectives: list[CollectiveEntry] = []
     inference: list[InferenceEntry] = []
     moe: list[MoeEntry] = []
+    disaggregated: list[DisaggEntry] = []
 
 
-Entry = TrainingEntry | CollectiveEntry | InferenceEntry | MoeEntry
+Entry = TrainingEntry | CollectiveEntry | InferenceEntry | MoeEntry | DisaggEntry
 
 
 class EvidenceSet:
@@ -212,11 +248,13 @@ class EvidenceSet:
         self.collectives: list[CollectiveEntry] = list(data.collectives)
         self.inference: list[InferenceEntry] = list(data.inference)
         self.moe: list[MoeEntry] = list(data.moe)
+        self.disaggregated: list[DisaggEntry] = list(data.disaggregated)
 
     def entries(self, kind: str) -> list[Entry]:
         """The entries of one kind."""
         by_kind: dict[str, list[Entry]] = {"training": list(self.training), "collectives": list(self.collectives),
-                                           "inference": list(self.inference), "moe": list(self.moe)}
+                                           "inference": list(self.inference), "moe": list(self.moe),
+                                           "disaggregated": list(self.disaggregated)}
         return by_kind[kind]
 
 
@@ -265,7 +303,7 @@ def _merged(files: dict[Path, EvidenceFile]) -> EvidenceFile:
                 raise DataError(str(path), f"source '{source.id}' is also listed in {seen[source.id].name}",
                                 field="sources.id")
             seen[source.id] = path
-        entries: list[Entry] = [*data.training, *data.collectives, *data.inference, *data.moe]
+        entries: list[Entry] = [*data.training, *data.collectives, *data.inference, *data.moe, *data.disaggregated]
         for entry in entries:
             if entry.source not in known:
                 raise DataError(str(path), f"unknown source '{entry.source}'", field="source")
@@ -275,7 +313,8 @@ def _merged(files: dict[Path, EvidenceFile]) -> EvidenceFile:
                         training=[e for p in parts for e in p.training],
                         collectives=[e for p in parts for e in p.collectives],
                         inference=[e for p in parts for e in p.inference],
-                        moe=[e for p in parts for e in p.moe])
+                        moe=[e for p in parts for e in p.moe],
+                        disaggregated=[e for p in parts for e in p.disaggregated])
 
 
 @functools.cache

@@ -13,9 +13,12 @@ from linkscope.hardware.system import System
 from linkscope.model.comm.moe import MoeRequest, predict_moe
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.comm.tiers import comm_tiers
-from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, MoeEntry, TrainingEntry
+from linkscope.model.fidelity.evidence import (CollectiveEntry, DisaggEntry, Entry, InferenceEntry, MoeEntry,
+                                               TrainingEntry)
 from linkscope.model.ranges.classes import fabric_class, gpu_family
+from linkscope.model.step.disagg import DisaggJob, Pool, speedup_at
 from linkscope.model.step.infer import InferJob, batched_prefill_s, candidate_batches, estimate_inference
+from linkscope.model.step.kv_transfer import link, stream_s
 from linkscope.model.step.layout import single_layout
 from linkscope.model.step.job import Job
 from linkscope.model.step.compute import usable_memory_gib
@@ -115,6 +118,26 @@ def predicted_moe(entry: MoeEntry, db: HardwareDB) -> float:
     return p.dispatch_gb_per_s if entry.op == "dispatch" else p.combine_gb_per_s
 
 
+def predicted_disagg(entry: DisaggEntry, db: HardwareDB) -> float:
+    """GB/s of the entry's KV transfer, or the best (rate-matched) speedup over colocated serving across its
+    budgets."""
+    system = evidence_system(entry.system, db)
+    if entry.metric == "kv_gb_per_s":
+        nbytes = float((entry.messages or 1) * (entry.message_bytes or 1))
+        across = system.with_nodes(max(2, system.nodes)) if entry.path in ("rdma", "tcp") else system
+        path_link = link(across, comm_tiers(across), entry.path or "rdma", entry.senders_per_node)
+        return nbytes / stream_s(path_link, float(entry.messages or 1), nbytes) / 1e9
+    job = DisaggJob(model_presets()[entry.model or ""], entry.input_tokens or 1, entry.output_tokens or 1,
+                    Pool(entry.prefill_gpus, entry.prefill_tp), Pool(entry.decode_gpus, entry.decode_tp,
+                                                                       entry.decode_ep),
+                    precision=entry.precision, kv_precision=entry.kv_precision)
+    tiers = comm_tiers(system)
+    ratios = [r for b in entry.budgets if (r := speedup_at(job, system, tiers, b, entry.rate_matched)) is not None]
+    if not ratios:
+        raise ValueError(f"{entry.source}: no budget of {entry.budgets} is met by both answers")
+    return max(ratios)
+
+
 def measured(entry: Entry) -> float:
     """The measured value in the unit `predicted` returns."""
     return entry.step_time_s if isinstance(entry, TrainingEntry) else entry.value
@@ -128,6 +151,8 @@ def predicted(entry: Entry, db: HardwareDB) -> float:
         return predicted_collective(entry, db)
     if isinstance(entry, MoeEntry):
         return predicted_moe(entry, db)
+    if isinstance(entry, DisaggEntry):
+        return predicted_disagg(entry, db)
     return predicted_inference(entry, db)
 
 
@@ -140,6 +165,8 @@ def evidence_class(entry: Entry, db: HardwareDB) -> tuple[str, str]:
         system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system
     elif isinstance(entry, MoeEntry):
         system = system.with_gpus(entry.ep) if entry.ep > system.node.gpus else system
+    elif isinstance(entry, DisaggEntry):
+        system = system.with_nodes(2) if entry.path in ("rdma", "tcp") else system
     else:
         system = system.with_nodes(max(1, -(-entry.tp * entry.pp // system.node.gpus)))
     return fabric_class(system), gpu_family(system)

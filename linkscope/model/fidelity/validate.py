@@ -29,6 +29,7 @@ from linkscope.model.step.compute import (
 from linkscope.model.fidelity.evidence import (
     KINDS,
     CollectiveEntry,
+    DisaggEntry,
     Entry,
     EvidenceSet,
     MoeEntry,
@@ -59,6 +60,7 @@ class EntryResult:
     gpu_family: str = ""
     loro: dict[str, float] = field(default_factory=dict)
     """Per regime the entry belongs to, its prediction with that regime left out of the fit."""
+    metric: str = ""
 
     @property
     def in_sample_err_pct(self) -> float:
@@ -100,7 +102,9 @@ class Validation:
 
     def as_dict(self, with_entries: bool = False) -> dict[str, Any]:
         """JSON-ready dict."""
-        kinds = {k: {**asdict(v), "loro_median_pct": self.loro_median_pct(k)} for k, v in self.kinds.items()}
+        kinds = {k: {**asdict(v), "loro_median_pct": self.loro_median_pct(k), "coverage_pct": coverage_pct(self, k)}
+                 for k, v in self.kinds.items()}
+        kinds.get("disaggregated", {}).update(verdicts=verdicts(self))
         out: dict[str, Any] = {"kinds": kinds, "sources": self.sources, "regimes": self.regimes,
                                "fitted": self.fitted}
         if with_entries:
@@ -115,17 +119,45 @@ class Validation:
         return float(np.median(errs)) if errs else None
 
 
+def coverage_pct(validation: Validation, kind: str) -> float | None:
+    """Share of the kind's entries (percent) whose measured value lies inside the p10..p90 range the packaged
+    ranges (data/accuracy.yaml) give their leave-one-source-out prediction: their class's, or the kind's widest
+    where the class has too few entries (`model.ranges.accuracy.spread`'s rule)."""
+    from linkscope.model.ranges.accuracy import MIN_CLASS_ENTRIES, accuracy_file
+
+    data = accuracy_file()
+    results = [r for r in validation.entries if r.kind == kind]
+    if not results or kind not in data.kinds:
+        return None
+    inside = 0
+    for r in results:
+        own = data.classes.get(kind, {}).get(r.fabric_class)
+        span = own if own is not None and own.n >= MIN_CLASS_ENTRIES else data.widest.get(kind, data.kinds[kind])
+        inside += min(span.p10_log, 0.0) <= float(np.log(r.measured / r.loso)) <= max(span.p90_log, 0.0)
+    return 100.0 * inside / len(results)
+
+
+def verdicts(validation: Validation) -> dict[str, int]:
+    """Published comparisons of disaggregated against colocated serving (`speedup` entries): how many the model
+    calls the same way (disaggregated faster exactly when the source found it faster)."""
+    speedups = [r for r in validation.entries if r.kind == "disaggregated" and r.metric == "speedup"]
+    right = sum((r.measured > 1.0) == (r.loso > 1.0) for r in speedups)
+    return {"n": len(speedups), "right": right}
+
+
 def loro_err_pct(result: EntryResult, regime: str) -> float:
     """Signed error of the entry's prediction with `regime` left out, percent of the measured value."""
     return (result.loro[regime] / result.measured - 1.0) * 100.0
 
 
 def kind_of(entry: Entry) -> str:
-    """training, collectives, inference or moe."""
+    """training, collectives, inference, moe or disaggregated."""
     if isinstance(entry, TrainingEntry):
         return "training"
     if isinstance(entry, MoeEntry):
         return "moe"
+    if isinstance(entry, DisaggEntry):
+        return "disaggregated"
     return "collectives" if isinstance(entry, CollectiveEntry) else "inference"
 
 
@@ -138,6 +170,11 @@ def label_of(entry: Entry) -> str:
         return f"{entry.op} {entry.size_bytes} B on {entry.gpus} x {entry.system}"
     if isinstance(entry, MoeEntry):
         return f"{entry.kernel} {entry.op} ep {entry.ep} x {entry.tokens_per_rank} tokens on {entry.system}"
+    if isinstance(entry, DisaggEntry):
+        if entry.metric == "kv_gb_per_s":
+            return f"KV {entry.messages} x {entry.message_bytes} B over {entry.path} on {entry.system}"
+        return (f"{entry.model} {entry.input_tokens}/{entry.output_tokens} P{entry.prefill_gpus}/tp{entry.prefill_tp} "
+                f"D{entry.decode_gpus}/ep{entry.decode_ep} speedup on {entry.system}")
     return f"{entry.model} tp{entry.tp} batch {entry.batch} {entry.metric} on {entry.system}"
 
 
@@ -197,7 +234,8 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
         for i, value in zip(idx, _predict_with([entries[i] for i in idx], db, fold, comm_fold,
                                                priced_moe.fit(keep=_leaving_out(source)))):
             loso[i] = value
-    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, *evidence_class(e, db), loro=r)
+    results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, *evidence_class(e, db), loro=r,
+                           metric=getattr(e, "metric", ""))
                for e, p, q, r in zip(entries, in_sample, loso, loro)]
     return _summarise(results, evidence, constants, comm)
 

@@ -136,6 +136,12 @@ def _kv_bytes_per_token(job: InferJob) -> float:
     return 2.0 * m.kv_dim / kv_split * BYTES_PER_WEIGHT[job.kv_precision] * m.layers / job.pp
 
 
+def kv_cache_bytes_per_token(model: ModelConfig, kv_precision: str) -> float:
+    """KV cache of one token for the whole model (every layer, every KV head): what a disaggregated deployment
+    moves from its prefill pool to its decode pool per prompt token."""
+    return _kv_bytes_per_token(InferJob(model, 1, 1, 1, 1, kv_precision=kv_precision))
+
+
 def _expert_bytes_per_gpu(job: InferJob) -> float:
     """Routed expert weights one GPU holds: split over ep GPUs, or by tp x pp without expert parallelism."""
     m = job.model

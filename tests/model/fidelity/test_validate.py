@@ -366,3 +366,12 @@ def test_small_models_are_predicted_from_the_larger_ones_across_two_sources(resu
     kernels = {(e.source, e.attention) for e in evidence.training
                if e.source in ("llm-foundry-benchmarks", "olmo-core-readme-2025-03")}
     assert kernels == {("llm-foundry-benchmarks", "triton"), ("olmo-core-readme-2025-03", "flash2")}
+
+
+def test_disaggregated_kv_transfers_within_20_pct_median_and_every_verdict_right(result: Validation) -> None:
+    from linkscope.model.fidelity.validate import verdicts
+
+    kv = [abs(r.loso_err_pct) for r in result.entries if r.kind == "disaggregated" and r.metric == "kv_gb_per_s"]
+    assert kv and sorted(kv)[len(kv) // 2] <= 20.0
+    counts = verdicts(result)
+    assert counts["n"] >= 3 and counts["right"] == counts["n"]
