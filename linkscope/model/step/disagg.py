@@ -157,7 +157,8 @@ def place(job: DisaggJob, system: System) -> Placement:
 
 
 def check_job(job: DisaggJob, system: System) -> None:
-    """Pools that divide into their instances, TP inside a node or NVLink domain, a page size within the context (UserError)."""
+    """Pools that divide into their instances, TP inside a node or NVLink domain, a page size within the context
+    (UserError)."""
     if job.prefill.ep > 1:
         raise UserError("wide expert parallelism is priced for decode only", field="decode_ep")
     for name, pool in (("prefill", job.prefill), ("decode", job.decode)):
