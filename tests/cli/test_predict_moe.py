@@ -72,3 +72,29 @@ def test_plan_and_advise_train_honour_the_expert_parallelism_given() -> None:
     assert "EP 4" in advise.stdout or '"ep": 4' in advise.stdout
     bad = run_cli("plan", "-s", "dgx-h100", "--nodes", "2", "-m", "mixtral-8x7b", "--ep", "3")
     assert bad.exit_code == 2 and "--ep: 3 does not divide the 8 experts" in bad.output
+
+
+DECODE = ["predict", "moe", "--tokens-per-rank", "128", "--hidden", "7168", "--topk", "8", "--experts", "288"]
+
+
+def test_the_output_states_the_transport_auto_chose() -> None:
+    result = run_cli(*DECODE, "-s", "aws/p5en.48xlarge", "--ep", "16", "--kernel", "uccl-ep-ll")
+    assert result.exit_code == 0, result.output
+    assert "uccl-ep-ll over efa" in result.output
+    assert "transport efa (auto: the System's fabric is EFA)" in result.output
+    data = json.loads(run_cli(*DECODE, "-s", "dgx-h100", "--ep", "16", "--kernel", "low-latency", "--json").stdout)
+    assert (data["kernel"], data["transport"]) == ("deepep-ll", "ibgda")
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["-s", "dgx-h100", "--transport", "efa"], "--transport efa runs over efa; dgx-h100's fabric is infiniband"),
+    (["-s", "gcp/a3-highgpu-8g", "--transport", "ibgda"], "--transport ibgda runs over infiniband or roce"),
+    (["-s", "aws/p5en.48xlarge", "--kernel", "deepep-ll"], "--kernel deepep-ll cannot run on --transport efa"),
+    (["-s", "dgx-h100", "--kernel", "nccl", "--transport", "ibgda"], "--kernel nccl cannot run on --transport ibgda"),
+    (["-s", "dgx-h100", "--transport", "tcp"], "--transport must be one of auto, ibgda, proxy, efa, nvlink"),
+])
+def test_a_transport_the_system_or_kernel_cannot_run_is_one_line_exit_2(extra: list[str], words: str) -> None:
+    result = run_cli(*DECODE, "--ep", "16", *extra)
+    assert result.exit_code == 2
+    assert words in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
