@@ -131,6 +131,15 @@ TransportOpt = typer.Option("auto", "--transport",
                                  "host proxy thread over InfiniBand/RoCE), efa (AWS EFA through a host proxy), "
                                  "nvlink (one node), or auto (from the System: EFA -> efa; InfiniBand/RoCE with "
                                  "GPUDirect -> ibgda; one node -> nvlink).")
+
+
+def transport_choice(transport: str) -> str:
+    """--transport checked against model/comm/moe.py's choices (one line naming them)."""
+    from linkscope.model.comm.moe import TRANSPORT_CHOICES
+
+    return choice(transport, "--transport", TRANSPORT_CHOICES)
+
+
 AttentionOpt = typer.Option("flash", "--attention",
                             help="flash (fused, tuned for the GPU), flash2 (FlashAttention-2, and PyTorch SDPA's "
                                  "default before 2.9), triton (FlashAttention's Triton kernel) or unfused (scores "

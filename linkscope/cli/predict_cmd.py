@@ -19,7 +19,7 @@ from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, CatalogOpt, D
                                    PrecisionOpt, PrefillInterferenceOpt, RecomputeOpt, SeqLenOpt, SequenceParallelOpt,
                                    SystemOpt, TpOverlapOpt, TransportOpt, ZeroOpt, auto_int, check_framework,
                                    check_option, check_zero, choice, layout_request, peft_of, pp_opt, tp_opt,
-                                   training_job)
+                                   training_job, transport_choice)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
@@ -110,6 +110,7 @@ def train(
     moe_dispatcher: str = MoeDispatcherOpt,
     moe_a2a_overlap: bool = MoeA2aOverlapOpt,
     moe_imbalance: float = MoeImbalanceOpt,
+    transport: str = TransportOpt,
     precision: str = PrecisionOpt,
     attention: str = AttentionOpt,
     framework: str = FrameworkOpt,
@@ -138,7 +139,7 @@ def train(
     else:
         job = training_job(spec, global_batch, seq_len, precision, attention, moe_dispatcher, moe_imbalance,
                            dp_overlap=dp_overlap, tp_overlap=tp_overlap, moe_a2a_overlap=moe_a2a_overlap,
-                           peft=adapters, framework=framework)
+                           peft=adapters, framework=framework, moe_transport=transport_choice(transport))
         req = layout_request(tp, pp, dp, cp, interleave, micro_batch, recompute, zero, sequence_parallel, ep, etp)
         prediction = predict_train_on(job, resolved, req)
     if as_json:
@@ -183,6 +184,7 @@ def infer(
     precision: str = PrecisionOpt,
     prefill_interference: bool = PrefillInterferenceOpt,
     engine: str = EngineOpt,
+    transport: str = TransportOpt,
     disaggregated: bool = typer.Option(False, "--disaggregated",
                                        help="Prefill and decode on separate pools, the KV cache between them; "
                                             "beside it colocated serving on the same GPUs."),
@@ -262,7 +264,7 @@ def infer(
     resolved = _resolved(system, ep if ep > per_node else None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
                    output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS), ep=ep,
-                   engine=choice(engine, "--engine", ENGINES))
+                   engine=choice(engine, "--engine", ENGINES), moe_transport=transport_choice(transport))
     check_experts_fit(job, resolved.system)
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])

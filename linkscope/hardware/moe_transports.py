@@ -56,6 +56,8 @@ class KernelFacts(_Strict):
 
     style: KernelStyle
     aliases: list[str] = []
+    fallback: str | None = None
+    """The kernel with the same interface a training or serving job runs where this one cannot."""
     needs_rdma: bool
     transports: list[str]
     refused: dict[str, str] = {}
@@ -78,6 +80,8 @@ class MoeTransportFile(_Strict):
             raise ValueError(f"transports must be exactly {', '.join(TRANSPORTS)}")
         names: set[str] = set()
         for name, kernel in self.kernels.items():
+            if kernel.fallback is not None and kernel.fallback not in self.kernels:
+                raise ValueError(f"kernel {name}: unknown fallback '{kernel.fallback}'")
             for t in [*kernel.transports, *kernel.refused]:
                 if t not in TRANSPORTS:
                     raise ValueError(f"kernel {name}: unknown transport '{t}'")

@@ -278,6 +278,31 @@ def resolve_transport(tiers: CommTiers, kernel: str, requested: str, nodes: int)
     return transport, why
 
 
+def runnable_kernel(tiers: CommTiers, kernel: str, transport: str, nodes: int) -> str:
+    """The kernel a training or serving job runs for `kernel` on this System: itself where it can run over
+    `transport`, else its drop-in fallback (DeepEP -> UCCL-EP on EFA), else NCCL's all-to-all; where none can, the
+    kernel's own refusal."""
+    facts = moe_transport_facts()
+    first = facts.kernel_name(kernel)
+    chain = [first, facts.kernels[first].fallback, "nccl"]
+    for name in dict.fromkeys(c for c in chain if c is not None):
+        try:
+            resolve_transport(tiers, name, transport, nodes)
+        except UserError:
+            continue
+        return name
+    resolve_transport(tiers, first, transport, nodes)
+    return first
+
+
+def moe_path(tiers: CommTiers, kernel: str, transport: str, nodes: int) -> tuple[str, str, str]:
+    """(kernel, transport, why) a training or serving job's dispatch and combine run on: runnable_kernel and the
+    transport it resolves to, for the output to state."""
+    runs = runnable_kernel(tiers, kernel, transport, nodes)
+    resolved, why = resolve_transport(tiers, runs, transport, nodes)
+    return runs, resolved, why
+
+
 def _rdma_gb_per_s(tiers: CommTiers, ppn: int) -> float:
     return float(tiers.inter_bw(ppn)) / ppn
 
