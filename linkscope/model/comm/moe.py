@@ -295,6 +295,16 @@ def runnable_kernel(tiers: CommTiers, kernel: str, transport: str, nodes: int) -
     return first
 
 
+def transport_problem(tiers: CommTiers, kernel: str, transport: str, nodes: int) -> str | None:
+    """Why no kernel of `kernel`'s family (runnable_kernel) can run over `transport` on `nodes` nodes of the
+    System, or None where one can."""
+    try:
+        runnable_kernel(tiers, kernel, transport, nodes)
+    except UserError as exc:
+        return exc.message
+    return None
+
+
 def moe_path(tiers: CommTiers, kernel: str, transport: str, nodes: int) -> tuple[str, str, str]:
     """(kernel, transport, why) a training or serving job's dispatch and combine run on: runnable_kernel and the
     transport it resolves to, for the output to state."""
