@@ -98,3 +98,34 @@ def test_a_transport_the_system_or_kernel_cannot_run_is_one_line_exit_2(extra: l
     assert result.exit_code == 2
     assert words in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_predict_infer_with_ep_states_kernel_and_transport_and_follows_the_system() -> None:
+    efa = run_cli("predict", "infer", "-s", "aws/p5en.48xlarge", "-m", "deepseek-v3", "--ep", "16", "--tp", "1",
+                  "--batch", "64", "--json")
+    assert efa.exit_code == 0, efa.output
+    data = json.loads(efa.stdout)
+    # DeepEP's low-latency kernel cannot run on EFA: its drop-in UCCL-EP runs, through the host proxy.
+    assert (data["moe_kernel"], data["moe_transport"]) == ("uccl-ep-ll", "efa")
+    ib = json.loads(run_cli("predict", "infer", "-s", "hgx-h200", "-m", "deepseek-v3", "--ep", "16", "--tp", "1",
+                            "--batch", "64", "--json").stdout)
+    proxy = json.loads(run_cli("predict", "infer", "-s", "hgx-h200", "-m", "deepseek-v3", "--ep", "16", "--tp", "1",
+                               "--batch", "64", "--transport", "proxy", "--json").stdout)
+    assert (ib["moe_kernel"], ib["moe_transport"]) == ("deepep-ll", "ibgda")
+    assert proxy["moe_transport"] == "proxy" and proxy["tpot_s"] > ib["tpot_s"]
+    bad = run_cli("predict", "infer", "-s", "hgx-h200", "-m", "deepseek-v3", "--ep", "16", "--tp", "1",
+                  "--transport", "efa")
+    assert bad.exit_code == 2 and "--transport efa runs over efa" in bad.output
+
+
+def test_predict_train_and_advise_take_the_transport() -> None:
+    train = run_cli("predict", "train", "-s", "dgx-h100", "--nodes", "2", "-m", "mixtral-8x7b", "--ep", "8",
+                    "--transport", "proxy", "--json")
+    assert train.exit_code == 0, train.output
+    assert "over" in json.loads(train.stdout)["expert_layout"]
+    bad = run_cli("predict", "train", "-s", "dgx-h100", "-m", "mixtral-8x7b", "--transport", "rdma")
+    assert bad.exit_code == 2 and "--transport" in bad.output
+    advise = run_cli("advise", "train", "-m", "mixtral-8x7b", "--tokens", "1B", "--gpus", "16", "--provider", "aws",
+                     "--transport", "ibgda", "--all")
+    assert advise.exit_code == 0, advise.output
+    assert "--transport ibgda runs over infiniband or roce" in advise.output
