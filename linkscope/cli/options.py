@@ -134,10 +134,12 @@ TransportOpt = typer.Option("auto", "--transport",
 
 
 def transport_choice(transport: str) -> str:
-    """--transport checked against model/comm/moe.py's choices (one line naming them)."""
-    from linkscope.model.comm.moe import TRANSPORT_CHOICES
+    """--transport checked against the transports of hardware/data/moe_transports.yaml or auto (one line naming
+    them)."""
+    # The hardware module, not the MoE model: a dense model's step never loads the model of dispatch and combine.
+    from linkscope.hardware.moe_transports import AUTO, TRANSPORTS
 
-    return choice(transport, "--transport", TRANSPORT_CHOICES)
+    return choice(transport, "--transport", (AUTO, *TRANSPORTS))
 
 
 AttentionOpt = typer.Option("flash", "--attention",
