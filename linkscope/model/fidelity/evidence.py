@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
-from linkscope.hardware.moe_transports import moe_transport_facts
+from linkscope.hardware.moe_transports import AUTO, TRANSPORTS, moe_transport_facts
 from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
 from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES
 from linkscope.model.step.layout import Recompute
@@ -182,8 +182,9 @@ class MoeEntry(_Strict):
     precision: Literal["fp8", "bf16"] = "fp8"
     kernel: str
     """A kernel name or alias of hardware/data/moe_transports.yaml (deepep-ll, uccl-ep-normal, low-latency...)."""
-    transport: Literal["auto", "ibgda", "proxy", "efa", "nvlink"] = "auto"
-    """What the run used where `auto` (what the System and the kernel give) would not say it."""
+    transport: str = AUTO
+    """What the run used (hardware/data/moe_transports.yaml) where `auto`, what the System and the kernel give,
+    would not say it."""
     max_nodes_per_token: int | None = Field(default=None, ge=1)
     op: Literal["dispatch", "combine"]
     metric: Literal["time_us", "gb_per_s"]
@@ -196,6 +197,8 @@ class MoeEntry(_Strict):
         names = moe_transport_facts().all_kernel_names()
         if self.kernel not in names:
             raise ValueError(f"kernel '{self.kernel}' is not one of {', '.join(names)}")
+        if self.transport not in (AUTO, *TRANSPORTS):
+            raise ValueError(f"transport '{self.transport}' is not one of {', '.join((AUTO, *TRANSPORTS))}")
         return self
 
 

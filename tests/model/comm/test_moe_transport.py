@@ -127,3 +127,6 @@ def test_an_evidence_row_must_name_a_known_kernel() -> None:
     row["kernel"] = "deepep-fast"
     with pytest.raises(ValidationError, match="kernel 'deepep-fast'"):
         MoeEntry.model_validate(row)
+    row["kernel"], row["transport"] = "deepep-ll", "rdma"
+    with pytest.raises(ValidationError, match="transport 'rdma'"):
+        MoeEntry.model_validate(row)
