@@ -42,6 +42,15 @@ def test_the_tflops_figures_become_tokens_with_the_formula_the_post_states() -> 
     assert entry.value == pytest.approx(204.49e12 / per_token, rel=1e-4)
 
 
+def test_the_2t_run_is_the_posts_157_tflops_at_its_table_2_shape() -> None:
+    # 157 TFLOP/s per GPU on 1,024 GPUs, batch 8 per GPU, sequence 1,024; Table 2: 160 layers, hidden 32,768.
+    layers, hidden, seq, vocab = 160, 32768, 1024, 51200
+    per_token = 96 * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+    entry = next(e for e in _entries() if e.model == "deepspeed-2t")
+    assert (entry.gpus, entry.micro_batch, entry.seq_len) == (1024, 8, 1024)
+    assert entry.value == pytest.approx(157e12 / per_token, rel=1e-4)
+
+
 def test_the_framework_an_entry_names_is_the_one_it_is_priced_with(db: HardwareDB) -> None:
     # DeepSpeed gathers matrix by matrix: at 1,024 ranks each of the four pays the ring's latency, so the same
     # run priced as FSDP (one gather per layer) is faster.
