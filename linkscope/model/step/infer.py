@@ -310,7 +310,7 @@ def prefill_chunk_steps(job: InferJob, batch: np.ndarray) -> np.ndarray:
     `prefill_chunk_tokens` (the scheduler's token budget per step), one chunk per step, at most one per decode
     step. A chunk's GEMMs hide only the weight read of the step they ride in, so a long prompt cut into a few
     large chunks hides a few reads, not one per decode step of the cycle."""
-    chunks = -(-job.input_tokens // compute_constants().prefill_chunk_tokens)
+    chunks = max(1, -(-job.input_tokens // compute_constants().prefill_chunk_tokens))  # an empty prompt: one step
     return np.minimum(float(job.output_tokens), np.asarray(batch, dtype=float) * chunks)
 
 
