@@ -66,6 +66,9 @@ class ComputeConstants(BaseModel):
     decode_kernel_us: float = Field(default=0.0, ge=0)
     """Time each of those kernels costs beyond its bytes and FLOPs under CUDA-graph replay (the dispatch gap
     between graph nodes plus a small kernel's ramp and tail), microseconds."""
+    prefill_chunk_tokens: int = Field(default=8192, ge=1)
+    """Most prompt tokens a serving engine puts in one step (its chunked-prefill token budget): a prompt enters
+    the running batch in chunks of at most this many tokens, one chunk per step."""
     decode_seq_host_us: float = Field(default=0.0, ge=0)
     """Host time per sequence in an engine step that the GPU waits for (building the step's inputs, sampling,
     detokenizing and streaming each sequence's token) when the engine runs it between GPU steps, microseconds."""

@@ -36,7 +36,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.ranges.accuracy import rate_range, spread, time_range
-from linkscope.model.step.compute import DEFAULT_ENGINE
+from linkscope.model.step.compute import DEFAULT_ENGINE, compute_constants
 from linkscope.model.step.infer import (InferEstimate, InferJob, batched_prefill_s, best_batch_for_budget,
                                         candidate_batches, estimate_inference, tp_options)
 from linkscope.model.step.kv_transfer import (KvOptions, KvTransfer, check_options, kv_constants, link,
@@ -281,7 +281,7 @@ def prefill_price(job: DisaggJob, system: System, tiers: CommTiers) -> PrefillPr
     it); depends only on the prefill TP, not on the pool's size."""
     pjob = job.infer_job(job.prefill)
     psys = _pool_system(system, job.prefill)
-    k = max(1, kv_constants().prefill_chunk_tokens // job.input_tokens)
+    k = max(1, compute_constants().prefill_chunk_tokens // job.input_tokens)
     est = estimate_inference(pjob, psys, np.asarray([float(k)]), tiers, prefill_interference=False)
     return PrefillPrice(k, batched_prefill_s(pjob, psys, k, tiers), batched_prefill_s(pjob, psys, 1, tiers),
                         float(est.memory_gib_per_gpu[0]), bool(est.fits[0]))
@@ -376,7 +376,7 @@ def colocated_of(job: InferJob, est: InferEstimate, index: int, gpus: int) -> Co
                              output_tokens=job.output_tokens, batch=int(est.batch[i]),
                              prefill_s=float(est.prefill_s[i]), decode_step_s=float(est.decode_step_s[i]),
                              tpot_s=float(est.tpot_s[i]), cycle_s=float(est.cycle_s[i]),
-                             chunks=math.ceil(job.input_tokens / kv_constants().prefill_chunk_tokens),
+                             chunks=math.ceil(job.input_tokens / compute_constants().prefill_chunk_tokens),
                              memory_gib=float(est.memory_gib_per_gpu[i]), fits=bool(est.fits[i]))
 
 

@@ -310,6 +310,15 @@ def _step_s(job: InferJob, system: System, d: _Decode, extra_gemm_s: np.ndarray 
     return np.maximum(_weights_read_s(job, system, d.batch), d.gemm_s + extra_gemm_s) + d.kv_s + d.fixed_s
 
 
+def prefill_chunk_steps(job: InferJob, batch: np.ndarray) -> np.ndarray:
+    """Decode steps of one cycle that carry a prefill chunk: each of the B prompts enters in chunks of at most
+    `prefill_chunk_tokens` (the scheduler's token budget per step), one chunk per step, at most one per decode
+    step. A chunk's GEMMs hide only the weight read of the step they ride in, so a long prompt cut into a few
+    large chunks hides a few reads, not one per decode step of the cycle."""
+    chunks = max(1, -(-job.input_tokens // compute_constants().prefill_chunk_tokens))  # an empty prompt: one step
+    return np.minimum(float(job.output_tokens), np.asarray(batch, dtype=float) * chunks)
+
+
 def _memory_gib(job: InferJob, batch: np.ndarray) -> np.ndarray:
     """Weights plus the KV cache of `batch` sequences, per GPU."""
     return (_weights_bytes_per_gpu(job) + batch * (job.input_tokens + job.output_tokens)
@@ -344,11 +353,13 @@ def estimate_inference(job: InferJob, system: System, batches: np.ndarray,
     pre = _prefill(job, system, tiers)
     dec = _decode(job, system, tiers, batch)
     step = _step_s(job, system, dec)
-    # Continuous batching with chunked prefill: the B prompts' GEMMs of a cycle are spread over its O decode
-    # steps and share their weight reads; their attention and all-reduces run on their own.
+    # Continuous batching with chunked prefill: the B prompts of a cycle ride in its decode steps a chunk at a
+    # time, each chunk's GEMMs sharing that step's weight read; their attention and all-reduces run on their own.
     out = job.output_tokens
     if prefill_interference:
-        cycle = out * _step_s(job, system, dec, batch * pre.gemm_s / out) + batch * pre.serial_s
+        chunk_steps = prefill_chunk_steps(job, batch)
+        cycle = ((out - chunk_steps) * step + chunk_steps * _step_s(job, system, dec, batch * pre.gemm_s / chunk_steps)
+                 + batch * pre.serial_s)
     else:
         cycle = out * step
     tpot = cycle / out

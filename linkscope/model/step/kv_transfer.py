@@ -38,6 +38,7 @@ from linkscope.hardware.loader import parse_yaml
 from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.tiers import CommTiers, check_multi_node, comm_tiers
+from linkscope.model.step.compute import compute_constants
 from linkscope.model.step.infer import kv_cache_bytes_per_token
 from linkscope.model.step.transformer import ModelConfig
 
@@ -71,7 +72,6 @@ class KvConstants(BaseModel):
     as_of: date
     transports: dict[str, TransportConstants]
     default_block_tokens: int = Field(ge=1)
-    prefill_chunk_tokens: int = Field(ge=1)
     load_share: float = Field(gt=0, lt=1)
 
 
@@ -258,5 +258,5 @@ def stages(opts: KvOptions, model: ModelConfig, input_tokens: int) -> int:
     """How many stages the transfer leaves in while the prefill runs (1: all after it)."""
     if not opts.overlap:
         return 1
-    chunks = math.ceil(input_tokens / kv_constants().prefill_chunk_tokens)
+    chunks = math.ceil(input_tokens / compute_constants().prefill_chunk_tokens)
     return chunks * (model.layers if opts.granularity == "layer" else 1)

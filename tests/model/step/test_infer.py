@@ -11,7 +11,7 @@ import pytest
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.step.compute import compute_constants
-from linkscope.model.step.infer import InferJob, best_batch_for_budget, estimate_inference
+from linkscope.model.step.infer import InferJob, best_batch_for_budget, estimate_inference, prefill_chunk_steps
 from linkscope.model.calibration.systems import ResolvedSystem
 from linkscope.model.step.scaling import SUPERLINEAR_EFFICIENCY, node_counts, predict_scaling
 from linkscope.model.step.predict import predict_train
@@ -189,6 +189,30 @@ def test_chunked_prefill_rides_in_the_decode_steps_weight_reads(db) -> None:
     serial = est.batch * est.prefill_s + job.output_tokens * est.decode_step_s
     assert np.all(est.cycle_s < serial)
     assert np.all(est.cycle_s > job.output_tokens * est.decode_step_s)
+
+
+def test_a_prompt_enters_in_chunks_of_the_engines_token_budget() -> None:
+    # A 20,000-token prompt under an 8,192-token budget takes three steps; a 500-token one takes one; there are
+    # never more chunk-carrying steps than decode steps in the cycle.
+    assert compute_constants().prefill_chunk_tokens == 8192
+    long = InferJob(model=model_presets()["llama3-70b"], tp=1, pp=1, input_tokens=20000, output_tokens=2000)
+    short = replace(long, input_tokens=500)
+    assert prefill_chunk_steps(long, np.asarray([20.0]))[0] == 60
+    assert prefill_chunk_steps(short, np.asarray([20.0]))[0] == 20
+    assert prefill_chunk_steps(short, np.asarray([4000.0]))[0] == 2000
+
+
+def test_long_prompts_at_small_batch_hide_only_a_few_weight_reads(db) -> None:
+    # 20,000-token prompts on one H200 in FP8 at batch 20: decode steps leave most of their weight read idle, but
+    # a prompt rides in only its three chunk steps, so its GEMMs hide three reads, not one per decode step. The
+    # cycle is then close to the prefills and the decode steps run one after another.
+    job = InferJob(model=model_presets()["llama3-70b"], tp=1, pp=1, input_tokens=20000, output_tokens=2000,
+                   precision="fp8", kv_precision="fp8")
+    est = estimate_inference(job, db.systems["hgx-h200"], np.asarray([20]))
+    serial = float(est.batch[0] * est.prefill_s[0] + job.output_tokens * est.decode_step_s[0])
+    read_s = 70e9 / (4.8e12 * compute_constants().decode_hbm("nvidia"))  # one read of the FP8 weights
+    hidden = serial - float(est.cycle_s[0])
+    assert 0 < hidden < 60 * 1.5 * read_s
 
 
 def test_serving_constants_fall_back_to_training_and_prior_values() -> None:
