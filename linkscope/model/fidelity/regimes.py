@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from linkscope.hardware.loader import HardwareDB
-from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
+from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, MemoryEntry, TrainingEntry
 from linkscope.model.fidelity.evidence_predict import across_trays, evidence_system, memory_share
 from linkscope.model.step.transformer import model_presets
 
@@ -25,6 +25,7 @@ LONG_CONTEXT_TOKENS = 8192
 SMALL_MESSAGE_BYTES = 16 * 2**20
 SMALL_BATCH = 32
 LONG_PROMPT_TOKENS = 4096
+LONG_MEMORY_TOKENS = 32768
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ def _collective(test: Callable[[CollectiveEntry, HardwareDB], bool]) -> Callable
 
 def _inference(test: Callable[[InferenceEntry], bool]) -> Callable[[Entry, HardwareDB], bool]:
     return lambda e, db: isinstance(e, InferenceEntry) and test(e)
+
+
+def _memory(test: Callable[[MemoryEntry], bool]) -> Callable[[Entry, HardwareDB], bool]:
+    return lambda e, db: isinstance(e, MemoryEntry) and test(e)
 
 
 REGIMES = (
@@ -86,4 +91,8 @@ REGIMES = (
            _inference(lambda e: e.batch is None)),
     Regime("long-prompts", "inference", f"prompts of {LONG_PROMPT_TOKENS:,} tokens or more",
            _inference(lambda e: e.input_tokens >= LONG_PROMPT_TOKENS)),
+    Regime("memory-pipelined", "memory", "pipeline-parallel runs (the busiest stage's micro-batches in flight)",
+           _memory(lambda e: e.pp > 1)),
+    Regime("memory-long-context", "memory", f"sequences of {LONG_MEMORY_TOKENS:,} tokens or more",
+           _memory(lambda e: e.seq_len >= LONG_MEMORY_TOKENS)),
 )
