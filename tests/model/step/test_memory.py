@@ -317,3 +317,20 @@ def test_public_405b_recipes_without_recomputation_fit_on_80_gb_h100s(gpus: int,
                         sequence_parallel=True)
     p = predict_train(job, system, req)
     assert p.fits and (p.parallelism.pp, p.parallelism.interleave) == (pp, v)
+
+
+def test_405b_interleaved_over_16_stages_fits_when_the_step_has_one_micro_batch_per_stage() -> None:
+    # 8K tokens, TP 8 x PP 16 x VP 8, no recomputation, on 16,384 H100 at a 16M-token batch: 16 micro-batches per
+    # pipeline, as many as stages, so Megatron runs all 128 chunk forwards before the first backward (the second
+    # stage holds 128 layer micro-batches, not 141). It was predicted at 76.8 GiB of 76.4, and the search fell
+    # back to interleave 1 (45% bubble, 12.2 s a step against 7.4 s).
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.step.memory import layer_microbatches_in_flight
+    from linkscope.model.step.predict import predict_train
+    from linkscope.model.step.search import LayoutRequest
+    job = _job("llama3.1-405b", 2048)
+    lay = single_layout(tp=8, pp=16, dp=128, v=8, mb=1, sp=True)
+    assert float(layer_microbatches_in_flight(job, lay, "second")[0]) == 128
+    system = load_db(include_user=False).systems["dgx-h100"].with_gpus(16384)
+    p = predict_train(job, system, LayoutRequest(tp=8, pp=16, micro_batch=1, recompute="none"))
+    assert p.fits and p.parallelism.interleave > 1
