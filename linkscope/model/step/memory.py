@@ -154,13 +154,16 @@ def _recompute_working_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> n
     return np.where(lay.recompute == 2, per_token * lay.mb * job.seq_len / lay.cp, 0.0)
 
 
-LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0}
+LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0, "fsdp-loss-parallel": 16.0}
 """Bytes per logit the output layer and the loss hold at their peak, by framework. Megatron-Core's vocab-parallel
 cross-entropy casts the BF16 logits to FP32 and computes the softmax, and in backward the gradient, in place in
 that copy: 2 + 4 bytes (`calculate_logits_max` does `.float()`). PyTorch's eager `cross_entropy` on `.float()`
 logits (torchtitan's loss, Hugging Face models under FSDP or DeepSpeed) keeps the BF16 logits, the FP32 copy and
 the log-softmax output in forward, and in backward the log-softmax output with the FP32 gradients of its output
-and of its input: 12 bytes."""
+and of its input: 12 bytes. Under tensor parallelism torchtitan computes the loss on the vocabulary-sharded
+logits (`loss_parallel`, on unless disabled), whose backward (`torch.distributed.tensor.parallel.loss`,
+`_nll_loss_and_log_softmax_backward`) builds `(zeros_like(x) + exp(x)) * grad_output` beside the saved
+log-softmax output: four FP32 tensors the size of the logits at once, 16 bytes."""
 
 
 def _framework_is(job: Job, lay: Layouts, name: str) -> np.ndarray:
@@ -172,8 +175,10 @@ def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
     """What the output layer and the loss hold at their peak on the last stage: each local token's logits
     (split by tp) at the framework's bytes per logit."""
     tokens = lay.mb * job.seq_len / lay.cp
+    loss_parallel = _framework_is(job, lay, "fsdp") & (lay.tp > 1)
     per_logit = np.where(_framework_is(job, lay, "megatron"), LOSS_BYTES_PER_LOGIT["megatron"],
-                         LOSS_BYTES_PER_LOGIT["fsdp"])
+                         np.where(loss_parallel, LOSS_BYTES_PER_LOGIT["fsdp-loss-parallel"],
+                                  LOSS_BYTES_PER_LOGIT["fsdp"]))
     return tokens * job.model.vocab / lay.tp * per_logit
 
 
