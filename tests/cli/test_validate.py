@@ -11,7 +11,7 @@ def test_validate_json_has_kinds_and_sources() -> None:
     result = run_cli("validate", "--json")
     assert result.exit_code == 0
     data = json.loads(result.stdout)
-    assert set(data["kinds"]) == {"training", "collectives", "inference", "moe", "disaggregated"}
+    assert set(data["kinds"]) == {"training", "collectives", "inference", "moe", "disaggregated", "memory"}
     for summary in data["kinds"].values():
         assert {"n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct", "loro_median_pct",
                 "coverage_pct"} <= set(summary)

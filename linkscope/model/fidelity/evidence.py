@@ -25,7 +25,7 @@ from linkscope.model.step.peft import Peft
 EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
 EVIDENCE_DIR = Path(__file__).parents[1] / "data" / "evidence"
 """More evidence files of the same schema, one per topic, so that one topic's entries can grow on their own."""
-KINDS = ("training", "collectives", "inference", "moe", "disaggregated")
+KINDS = ("training", "collectives", "inference", "moe", "disaggregated", "memory")
 CALIBRATION_SOURCE = "korthikanti-2022"
 
 
@@ -37,7 +37,7 @@ class Source(_Strict):
     """One publication."""
 
     id: str
-    kind: Literal["training", "collectives", "inference", "moe", "disaggregated"]
+    kind: Literal["training", "collectives", "inference", "moe", "disaggregated", "memory"]
     citation: str
     url: str
     as_of: date
@@ -237,6 +237,36 @@ class DisaggEntry(_Entry):
         return self
 
 
+class MemoryEntry(_Entry):
+    """Peak memory of one GPU of a training run (GiB), the busiest GPU where the source takes the maximum over
+    them. `figure` says what was read: `reserved` (the caching allocator's peak reserved bytes, what torchtitan
+    logs as "memory") or `allocated` (peak allocated tensors, Megatron's "max allocated"). The model predicts
+    what tensors need (allocated); a reserved figure sits above that by the allocator's fragmentation."""
+
+    model: str
+    gpus: int = Field(ge=1)
+    global_batch: int = Field(ge=1)
+    micro_batch: int = Field(ge=1)
+    seq_len: int = Field(ge=1)
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    interleave: int = Field(default=1, ge=1)
+    zero: int = Field(default=1, ge=0, le=3)
+    recompute: Recompute = "none"
+    sequence_parallel: bool | None = None
+    """Default: on whenever tp > 1."""
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    framework: Literal["auto", "megatron", "fsdp", "deepspeed"] = "auto"
+    figure: Literal["reserved", "allocated"]
+    metric: Literal["memory_gib"] = "memory_gib"
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size implied by the GPU count and the model-parallel sizes."""
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+
 class EvidenceFile(_Strict):
     """data/evidence.yaml."""
 
@@ -248,9 +278,10 @@ class EvidenceFile(_Strict):
     inference: list[InferenceEntry] = []
     moe: list[MoeEntry] = []
     disaggregated: list[DisaggEntry] = []
+    memory: list[MemoryEntry] = []
 
 
-Entry = TrainingEntry | CollectiveEntry | InferenceEntry | MoeEntry | DisaggEntry
+Entry = TrainingEntry | CollectiveEntry | InferenceEntry | MoeEntry | DisaggEntry | MemoryEntry
 
 
 class EvidenceSet:
@@ -263,12 +294,14 @@ class EvidenceSet:
         self.inference: list[InferenceEntry] = list(data.inference)
         self.moe: list[MoeEntry] = list(data.moe)
         self.disaggregated: list[DisaggEntry] = list(data.disaggregated)
+        self.memory: list[MemoryEntry] = list(data.memory)
 
     def entries(self, kind: str) -> list[Entry]:
         """The entries of one kind."""
         by_kind: dict[str, list[Entry]] = {"training": list(self.training), "collectives": list(self.collectives),
                                            "inference": list(self.inference), "moe": list(self.moe),
-                                           "disaggregated": list(self.disaggregated)}
+                                           "disaggregated": list(self.disaggregated),
+                                           "memory": list(self.memory)}
         return by_kind[kind]
 
 
@@ -317,7 +350,8 @@ def _merged(files: dict[Path, EvidenceFile]) -> EvidenceFile:
                 raise DataError(str(path), f"source '{source.id}' is also listed in {seen[source.id].name}",
                                 field="sources.id")
             seen[source.id] = path
-        entries: list[Entry] = [*data.training, *data.collectives, *data.inference, *data.moe, *data.disaggregated]
+        entries: list[Entry] = [*data.training, *data.collectives, *data.inference, *data.moe, *data.disaggregated,
+                                *data.memory]
         for entry in entries:
             if entry.source not in known:
                 raise DataError(str(path), f"unknown source '{entry.source}'", field="source")
@@ -328,7 +362,8 @@ def _merged(files: dict[Path, EvidenceFile]) -> EvidenceFile:
                         collectives=[e for p in parts for e in p.collectives],
                         inference=[e for p in parts for e in p.inference],
                         moe=[e for p in parts for e in p.moe],
-                        disaggregated=[e for p in parts for e in p.disaggregated])
+                        disaggregated=[e for p in parts for e in p.disaggregated],
+                        memory=[e for p in parts for e in p.memory])
 
 
 @functools.cache

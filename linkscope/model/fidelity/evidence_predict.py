@@ -13,8 +13,8 @@ from linkscope.hardware.system import System
 from linkscope.model.comm.moe import MoePrediction, MoeRequest, predict_moe
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.comm.tiers import comm_tiers
-from linkscope.model.fidelity.evidence import (CollectiveEntry, DisaggEntry, Entry, InferenceEntry, MoeEntry,
-                                               TrainingEntry)
+from linkscope.model.fidelity.evidence import (CollectiveEntry, DisaggEntry, Entry, InferenceEntry, MemoryEntry,
+                                               MoeEntry, TrainingEntry)
 from linkscope.model.ranges.classes import fabric_class, gpu_family
 from linkscope.model.step.disagg import DisaggJob, Pool, speedup_at
 from linkscope.model.step.infer import InferJob, batched_prefill_s, candidate_batches, estimate_inference
@@ -22,6 +22,7 @@ from linkscope.model.step.kv_transfer import link, stream_s
 from linkscope.model.step.layout import single_layout
 from linkscope.model.step.job import Job
 from linkscope.model.step.compute import usable_memory_gib
+from linkscope.model.step.memory import memory_gib_per_gpu
 from linkscope.model.step.train import StepEstimate, estimate_steps
 from linkscope.model.step.transformer import model_presets
 
@@ -69,6 +70,17 @@ def memory_share(entry: TrainingEntry, db: HardwareDB) -> float:
     """The entry's predicted memory per GPU as a share of what a job can fill on its GPU."""
     gpu = evidence_system(entry.system, db).node.gpu
     return float(_step_estimate(entry, db).memory_gib_per_gpu[0]) / usable_memory_gib(gpu)
+
+
+def predicted_memory_gib(entry: MemoryEntry) -> float:
+    """Peak memory per GPU (GiB) of the entry's exact layout: what its tensors need at the busiest GPU's peak.
+    Memory depends on the job and the layout only, not on the System."""
+    job = Job(model=model_presets()[entry.model], global_batch=entry.global_batch, seq_len=entry.seq_len,
+              precision=entry.precision, framework=entry.framework)
+    sp = entry.sequence_parallel if entry.sequence_parallel is not None else entry.tp > 1
+    layout = single_layout(tp=entry.tp, pp=entry.pp, dp=entry.dp, cp=entry.cp, v=entry.interleave,
+                           mb=entry.micro_batch, recompute=entry.recompute, zero=entry.zero, sp=sp)
+    return float(memory_gib_per_gpu(job, None, layout)[0])
 
 
 def predicted_collective(entry: CollectiveEntry, db: HardwareDB) -> float:
@@ -162,13 +174,15 @@ def predicted(entry: Entry, db: HardwareDB) -> float:
         return predicted_moe(entry, db)
     if isinstance(entry, DisaggEntry):
         return predicted_disagg(entry, db)
+    if isinstance(entry, MemoryEntry):
+        return predicted_memory_gib(entry)
     return predicted_inference(entry, db)
 
 
 def evidence_class(entry: Entry, db: HardwareDB) -> tuple[str, str]:
     """(fabric class with size regime, GPU family) of the System the entry ran on, as its prediction sizes it."""
     system = evidence_system(entry.system, db)
-    if isinstance(entry, TrainingEntry):
+    if isinstance(entry, (TrainingEntry, MemoryEntry)):
         system = system.with_gpus(entry.gpus)
     elif isinstance(entry, CollectiveEntry):
         system = system.with_gpus(entry.gpus) if entry.gpus > system.node.gpus else system

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from linkscope.hardware.loader import HardwareDB
-from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, MoeEntry, TrainingEntry
+from linkscope.model.fidelity.evidence import (CollectiveEntry, Entry, InferenceEntry, MemoryEntry, MoeEntry,
+                                               TrainingEntry)
 from linkscope.model.fidelity.evidence_predict import across_trays, evidence_system, memory_share, moe_transport
 from linkscope.model.step.transformer import model_presets
 
@@ -25,6 +26,7 @@ LONG_CONTEXT_TOKENS = 8192
 SMALL_MESSAGE_BYTES = 16 * 2**20
 SMALL_BATCH = 32
 LONG_PROMPT_TOKENS = 4096
+LONG_MEMORY_TOKENS = 32768
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ def _inference(test: Callable[[InferenceEntry], bool]) -> Callable[[Entry, Hardw
 
 def _moe_on(transport: str) -> Callable[[Entry, HardwareDB], bool]:
     return lambda e, db: isinstance(e, MoeEntry) and moe_transport(e, db) == transport
+def _memory(test: Callable[[MemoryEntry], bool]) -> Callable[[Entry, HardwareDB], bool]:
+    return lambda e, db: isinstance(e, MemoryEntry) and test(e)
 
 
 REGIMES = (
@@ -96,4 +100,8 @@ REGIMES = (
     Regime("moe-efa", "moe", "expert-parallel dispatch/combine over AWS EFA (host proxy, SRD)", _moe_on("efa")),
     Regime("moe-nvlink", "moe", "expert-parallel dispatch/combine inside one NVLink or xGMI domain",
            _moe_on("nvlink")),
+    Regime("memory-pipelined", "memory", "pipeline-parallel runs (the busiest stage's micro-batches in flight)",
+           _memory(lambda e: e.pp > 1)),
+    Regime("memory-long-context", "memory", f"sequences of {LONG_MEMORY_TOKENS:,} tokens or more",
+           _memory(lambda e: e.seq_len >= LONG_MEMORY_TOKENS)),
 )

@@ -32,6 +32,7 @@ from linkscope.model.fidelity.evidence import (
     DisaggEntry,
     Entry,
     EvidenceSet,
+    MemoryEntry,
     MoeEntry,
     TrainingEntry,
     load_evidence,
@@ -151,9 +152,11 @@ def loro_err_pct(result: EntryResult, regime: str) -> float:
 
 
 def kind_of(entry: Entry) -> str:
-    """training, collectives, inference, moe or disaggregated."""
+    """training, collectives, inference, moe, disaggregated or memory."""
     if isinstance(entry, TrainingEntry):
         return "training"
+    if isinstance(entry, MemoryEntry):
+        return "memory"
     if isinstance(entry, MoeEntry):
         return "moe"
     if isinstance(entry, DisaggEntry):
@@ -168,6 +171,9 @@ def label_of(entry: Entry) -> str:
         return f"{entry.model}{tune} on {entry.gpus} x {entry.system}"
     if isinstance(entry, CollectiveEntry):
         return f"{entry.op} {entry.size_bytes} B on {entry.gpus} x {entry.system}"
+    if isinstance(entry, MemoryEntry):
+        return (f"{entry.model} memory tp{entry.tp} pp{entry.pp} v{entry.interleave} cp{entry.cp} dp{entry.dp} "
+                f"{entry.seq_len // 1024}K {entry.recompute} ({entry.figure})")
     if isinstance(entry, MoeEntry):
         return f"{entry.kernel} {entry.op} ep {entry.ep} x {entry.tokens_per_rank} tokens on {entry.system}"
     if isinstance(entry, DisaggEntry):
@@ -220,6 +226,11 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
         idx = [i for i, e in enumerate(entries) if regime.member(e, db)]
         if not idx:
             continue
+        if regime.kind == "memory":
+            # Nothing is fitted for memory: leaving a regime out changes no prediction.
+            for i in idx:
+                loro[i][regime.id] = in_sample[i]
+            continue
         leave = _leaving_entries({id(entries[i]) for i in idx})
         fold = priced.fit(keep=leave)
         comm_fold = priced_comm.fit(keep=leave) if regime.kind == "collectives" else comm
@@ -227,6 +238,9 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
                                                priced_moe.fit(keep=leave))):
             loro[i][regime.id] = value
     for source in sources_of(entries):
+        if evidence.sources[source].kind == "memory":
+            # The memory model has no fitted constant: a memory source's LOSO prediction is its in-sample one.
+            continue
         idx = [i for i, e in enumerate(entries) if e.source == source]
         fold = priced.fit(keep=_leaving_out(source))
         comm_fold = priced_comm.fit(keep=_leaving_out(source)) if evidence.sources[source].kind == "collectives" \

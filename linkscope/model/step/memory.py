@@ -104,24 +104,44 @@ def _stage_layers(job: Job, lay: Layouts, stage: str) -> np.ndarray:
     return full
 
 
+def layer_microbatches_in_flight(job: Job, lay: Layouts, stage: str = "first") -> np.ndarray:
+    """Layers times micro-batches whose activations pipeline stage `stage` (first, second or last) holds when its
+    first backward starts: its peak.
+
+    Megatron-Core's schedules (Narayanan et al. 2021, Section 2.2; `schedules.py`): under 1F1B stage r runs
+    p - r forwards before its first backward, at most the N micro-batches of the step. Interleaved over v chunks
+    of layers / v each, stage r runs 2 (p - r - 1) + (v - 1) p chunk forwards of warm-up and one more before its
+    first backward, in groups of p micro-batches per chunk (chunk 0 for micro-batches 1..p, then chunk 1, ...),
+    which on the first stage is (1 + (p - 1) / (p v)) x p stages' worth, Megatron's
+    `interleaved_schedule_memory_penalty` (Korthikanti et al. 2022's accounting, `theoretical_memory_usage.py`);
+    where the warm-up would exceed the N v chunk forwards of the step, all of them run before the first backward
+    (`are_all_microbatches_in_warmup`), so no more than N v are ever in flight. A short first (last) stage is one
+    layer short in its first (last) chunk (Megatron's `account_for_embedding_in_pipeline_split`: the embedding
+    takes a layer's place in the first chunk, the loss in the last; torchtitan's split gives the first and last
+    chunks one layer less): that chunk's forwards hold one layer less each."""
+    layers = _stage_layers(job, lay, stage)
+    full = np.ceil(job.model.layers / lay.pp)
+    microbatches = np.maximum(job.global_batch / (lay.dp * lay.mb), 1.0)
+    rank = {"first": 0, "second": 1}.get(stage, lay.pp - 1)
+    rank = np.minimum(rank, lay.pp - 1)
+    interleaved = lay.v > 1
+    warmup = np.where(interleaved, 2 * (lay.pp - rank - 1) + (lay.v - 1) * lay.pp + 1, lay.pp - rank)
+    chunks = np.minimum(warmup, microbatches * lay.v)
+    # Forwards of the short chunk among them: chunk 0 on the first stage, chunk v - 1 on the last.
+    group = np.minimum(lay.pp, microbatches)
+    rounds, rem = np.floor_divide(chunks, group * lay.v), np.mod(chunks, group * lay.v)
+    short_chunk_forwards = rounds * group + np.where(
+        stage == "last", np.maximum(rem - (lay.v - 1) * group, 0.0), np.minimum(rem, group))
+    return chunks * full / lay.v - short_chunk_forwards * (full - layers)
+
+
 def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray, stage: str = "first") -> np.ndarray:
     """Activations pipeline stage `stage` (first, second or last) holds at its peak."""
     m = job.model
     tokens = lay.mb * job.seq_len / lay.cp
     layers = _stage_layers(job, lay, stage)
-    microbatches = job.global_batch / (lay.dp * lay.mb)
-    rank = {"first": 0, "second": 1}.get(stage)
-    if rank is None:
-        # The last stage runs each micro-batch's backward right after its forward: one in flight; interleaved,
-        # Megatron's warm-up leaves (v-1) p + 1 chunks of layers / v in flight on it.
-        in_flight = np.where(lay.v > 1, ((lay.v - 1) * lay.pp + 1) / lay.v, 1.0)
-    else:
-        # 1F1B keeps p - r micro-batches in flight on stage r; interleaved, Megatron's warm-up runs
-        # 2 (p - r - 1) + (v - 1) p chunks of layers / v before the first backward (1 + (p-1)/(p v) times p on
-        # the first stage).
-        plain = np.minimum(np.maximum(lay.pp - rank, 1), microbatches)
-        chunks = (2 * np.maximum(lay.pp - rank - 1, 0) + (lay.v - 1) * lay.pp + 1) / (lay.v * lay.pp)
-        in_flight = np.where(lay.v > 1, np.minimum(lay.pp, microbatches) * chunks, plain)
+    # Stage-sized micro-batches in flight (layer_microbatches_in_flight over the stage's layers).
+    in_flight = layer_microbatches_in_flight(job, lay, stage) / layers
     full = lay.recompute == 2
     checkpoint = 2.0 * m.hidden / np.where(lay.sp, lay.tp, 1)
     # Under block recomputation only the recomputed layers keep just their input checkpoint.
@@ -134,13 +154,16 @@ def _recompute_working_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> n
     return np.where(lay.recompute == 2, per_token * lay.mb * job.seq_len / lay.cp, 0.0)
 
 
-LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0}
+LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0, "fsdp-loss-parallel": 16.0}
 """Bytes per logit the output layer and the loss hold at their peak, by framework. Megatron-Core's vocab-parallel
 cross-entropy casts the BF16 logits to FP32 and computes the softmax, and in backward the gradient, in place in
 that copy: 2 + 4 bytes (`calculate_logits_max` does `.float()`). PyTorch's eager `cross_entropy` on `.float()`
 logits (torchtitan's loss, Hugging Face models under FSDP or DeepSpeed) keeps the BF16 logits, the FP32 copy and
 the log-softmax output in forward, and in backward the log-softmax output with the FP32 gradients of its output
-and of its input: 12 bytes."""
+and of its input: 12 bytes. Under tensor parallelism torchtitan computes the loss on the vocabulary-sharded
+logits (`loss_parallel`, on unless disabled), whose backward (`torch.distributed.tensor.parallel.loss`,
+`_nll_loss_and_log_softmax_backward`) builds `(zeros_like(x) + exp(x)) * grad_output` beside the saved
+log-softmax output: four FP32 tensors the size of the logits at once, 16 bytes."""
 
 
 def _framework_is(job: Job, lay: Layouts, name: str) -> np.ndarray:
@@ -152,8 +175,10 @@ def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
     """What the output layer and the loss hold at their peak on the last stage: each local token's logits
     (split by tp) at the framework's bytes per logit."""
     tokens = lay.mb * job.seq_len / lay.cp
+    loss_parallel = _framework_is(job, lay, "fsdp") & (lay.tp > 1)
     per_logit = np.where(_framework_is(job, lay, "megatron"), LOSS_BYTES_PER_LOGIT["megatron"],
-                         LOSS_BYTES_PER_LOGIT["fsdp"])
+                         np.where(loss_parallel, LOSS_BYTES_PER_LOGIT["fsdp-loss-parallel"],
+                                  LOSS_BYTES_PER_LOGIT["fsdp"]))
     return tokens * job.model.vocab / lay.tp * per_logit
 
 

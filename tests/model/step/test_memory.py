@@ -157,10 +157,11 @@ def test_fsdp_under_pipeline_parallelism_keeps_the_stage_gathered_with_its_gradi
 
 @pytest.mark.parametrize(("model", "batch", "seq_len", "tp", "pp", "dp", "mb", "published_gib"), [
     # torchtitan's benchmarks/llama3_h100_202412_torchtitan.md (full activation checkpointing, Float8, peak
-    # memory the allocator reserved over all GPUs): Table 2 (FSDP 8, CP 1), Table 4 (2D) and Table 5 (1F1B).
+    # memory the allocator reserved over all GPUs): Table 2 (FSDP 8, CP 1), Table 4 (2D) and Table 5 (1F1B: the
+    # local batch of 32 in torchtitan's default pp = 8 micro-batches, so micro-batches of 4).
     ("llama3-8b", 8, 32768, 1, 1, 8, 1, 83.9),
     ("llama3-70b", 512, 8192, 8, 1, 32, 16, 71.9),
-    ("llama3.1-405b", 256, 8192, 8, 8, 8, 1, 82.5),
+    ("llama3.1-405b", 256, 8192, 8, 8, 8, 4, 82.5),
 ])
 def test_full_recomputation_memory_stays_within_the_allocators_margin_of_torchtitans_published_peak(
         model: str, batch: int, seq_len: int, tp: int, pp: int, dp: int, mb: int, published_gib: float) -> None:
@@ -260,3 +261,92 @@ def test_gradients_reduced_in_bf16_halve_the_gradient_buffers_and_the_bytes_redu
     bf16_rs = step_items(bf16, layout)["dp"][0]
     assert fp32_rs[0] == bf16_rs[0] == "reduce_scatter" and bf16_rs[1] == pytest.approx(fp32_rs[1] / 2)
     assert float(memory_gib_per_gpu(bf16, None, lay)[0]) < 0.7 * 80
+
+
+def test_an_interleaved_warm_up_holds_no_more_than_the_steps_chunks() -> None:
+    # torchtitan's Table 5 (benchmarks/llama3_h100_202412_torchtitan.md): 405B on PP 8, 8 micro-batches of 4, two
+    # stages per rank. The warm-up would run 2 (p - 1) + p + 1 = 23 chunk forwards on the first stage, but the
+    # step has only 8 x 2 = 16: all run before the first backward, the 1F1B schedule's 8 stage micro-batches.
+    # Published: 72.7 GiB reserved interleaved, 82.5 under 1F1B; predicted 74.3 before the cap, above the figure.
+    from linkscope.model.step.memory import layer_microbatches_in_flight
+    job = _job("llama3.1-405b", 256, precision="fp8")
+    plain = single_layout(tp=8, pp=8, dp=8, mb=4, zero=3, recompute="full", sp=True)
+    looped = single_layout(tp=8, pp=8, dp=8, v=2, mb=4, zero=3, recompute="full", sp=True)
+    assert float(layer_microbatches_in_flight(job, looped)[0]) == float(layer_microbatches_in_flight(job, plain)[0]) \
+        == 8 * 15
+    assert float(memory_gib_per_gpu(replace(job, framework="fsdp"), None, looped)[0]) < 72.7
+
+
+def test_with_more_micro_batches_the_first_stage_pays_megatrons_interleaving_penalty() -> None:
+    # Megatron's theoretical_memory_usage.py: (1 + (p - 1) / (p v)) x p stage micro-batches on the first stage.
+    from linkscope.model.step.memory import layer_microbatches_in_flight
+    job = _job("llama2-70b", 512, seq_len=4096)
+    lay = single_layout(tp=8, pp=8, dp=4, v=5, mb=1, sp=True)
+    stage_layers = 80 / 8
+    assert float(layer_microbatches_in_flight(job, lay)[0]) == pytest.approx(8 * stage_layers * (1 + 7 / (8 * 5)))
+
+
+def test_a_short_first_stage_is_short_in_its_first_chunk() -> None:
+    # Llama 3.1 405B on PP 16 x VP 8: Megatron's account_for_embedding/loss_in_pipeline_split gives 128 chunks
+    # of one layer with the embedding and the loss in place of the first and last. The first stage runs 2 x 15 +
+    # 7 x 16 + 1 = 143 chunk forwards before its first backward, 31 of them of its empty first chunk: 112
+    # layer micro-batches, not 143 x 7 / 8; the second stage 141, one layer each.
+    from linkscope.model.step.memory import layer_microbatches_in_flight
+    job = _job("llama3.1-405b", 1024)
+    lay = single_layout(tp=8, pp=16, dp=32, v=8, mb=1, sp=True)
+    assert float(layer_microbatches_in_flight(job, lay, "first")[0]) == 112
+    assert float(layer_microbatches_in_flight(job, lay, "second")[0]) == 141
+
+
+@pytest.mark.parametrize(("gpus", "pp", "v", "global_batch"), [
+    # Megatron-Bridge's H100 performance recipe (perf_recipes/llama/h100/llama31.py,
+    # llama31_405b_pretrain_1024gpu_h100_bf16_config: TP 8, PP 8, CP 2, VP 8, SP, micro-batch 1, no recomputation,
+    # distributed optimizer) at its 25.11 summary's global batch, and DGX Cloud Benchmarking 25.02's 405B recipe
+    # (TP 8, PP 9, CP 2, VP 7) on 576 GPUs: both ran on 80 GB H100s.
+    (1024, 8, 8, 512),
+    (576, 9, 7, 252),
+])
+def test_public_405b_recipes_without_recomputation_fit_on_80_gb_h100s(gpus: int, pp: int, v: int,
+                                                                      global_batch: int) -> None:
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.step.predict import predict_train
+    from linkscope.model.step.search import LayoutRequest
+    system = load_db(include_user=False).systems["dgx-h100"].with_gpus(gpus)
+    job = replace(_job("llama3.1-405b", global_batch), framework="megatron")
+    req = LayoutRequest(tp=8, pp=pp, cp=2, interleave=v, micro_batch=1, recompute="none", zero=1,
+                        sequence_parallel=True)
+    p = predict_train(job, system, req)
+    assert p.fits and (p.parallelism.pp, p.parallelism.interleave) == (pp, v)
+
+
+def test_405b_interleaved_over_16_stages_fits_when_the_step_has_one_micro_batch_per_stage() -> None:
+    # 8K tokens, TP 8 x PP 16 x VP 8, no recomputation, on 16,384 H100 at a 16M-token batch: 16 micro-batches per
+    # pipeline, as many as stages, so Megatron runs all 128 chunk forwards before the first backward (the second
+    # stage holds 128 layer micro-batches, not 141). It was predicted at 76.8 GiB of 76.4, and the search fell
+    # back to interleave 1 (45% bubble, 12.2 s a step against 7.4 s).
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.step.memory import layer_microbatches_in_flight
+    from linkscope.model.step.predict import predict_train
+    from linkscope.model.step.search import LayoutRequest
+    job = _job("llama3.1-405b", 2048)
+    lay = single_layout(tp=8, pp=16, dp=128, v=8, mb=1, sp=True)
+    assert float(layer_microbatches_in_flight(job, lay, "second")[0]) == 128
+    system = load_db(include_user=False).systems["dgx-h100"].with_gpus(16384)
+    p = predict_train(job, system, LayoutRequest(tp=8, pp=16, micro_batch=1, recompute="none"))
+    assert p.fits and p.parallelism.interleave > 1
+
+
+def test_torchtitans_loss_parallel_holds_four_fp32_copies_of_the_sharded_logits() -> None:
+    # torchtitan's Table 4 (Llama 3.1 70B, TP 8 x FSDP 32, 16 sequences of 8K per rank): the loss runs on
+    # vocabulary-sharded logits, whose backward keeps the log-softmax output, zeros_like(x), exp(x) and their sum
+    # at once (16 bytes a logit; eager cross-entropy without TP 12). Published 71.9 GiB reserved; predicted
+    # 48.9 -> 56.7.
+    from linkscope.model.step.memory import LOSS_BYTES_PER_LOGIT, _logits_bytes
+    job = replace(_job("llama3-70b", 512, precision="fp8"), framework="fsdp")
+    tp8 = single_layout(tp=8, pp=1, dp=32, mb=16, zero=3, recompute="full", sp=True)
+    tp1 = single_layout(tp=1, pp=1, dp=256, mb=16, zero=3, recompute="full")
+    logits = 16 * 8192 * job.model.vocab
+    assert float(_logits_bytes(job, tp8)[0]) == pytest.approx(logits / 8 * LOSS_BYTES_PER_LOGIT["fsdp-loss-parallel"])
+    assert float(_logits_bytes(job, tp1)[0]) == pytest.approx(logits * LOSS_BYTES_PER_LOGIT["fsdp"])
+    assert LOSS_BYTES_PER_LOGIT["fsdp-loss-parallel"] == 4 * 4
+    assert 56 < float(memory_gib_per_gpu(job, None, tp8)[0]) < 71.9
