@@ -58,6 +58,8 @@ def _inference(test: Callable[[InferenceEntry], bool]) -> Callable[[Entry, Hardw
 
 def _moe_on(transport: str) -> Callable[[Entry, HardwareDB], bool]:
     return lambda e, db: isinstance(e, MoeEntry) and moe_transport(e, db) == transport
+
+
 def _memory(test: Callable[[MemoryEntry], bool]) -> Callable[[Entry, HardwareDB], bool]:
     return lambda e, db: isinstance(e, MemoryEntry) and test(e)
 
