@@ -116,7 +116,7 @@ def train_table(p: TrainPrediction) -> Table:
             ("step time", f"{_seconds(p.step_time_s)}{_span(p.step_time_s, p.step_time_s_range, ', p10..p90')}"),
             ("tokens/s", f"{_rate(p.tokens_per_s)}{_span(p.tokens_per_s, p.tokens_per_s_range, '')}"),
             (f"TFLOPS per {p.rank_kind}", _rate(p.tflops_per_gpu, 1)),
-            ("MFU", f"{p.mfu:.1%}" if p.mfu > 0 else "-"),
+            ("MFU", p.peak.text(p.mfu) if p.mfu > 0 else "-"),
             (f"memory per {p.rank_kind}", f"{_gib(p.memory_gib_per_gpu)} GiB" + (
                 f" of {p.memory_gib_available:.1f} ({'fits' if p.fits else 'DOES NOT FIT'})"
                 if p.memory_gib_available > 0 else " (what the host holds is not known here)")),
@@ -214,6 +214,9 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
             cells.update({"speedup": f"{p.speedup:.2f}", "GPU\nspeedup": f"{p.gpu_speedup:.1f}",
                           "effi-\nciency": f"{p.efficiency:.1%}"})
         table.add_row(*(cells.get(n, "") for n in names))
+    peaks = {p.peak.label for p in points if p.fits and p.mfu_peak_tflops > 0}
+    if "MFU" in names and peaks:
+        table.caption = f"MFU of {', '.join(sorted(peaks))} per GPU"
     return table
 
 
