@@ -9,6 +9,7 @@ from rich.table import Table
 
 from linkscope.model.comm.moe import MoePrediction
 from linkscope.model.comm.predict import CollectivePrediction
+from linkscope.model.step.mfu import MfuPeak
 from linkscope.model.step.predict import TrainPrediction
 from linkscope.model.step.scaling import ScalingPoint
 
@@ -173,8 +174,12 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
             ("memory per GPU",
              f"{_gib(data['memory_gib_per_gpu'])} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
             ("ranges from", data["range_basis"])]
+    if data.get("mfu_peak_tflops"):
+        peak = MfuPeak(gpu="", family="", precision=data["mfu_precision"], tflops=data["mfu_peak_tflops"])
+        rows.insert(5, ("serving MFU (output tokens)", peak.text(data["serving_mfu"])))
     if wide:
         rows.insert(-2, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))
+    rows += [("[yellow]warning[/]", flag) for flag in data.get("flags", [])]
     for what, value in rows:
         table.add_row(what, value)
     return table
