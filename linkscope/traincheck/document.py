@@ -9,19 +9,20 @@ from linkscope.bench.train.runner import TrainRunResult
 from linkscope.bench.train.stats import rates, stats_dict, step_stats
 from linkscope.bench.train.trace_comm import TraceReport
 from linkscope.hardware.loader import load_db
-from linkscope.model.step.compute import peak_tflops
+from linkscope.model.step.mfu import mfu_peak
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig
 from linkscope.traincheck.predict import Prediction
 
 
 def _peak_tflops(result: TrainRunResult) -> float | None:
-    """Dense BF16 peak of the ranks' GPU (the MFU convention); None on CPU ranks."""
+    """The MFU peak (model/step/mfu.py) of the ranks' GPU for bf16, the format `bench train` runs its GEMMs in
+    on GPUs (fp16 has the same dense peak wherever both exist); None on CPU ranks."""
     system = result.system or {}
     if result.backend != "nccl" or system.get("gpu") in (None, "CPU"):
         return None
     gpu = load_db().gpu(system["gpu"])
-    return peak_tflops(gpu, "bf16") if gpu is not None else None
+    return mfu_peak(gpu, "bf16").tflops if gpu is not None else None
 
 
 def error_pct(predicted_s: float | None, measured_s: float | None) -> float | None:
