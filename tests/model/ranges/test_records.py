@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from linkscope.hardware.loader import load_db
-from linkscope.model.fidelity.evidence import load_evidence
+from linkscope.model.fidelity.evidence import TrainingEntry, load_evidence
 from linkscope.model.ranges.records import above_record_flag, best_record, best_records
 from linkscope.model.step.mfu import mfu_peak
 from linkscope.model.step.transformer import model_presets
@@ -19,7 +19,7 @@ def test_records_are_the_evidence_entries_mfu_through_the_one_owner() -> None:
                and record.what.startswith(f"{e.model} on {e.gpus} GPUs") and e.lora_rank is None]
     assert entries
 
-    def mfu(e) -> float:  # type: ignore[no-untyped-def]
+    def mfu(e: TrainingEntry) -> float:
         model = model_presets()[e.model]
         tflops = model.model_flops_per_token(e.seq_len) * e.global_batch * e.seq_len / e.step_time_s / e.gpus / 1e12
         return float(peak.mfu(tflops))
