@@ -16,11 +16,15 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
+from pathlib import Path
+
+from linkscope.hardware import built_cache
 from linkscope.hardware.errors import UserError
+from linkscope.hardware.loader import packaged_files
 from linkscope.hardware.specs import GpuSpec
-from linkscope.model.fidelity.evidence import InferenceEntry, TrainingEntry
+from linkscope.model.fidelity.evidence import EVIDENCE_DIR, EVIDENCE_FILE, InferenceEntry, TrainingEntry
 from linkscope.model.step.mfu import MfuPeak, mfu_peak
-from linkscope.model.step.transformer import ModelConfig
+from linkscope.model.step.transformer import PRESETS_FILE, ModelConfig
 
 
 RecordKind = Literal["training", "serving"]
@@ -80,10 +84,33 @@ def _serving_record(entry: InferenceEntry, gpu: GpuSpec, model: ModelConfig) -> 
                   entry.source, f"{entry.model}, TP {entry.tp}, batch {entry.batch or 'max'} ({entry.system})")
 
 
+EVIDENCE_SYSTEMS_DIR = EVIDENCE_FILE.parent / "evidence_systems"
+"""evidence_predict.EVIDENCE_SYSTEMS, named here so that a cached answer needs none of the prediction code."""
+
+
+def _inputs() -> tuple[list[Path], list[Path]]:
+    """What the records are built from: the data files (by their texts), and the code and offering files (by
+    their stamps), as `built_cache.cached` takes them."""
+    files = [EVIDENCE_FILE, *sorted(EVIDENCE_DIR.glob("*.yaml")), *sorted(EVIDENCE_SYSTEMS_DIR.glob("*.yaml")),
+             PRESETS_FILE, *packaged_files()]
+    here = Path(__file__).parent
+    code = [Path(__file__), here.parents[0] / "step" / "mfu.py", here.parents[0] / "step" / "transformer.py",
+            here.parents[0] / "step" / "peft.py", here.parents[0] / "fidelity" / "evidence.py",
+            here.parents[0] / "calibration" / "calibration_set.py", here.parents[0] / "fidelity" / "evidence_predict.py",
+            here.parents[1] / "hardware" / "specs.py", here.parents[1] / "hardware" / "resolve.py"]
+    return files, code
+
+
 @functools.cache
 def best_records() -> dict[tuple[str, str, str], Record]:
-    """The best record per (kind, GPU family, format) over the packaged evidence set. Entries whose System,
-    model or GPU format cannot be resolved are left out here (`linkscope validate` reports them)."""
+    """The best record per (kind, GPU family, format) over the packaged evidence set, kept between starts
+    (rebuilt whenever an evidence, system or model file changes). Entries whose System, model or GPU format
+    cannot be resolved are left out here (`linkscope validate` reports them)."""
+    files, code = _inputs()
+    return built_cache.cached("records", files, code, _built_records)
+
+
+def _built_records() -> dict[tuple[str, str, str], Record]:
     # Imported here: the evidence set's predictions import the step models, which import this module.
     from linkscope.hardware.errors import DataError
     from linkscope.hardware.loader import load_db
@@ -91,7 +118,7 @@ def best_records() -> dict[tuple[str, str, str], Record]:
     from linkscope.model.fidelity.evidence_predict import evidence_system
     from linkscope.model.step.transformer import model_presets
 
-    db, models, evidence = load_db(), model_presets(), load_evidence()
+    db, models, evidence = load_db(include_user=False), model_presets(), load_evidence()
     records: list[Record] = []
     entries: list[TrainingEntry | InferenceEntry] = [*evidence.training, *evidence.inference]
     for entry in entries:

@@ -51,3 +51,13 @@ def test_no_record_no_flag() -> None:
     peak = mfu_peak(mi355x, "bf16")
     if best_record("training", peak) is None:
         assert above_record_flag("training", 0.99, peak) is None
+
+
+def test_the_cached_records_are_keyed_on_the_evidence_systems_the_predictions_read() -> None:
+    from linkscope.model.fidelity.evidence_predict import EVIDENCE_SYSTEMS
+    from linkscope.model.ranges.records import EVIDENCE_SYSTEMS_DIR, _inputs
+
+    assert EVIDENCE_SYSTEMS_DIR == EVIDENCE_SYSTEMS
+    files, code = _inputs()
+    assert all(p.exists() for p in [*files, *code])
+    assert any(p.parent == EVIDENCE_SYSTEMS for p in files)
