@@ -93,11 +93,11 @@ def _inputs() -> tuple[list[Path], list[Path]]:
     their stamps), as `built_cache.cached` takes them."""
     files = [EVIDENCE_FILE, *sorted(EVIDENCE_DIR.glob("*.yaml")), *sorted(EVIDENCE_SYSTEMS_DIR.glob("*.yaml")),
              PRESETS_FILE, *packaged_files()]
-    here = Path(__file__).parent
-    code = [Path(__file__), here.parents[0] / "step" / "mfu.py", here.parents[0] / "step" / "transformer.py",
-            here.parents[0] / "step" / "peft.py", here.parents[0] / "fidelity" / "evidence.py",
-            here.parents[0] / "calibration" / "calibration_set.py", here.parents[0] / "fidelity" / "evidence_predict.py",
-            here.parents[1] / "hardware" / "specs.py", here.parents[1] / "hardware" / "resolve.py"]
+    model = Path(__file__).parents[1]
+    code = [Path(__file__), *(model / "step" / f for f in ("mfu.py", "transformer.py", "peft.py")),
+            *(model / "fidelity" / f for f in ("evidence.py", "evidence_predict.py")),
+            model / "calibration" / "calibration_set.py",
+            *(model.parent / "hardware" / f for f in ("specs.py", "resolve.py"))]
     return files, code
 
 
