@@ -49,6 +49,9 @@ class VariantResult:
     tokens_per_s_per_gpu: float | None = None
     cost_usd: float | None = None
     mfu: float | None = None
+    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/step/mfu.py)."""
+    mfu_peak_tflops: float | None = None
+    mfu_precision: str | None = None
     tp: int | None = None
     pp: int | None = None
     batch: int | None = None
@@ -120,6 +123,7 @@ def _train_one(pool: LayoutPool, request: TrainRequest, v: Variant, price: Price
     with resolved.computing():
         prediction = summarize(pool.job, system, counts.search, best)
     result.step_time_s, result.mfu, result.parallelism = prediction.step_time_s, prediction.mfu, prediction.parallelism
+    result.mfu_peak_tflops, result.mfu_precision = prediction.mfu_peak_tflops, prediction.mfu_precision
     result.time_to_train_s = request.tokens / prediction.tokens_per_s
     result.tokens_per_s_per_gpu = prediction.tokens_per_s / system.gpus
     if price.usd_per_gpu_hour is not None:
@@ -196,6 +200,7 @@ def _from_plan(option: TrainOption, db: HardwareDB) -> VariantResult:
     result = _result(v, PriceBasis(offering.price_per_gpu_hour, offering.id, match))
     result.gpus, result.offering, result.parallelism = option.gpus or system.gpus, option.offering, option.parallelism
     result.step_time_s, result.mfu, result.time_to_train_s = option.step_time_s, option.mfu, option.time_to_train_s
+    result.mfu_peak_tflops, result.mfu_precision = option.mfu_peak_tflops, option.mfu_precision
     result.tokens_per_s_per_gpu = (option.tokens_per_s or 0.0) / result.gpus
     result.cost_usd = option.cost_usd
     return result

@@ -117,6 +117,10 @@ class TrainOption:
     """p10..p90 from the training predictions' leave-one-source-out errors; ranking uses the central value."""
     cost_usd_range: list[float] | None = None
     mfu: float | None = None
+    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/step/mfu.py); not a ranking input:
+    plans rank on time and cost."""
+    mfu_peak_tflops: float | None = None
+    mfu_precision: str | None = None
     memory_gib_per_gpu: float | None = None
     memory_gib_available: float | None = None
     booked_nodes: int | None = None
@@ -293,13 +297,14 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
         step_time_s=prediction.step_time_s, tokens_per_s=prediction.tokens_per_s, time_to_train_s=time_s,
         cost_usd=None if price is None else price * booked * time_s / 3600.0, time_to_train_s_range=time_range_s,
         cost_usd_range=None if price is None else [price * booked * t / 3600.0 for t in time_range_s],
-        mfu=prediction.mfu, breakdown=prediction.breakdown, memory_gib_per_gpu=prediction.memory_gib_per_gpu,
+        mfu=prediction.mfu, mfu_peak_tflops=prediction.mfu_peak_tflops, mfu_precision=prediction.mfu_precision,
+        breakdown=prediction.breakdown, memory_gib_per_gpu=prediction.memory_gib_per_gpu,
         memory_gib_available=prediction.memory_gib_available,
         bottleneck=bottleneck_label(prediction.breakdown, prediction.step_time_s),
         bottleneck_detail=prediction.bottleneck,
         notes=[*base.notes, *([booking] if booking else []), *idle,
                *(["multi-node booking unconfirmed"] if unconfirmed_booking else []),
-               *([] if evidence.evidence else [evidence.basis])])
+               *([] if evidence.evidence else [evidence.basis]), *prediction.physical_flags])
 
 
 def _best(options: list[TrainOption], objective: Objective) -> TrainOption:

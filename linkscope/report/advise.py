@@ -16,6 +16,7 @@ from linkscope.advise.placement import DIMS, Placement, group_dims
 from linkscope.advise.plan import PlanResult
 from linkscope.advise.train import TrainAdvice, TrainOption
 from linkscope.model.step.layout import Layout
+from linkscope.model.step.mfu import PRECISION_NAMES, MfuPeak
 from linkscope.report.money import UNKNOWN, amount_text, current_currency, money_text
 from linkscope.report.predict import link_text, range_text
 
@@ -118,7 +119,7 @@ def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS, 
             "#": str(i), "offering": r.offering + mark, "GPUs": gpus_text(r), "layout": layout_text(r.parallelism),
             "step": _seconds(r.step_time_s or 0.0), "time": duration_text(r.time_to_train_s),
             "p10..p90": _spread(r.time_to_train_s, r.time_to_train_s_range), "cost": cost,
-            "MFU": f"{(r.mfu or 0):.0%}", "bottleneck": _short(r),
+            "MFU": _mfu_cell(r), "bottleneck": _short(r),
             "vs #1": _versus(r, versus) if versus is not None else ""}))
     return table
 
@@ -247,6 +248,20 @@ def profile_lines(rows: list[TrainOption]) -> list[str]:
     return [f"{r.offering}{'*' if r.measured_profile else ''}: {note}" for r in rows for note in r.profile_notes]
 
 
+def _mfu_cell(r: TrainOption) -> str:
+    """`49% FP8`: the share and the format of the dense peak it is of (the winner's lines name the peak)."""
+    if not r.mfu or not r.mfu_peak_tflops:
+        return "-"
+    return f"{r.mfu:.0%} {PRECISION_NAMES.get(r.mfu_precision or '', '')}".rstrip()
+
+
+def _mfu_text(r: TrainOption) -> str:
+    """`48.5% of 5,033 TFLOP/s FP8 dense`."""
+    if not r.mfu or not r.mfu_peak_tflops:
+        return "-"
+    return MfuPeak(gpu=r.gpu, family="", precision=r.mfu_precision or "", tflops=r.mfu_peak_tflops).text(r.mfu)
+
+
 def winner_text(r: TrainOption, heading: str = "Best") -> str:
     """The best option in full sentences (a feasible option: every field is set)."""
     if r.parallelism is None:
@@ -256,7 +271,7 @@ def winner_text(r: TrainOption, heading: str = "Best") -> str:
         nodes += f", {r.booked_nodes} booked"
     lines = [f"[bold]{heading}: {r.offering}[/] ({nodes})",
              f"  layout: {layout_detail(r.parallelism)}",
-             f"  {r.step_time_s:.2f} s per step, {rate_text(r.tokens_per_s)} tokens/s, MFU {(r.mfu or 0):.0%}, "
+             f"  {r.step_time_s:.2f} s per step, {rate_text(r.tokens_per_s)} tokens/s, MFU {_mfu_text(r)}, "
              f"{r.memory_gib_per_gpu:.0f} of {r.memory_gib_available:.0f} GiB per GPU",
              f"  time to train {duration_text(r.time_to_train_s)}, cost {money_text(r.cost_usd)}"
              + (f" at {money_text(r.price_per_hour)} per node-hour" if r.price_per_hour is not None else ""),

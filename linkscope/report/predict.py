@@ -9,6 +9,7 @@ from rich.table import Table
 
 from linkscope.model.comm.moe import MoePrediction
 from linkscope.model.comm.predict import CollectivePrediction
+from linkscope.model.step.mfu import MfuPeak
 from linkscope.model.step.predict import TrainPrediction
 from linkscope.model.step.scaling import ScalingPoint
 
@@ -116,7 +117,7 @@ def train_table(p: TrainPrediction) -> Table:
             ("step time", f"{_seconds(p.step_time_s)}{_span(p.step_time_s, p.step_time_s_range, ', p10..p90')}"),
             ("tokens/s", f"{_rate(p.tokens_per_s)}{_span(p.tokens_per_s, p.tokens_per_s_range, '')}"),
             (f"TFLOPS per {p.rank_kind}", _rate(p.tflops_per_gpu, 1)),
-            ("MFU", f"{p.mfu:.1%}" if p.mfu > 0 else "-"),
+            ("MFU", p.peak.text(p.mfu) if p.mfu > 0 else "-"),
             (f"memory per {p.rank_kind}", f"{_gib(p.memory_gib_per_gpu)} GiB" + (
                 f" of {p.memory_gib_available:.1f} ({'fits' if p.fits else 'DOES NOT FIT'})"
                 if p.memory_gib_available > 0 else " (what the host holds is not known here)")),
@@ -173,11 +174,15 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
             ("memory per GPU",
              f"{_gib(data['memory_gib_per_gpu'])} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
             ("ranges from", data["range_basis"])]
+    if data.get("mfu_peak_tflops"):
+        peak = MfuPeak(gpu="", family="", precision=data["mfu_precision"], tflops=data["mfu_peak_tflops"])
+        rows.insert(5, ("serving MFU (output tokens)", peak.text(data["serving_mfu"])))
     if wide:
         rows.insert(-2, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))
     if "moe_transport" in data:
         rows.insert(-2, ("EP kernel and transport", f"{data['moe_kernel']} over {data['moe_transport']} "
                                                      f"({data['moe_transport_reason']})"))
+    rows += [("[yellow]warning[/]", flag) for flag in data.get("flags", [])]
     for what, value in rows:
         table.add_row(what, value)
     return table
@@ -217,6 +222,9 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
             cells.update({"speedup": f"{p.speedup:.2f}", "GPU\nspeedup": f"{p.gpu_speedup:.1f}",
                           "effi-\nciency": f"{p.efficiency:.1%}"})
         table.add_row(*(cells.get(n, "") for n in names))
+    peaks = {p.peak.label for p in points if p.fits and p.mfu_peak_tflops > 0}
+    if "MFU" in names and peaks:
+        table.caption = f"MFU of {', '.join(sorted(peaks))} per GPU"
     return table
 
 

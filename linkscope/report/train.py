@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from linkscope.model.step.mfu import MfuPeak
+
 
 def _num(value: float | None, fmt: str = ".4g") -> str:
     return "-" if value is None else format(value, fmt)
+
+
+def _peak_label(doc: dict[str, Any]) -> str:
+    """`989 TFLOP/s BF16 dense`: the peak the document's MFU is of."""
+    return MfuPeak(gpu="", family="", precision=doc.get("mfu_precision") or "bf16",
+                   tflops=float(doc["mfu_peak_tflops"])).label
 
 
 def _pct(value: float | None) -> str:
@@ -35,7 +43,8 @@ def point_lines(doc: dict[str, Any]) -> list[str]:
         f"{_num(steps.get('step_time_s_max'))} over {steps.get('steps', 0)} steps",
         f"# {'tokens/s':<22}{_num(doc['tokens_per_s'], '.1f'):>12}",
         f"# {'TFLOPS per rank':<22}{_num(doc['tflops_per_rank']):>12}",
-        f"# {'MFU':<22}{_num(doc['mfu'], '.1%') if doc['mfu'] is not None else 'n/a (no peak)':>12}",
+        f"# {'MFU':<22}{_num(doc['mfu'], '.1%') if doc['mfu'] is not None else 'n/a (no peak)':>12}"
+        + (f"   (of {_peak_label(doc)})" if doc.get("mfu_peak_tflops") else ""),
         f"# {'peak memory (GiB)':<22}{_num(doc['peak_memory_gib'], '.3f'):>12}"
         f"{_num(pred.get('memory_gib_per_gpu'), '.3f'):>12}   ({doc['peak_memory_kind']} vs model)",
     ]

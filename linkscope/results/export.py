@@ -164,7 +164,8 @@ def _blank(value: float | int | None) -> Any:
 
 
 TRAIN_CSV_FIELDS = ("label", "status", "model", "ranks", "layout", "step_time_s", "step_time_s_stdev", "tokens_per_s",
-                    "tflops_per_rank", "mfu", "peak_memory_gib", "predicted_step_time_s", "error_pct")
+                    "tflops_per_rank", "mfu", "mfu_peak_tflops", "mfu_precision", "peak_memory_gib",
+                    "predicted_step_time_s", "error_pct")
 
 
 def train_run_to_csv(info: RunInfo) -> str:

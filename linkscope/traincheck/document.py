@@ -9,19 +9,20 @@ from linkscope.bench.train.runner import TrainRunResult
 from linkscope.bench.train.stats import rates, stats_dict, step_stats
 from linkscope.bench.train.trace_comm import TraceReport
 from linkscope.hardware.loader import load_db
-from linkscope.model.step.compute import peak_tflops
+from linkscope.model.step.mfu import MfuPeak, mfu_peak
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig
 from linkscope.traincheck.predict import Prediction
 
 
-def _peak_tflops(result: TrainRunResult) -> float | None:
-    """Dense BF16 peak of the ranks' GPU (the MFU convention); None on CPU ranks."""
+def _peak(result: TrainRunResult, precision: str) -> MfuPeak | None:
+    """The MFU peak (model/step/mfu.py) of the ranks' GPU in the run's format (bf16 or fp16; fp32 runs only on
+    CPU ranks); None on CPU ranks, which have no datasheet peak."""
     system = result.system or {}
     if result.backend != "nccl" or system.get("gpu") in (None, "CPU"):
         return None
     gpu = load_db().gpu(system["gpu"])
-    return peak_tflops(gpu, "bf16") if gpu is not None else None
+    return mfu_peak(gpu, precision if precision in ("bf16", "fp16") else "bf16") if gpu is not None else None
 
 
 def error_pct(predicted_s: float | None, measured_s: float | None) -> float | None:
@@ -54,7 +55,8 @@ def point_document(result: TrainRunResult, point: TrainPoint, prediction: Predic
     tokens = point.meta.get("tokens_per_step", 0)
     rank = int(point.settings.get("lora_rank", 0))
     peft = Peft(rank=rank, targets=str(point.settings.get("lora_targets", "attn"))) if rank else None
-    measured = rates(model, tokens, point.ranks, step_s, _peak_tflops(result), peft) if step_s else {}
+    peak = _peak(result, str(point.settings.get("precision", "bf16")))
+    measured = rates(model, tokens, point.ranks, step_s, peak.tflops if peak else None, peft) if step_s else {}
     peaks = [r["peak_memory_gib"] for r in point.per_rank]
     return {
         "run_id": result.run_id, "status": point.status, "label": point.label, "model": model.id,
@@ -63,7 +65,8 @@ def point_document(result: TrainRunResult, point: TrainPoint, prediction: Predic
         "step_time_s": step_s, "step_time_s_stdev": stats.step_time_s_stdev if stats else None,
         "steps": stats_dict(stats) if stats else None, "tokens_per_step": tokens,
         "tokens_per_s": measured.get("tokens_per_s"), "tflops_per_rank": measured.get("tflops_per_rank"),
-        "mfu": measured.get("mfu"),
+        "mfu": measured.get("mfu"), "mfu_peak_tflops": peak.tflops if peak else None,
+        "mfu_precision": peak.precision if peak else None,
         "peak_memory_gib": max(peaks) if peaks else None, "peak_memory_gib_per_rank": peaks,
         "peak_memory_kind": "allocated" if result.backend == "nccl" else "RSS above start",
         "comm_s": trace.comm_s if trace else {}, "exposed_comm_s": trace.exposed_comm_s if trace else {},

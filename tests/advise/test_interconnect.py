@@ -166,3 +166,13 @@ def test_when_every_variant_serves_at_tp1_the_rows_repeat_at_tp2(db: HardwareDB)
     assert {v.tp for v in free} == {1} and {v.tp for v in held} == {2} and len(free) == len(held)
     assert all(v.usd_per_million_tokens == pytest.approx(3.0 / (v.tokens_per_s_per_gpu * 3600) * 1e6)  # type: ignore[operator]
                for v in comparison.variants)
+
+
+def test_every_row_with_an_mfu_names_its_peak(db: HardwareDB) -> None:
+    comparison = _compare(db, "coreweave/hgx-h100", 16, price=3.0)
+    h100 = db.offerings["coreweave/hgx-h100"].system.node.gpu
+    rows = [v for v in comparison.variants if v.mfu]
+    assert rows
+    for v in rows:
+        assert v.mfu_precision == "bf16" and v.mfu_peak_tflops == h100.dense_tflops("bf16")
+        assert 0 < (v.mfu or 0) < 1

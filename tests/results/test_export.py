@@ -135,3 +135,15 @@ def test_run_to_csv():
     assert tuple(parsed[0]) == CSV_COLUMNS
     assert parsed[0]["algbw_gb_per_s"] == "0.0008" and parsed[0]["time_us_stdev"] == "1.0"
     assert parsed[1]["placement"] == "in_place" and parsed[1]["nwrong"] == "" and parsed[1]["time_us_min"] == ""
+
+
+def test_a_train_run_csv_names_the_peak_each_mfu_is_of() -> None:
+    from linkscope.results.export import train_run_to_csv
+    from linkscope.results.records import RunInfo
+
+    doc = {"label": "p", "status": "ok", "model": "llama3-8b", "ranks": 8, "parallelism": {"layout": "ddp"},
+           "step_time_s": 1.0, "mfu": 0.4, "mfu_peak_tflops": 989.0, "mfu_precision": "bf16", "predicted": None}
+    info = RunInfo(kind="train", extra={"train_summary": {"points": [doc]}})
+    header, row = train_run_to_csv(info).splitlines()
+    values = dict(zip(header.split(","), row.split(",")))
+    assert (values["mfu"], values["mfu_peak_tflops"], values["mfu_precision"]) == ("0.4", "989.0", "bf16")

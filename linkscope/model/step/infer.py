@@ -39,6 +39,8 @@ from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.moe import MoeRequest, moe_path, predict_moe, runnable_kernel
 from linkscope.model.comm.params import CommFit, comm_fit
+from linkscope.model.ranges.records import above_record_flag, serving_tflops_per_gpu
+from linkscope.model.step.mfu import mfu_peak
 from linkscope.model.step.compute import (DEFAULT_ENGINE, ENGINES, compute_constants, gemm_time_s, peak_tflops,
                                          usable_memory_gib)
 from linkscope.model.step.layout import group_span
@@ -445,6 +447,7 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "ep_all_to_all_share_decode": float(est.ep_a2a_decode_s[i] / step) if len(est.ep_a2a_decode_s) else 0.0,
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),
         **_moe_path(job, system),
+        **_serving_mfu(job, system, per_gpu),
     }
 
 
@@ -455,6 +458,16 @@ def _moe_path(job: InferJob, system: System) -> dict[str, str]:
     per_node = min(job.ep, system.max_nccl_node_gpus)
     kernel, transport, why = moe_path(comm_tiers(system), "low-latency", job.moe_transport, -(-job.ep // per_node))
     return {"moe_kernel": kernel, "moe_transport": transport, "moe_transport_reason": why}
+
+
+def _serving_mfu(job: InferJob, system: System, tokens_per_s_per_gpu: float) -> dict[str, Any]:
+    """Serving MFU (model/ranges/records.py: output tokens x 2 x active weights over the dense peak of the
+    format), its peak, and a flag where it is above every serving run the evidence set records on the GPU
+    family in that format."""
+    peak = mfu_peak(system.node.gpu, job.precision)
+    mfu = float(peak.mfu(serving_tflops_per_gpu(job.model, tokens_per_s_per_gpu)))
+    flag = above_record_flag("serving", mfu, peak) if peak.tflops > 0 else None
+    return {"serving_mfu": mfu, **peak.as_dict(), "flags": [flag] if flag else []}
 
 
 def tp_options(model: ModelConfig, gpus_per_node: int) -> list[int]:

@@ -16,8 +16,10 @@ import numpy as np
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.ranges.accuracy import rate_range, spread, time_range
+from linkscope.model.ranges.records import above_record_flag, best_record
 from linkscope.model.step.compute import usable_memory_gib
 from linkscope.model.step.layout import Layout
+from linkscope.model.step.mfu import MfuPeak, mfu_peak
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import FRAMEWORK_ZERO_STAGES, Job, framework_for
@@ -64,6 +66,7 @@ class TrainPrediction:
     tokens_per_s: float
     tflops_per_gpu: float
     mfu: float
+    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/step/mfu.py)."""
     memory_gib_per_gpu: float
     memory_gib_available: float
     fits: bool
@@ -94,6 +97,19 @@ class TrainPrediction:
     frozen_params: int = 0
     least_memory_gib_per_gpu: float | None = None
     """When no layout fits: the least memory per GPU any layout with the values given needs."""
+    mfu_peak_tflops: float = 0.0
+    """The dense tensor peak the MFU is taken against (0 where none is defined, as on CPU ranks)."""
+    mfu_precision: str = ""
+    """The number format of that peak: the job's (`fp16` for a BF16 job on a GPU without BF16)."""
+    mfu_best_recorded: float | None = None
+    """The best MFU the evidence set records on this GPU family in this format (None: no record)."""
+    physical_flags: list[str] = field(default_factory=list)
+    """The flags (also in `flags`) saying a figure is held at a physical bound or above every recorded run."""
+
+    @property
+    def peak(self) -> MfuPeak:
+        """The peak the MFU is taken against, as the one owner describes it."""
+        return MfuPeak(gpu="", family="", precision=self.mfu_precision, tflops=self.mfu_peak_tflops)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -242,6 +258,10 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         flags.append(evidence.basis)
     if gpus < system.gpus:
         flags.insert(0, idle_gpus_note(system, gpus))
+    peak = mfu_peak(system.node.gpu, job.precision)
+    physical = _physical_flags(est, i, peak)
+    flags.extend(physical)
+    record = best_record("training", peak) if peak.tflops > 0 else None
     return TrainPrediction(
         system=system.id, model=job.model.id, gpus=gpus, nodes=system.nodes, global_batch=job.global_batch,
         seq_len=job.seq_len, precision=job.precision, step_time_s=step, tokens_per_s=float(est.tokens_per_s[i]),
@@ -256,7 +276,21 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system)),
         range_basis=evidence.basis, **_param_counts(job),
         active_params=job.model.active_params(),
-        expert_layout=_ep_reason(job, system, row) if job.model.is_moe else "")
+        expert_layout=_ep_reason(job, system, row) if job.model.is_moe else "",
+        mfu_peak_tflops=peak.tflops, mfu_precision=peak.precision,
+        mfu_best_recorded=record.mfu if record else None, physical_flags=physical)
+
+
+def _physical_flags(est: StepEstimate, i: int, peak: MfuPeak) -> list[str]:
+    """A step held at the peak's bound, and an MFU above every recorded run of the GPU family and format."""
+    flags = []
+    if est.peak_bound.size and bool(est.peak_bound[i]):
+        flags.append(f"the step's parts add up to less than its model FLOPs at {peak.label}: the step time is held "
+                     f"at that bound (100% MFU), a figure no run reaches")
+    above = above_record_flag("training", float(est.mfu[i]), peak) if peak.tflops > 0 else None
+    if above:
+        flags.append(above)
+    return flags
 
 
 def _param_counts(job: Job) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from linkscope.hardware.errors import UserError
 from linkscope.model.step.layout import Layout
+from linkscope.model.step.mfu import MfuPeak
 from linkscope.model.step.predict import SystemInForce, predict_train_on
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
@@ -50,6 +51,14 @@ class ScalingPoint:
     """What evidence the ranges come from, or that there is none (`model.ranges.accuracy.spread`)."""
     breakdown: dict[str, float] = field(default_factory=dict)
     """Where the step time goes (`predict train`'s breakdown)."""
+    mfu_peak_tflops: float = 0.0
+    """The dense peak the MFU is taken against (model/step/mfu.py); 0 without figures."""
+    mfu_precision: str = ""
+
+    @property
+    def peak(self) -> MfuPeak:
+        """The peak the MFU is taken against."""
+        return MfuPeak(gpu="", family="", precision=self.mfu_precision, tflops=self.mfu_peak_tflops)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -90,7 +99,8 @@ def _point(job: Job, resolved: SystemInForce, req: LayoutRequest) -> ScalingPoin
                                     f"{p.memory_gib_available:.0f} GiB usable")
     return replace(base, gpus=p.gpus, fits=True, step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, mfu=p.mfu,
                    parallelism=p.parallelism, step_time_s_range=p.step_time_s_range,
-                   tokens_per_s_range=p.tokens_per_s_range, range_basis=p.range_basis, breakdown=p.breakdown)
+                   tokens_per_s_range=p.tokens_per_s_range, range_basis=p.range_basis, breakdown=p.breakdown,
+                   mfu_peak_tflops=p.mfu_peak_tflops, mfu_precision=p.mfu_precision)
 
 
 def held(layout: Layout) -> LayoutRequest:
@@ -196,7 +206,8 @@ def _superlinear_note(points: list[ScalingPoint], base: ScalingPoint) -> str:
         else:
             by_part.setdefault(_shrunk(p, base), []).append(p)
     clauses = [(counts, f"the layout differs from the baseline's ({changes}): the baseline runs the best layout "
-                        f"its GPUs allow (MFU {base.mfu:.0%}), and more GPUs (more memory, other divisors) allow a "
+                        f"its GPUs allow (MFU {base.mfu:.0%} of {base.peak.label}), and more GPUs (more memory, other "
+                        "divisors) allow a "
                         "faster one") for changes, counts in by_change.items()]
     for part, shown in by_part.items():
         shares = ", ".join(f"{_share(p, part):.1%} at {p.nodes}" for p in shown) if part else ""

@@ -19,7 +19,8 @@ from linkscope.hardware.system import System
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
-                                          memory_time_s, peak_tflops, sustained_tflops, usable_memory_gib)
+                                          memory_time_s, sustained_tflops, usable_memory_gib)
+from linkscope.model.step.mfu import mfu_peak
 from linkscope.model.step.job import (FRAMEWORK_DP_OVERLAP, Job, framework_for, fused_attention, per_framework,
                                       recomputed_layers)
 from linkscope.model.step.layout import MEGATRON_ORDER, Layouts, order_spans
@@ -58,6 +59,9 @@ class StepEstimate:
     """The TP collectives full recomputation replays (part of recompute_s)."""
     ep_replay_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """The MoE dispatch and combine full recomputation replays (part of recompute_s)."""
+    peak_bound: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """The summed parts came out faster than the model FLOPs at the MFU peak allow: the step time is held at
+    that bound (100% MFU) instead."""
 
 
 @dataclass
@@ -553,7 +557,16 @@ def _add_rates(est: StepEstimate, job: Job, system: System, lay: Layouts) -> Non
     gpus = lay.tp * lay.pp * lay.dp * lay.cp
     tokens = job.global_batch * job.seq_len
     flops = lora.training_flops_per_token(job.model, job.peft, job.seq_len) * tokens
+    peak = mfu_peak(system.node.gpu, job.precision)
+    # No step is faster than its model FLOPs at the dense peak of its number format: where the parts (a fused
+    # kernel's share, a fitted constant) would sum to less, the step is held at that bound and says so.
+    if peak.tflops > 0:
+        bound = flops / gpus / (peak.tflops * 1e12)
+        est.peak_bound = est.step_time_s < bound
+        est.step_time_s = np.maximum(est.step_time_s, bound)
+    else:
+        est.peak_bound = np.zeros(np.shape(est.step_time_s), dtype=bool)
     est.tokens_per_s = tokens / est.step_time_s
     est.tflops_per_gpu = flops / est.step_time_s / gpus / 1e12
-    # MFU against the dense BF16 peak whatever the number format, as Megatron-LM and most papers report it.
-    est.mfu = est.tflops_per_gpu / peak_tflops(system.node.gpu, "bf16")
+    # MFU against the dense peak of the format the GEMMs run at (model/step/mfu.py), named wherever it prints.
+    est.mfu = peak.mfu(est.tflops_per_gpu)

@@ -136,7 +136,7 @@ def test_efficiency_above_100_percent_is_explained_by_the_baseline_layout(db) ->
         base, here = points[1].parallelism, p.parallelism
         changed = [f for f in ("tp", "pp", "recompute") if getattr(here, f) != getattr(base, f)]
         assert changed and all(f"{f} {getattr(base, f)} -> {getattr(here, f)}" in clause for f in changed)
-    assert f"(MFU {points[1].mfu:.0%})" in note
+    assert f"(MFU {points[1].mfu:.0%} of {points[1].peak.label})" in note
 
 
 def test_scaling_over_tcp_is_worse_than_over_infiniband(db) -> None:
