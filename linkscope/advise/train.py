@@ -31,6 +31,8 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, idle_gpus_note, summarize
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
+from linkscope.model.step.knobs import Knobs, check_knobs, constrained_zero, knob_framework
+from linkscope.model.step.memory import gradient_bytes
 from linkscope.model.step.peft import Peft, check_peft_gpu
 from linkscope.model.step.transformer import ModelConfig
 
@@ -56,15 +58,18 @@ class TrainRequest:
     peft: Peft | None = None
     """A LoRA fine-tune of the frozen model (None: full training)."""
     framework: str = "auto"
+    knobs: Knobs = Knobs()
+    """Data-parallel communication knobs (gradient compression, bucket size, ZeRO++)."""
 
     def job(self) -> Job:
         """The model's view of one step."""
         return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision,
-                   moe_dispatcher=self.moe_dispatcher, peft=self.peft, framework=self.framework)
+                   moe_dispatcher=self.moe_dispatcher, peft=self.peft,
+                   framework=knob_framework(self.knobs, self.framework), knobs=self.knobs)
 
     def layout_request(self) -> LayoutRequest:
-        """What the layout search may not choose: the expert parallelism given."""
-        return LayoutRequest(ep=self.ep, etp=self.etp)
+        """What the layout search may not choose: the expert parallelism given, and the ZeRO stage the knobs need."""
+        return LayoutRequest(ep=self.ep, etp=self.etp, zero=constrained_zero(self.knobs, None))
 
 
 def validate_train_request(request: TrainRequest) -> None:
@@ -83,6 +88,8 @@ def validate_train_request(request: TrainRequest) -> None:
         raise UserError(f"must be at least 1 (got {request.global_batch})", field="global_batch")
     if request.gpus.gpus is not None and request.gpus.gpus < 1:
         raise UserError(f"must be at least 1 (got {request.gpus.gpus})", field="gpus")
+    job = request.job()
+    check_knobs(request.knobs, m, job.framework, request.layout_request().zero, gradient_bytes(job))
 
 
 @dataclass(frozen=True)

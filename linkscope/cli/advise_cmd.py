@@ -19,7 +19,8 @@ from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelect
                                      select_train, train_json)
 from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
+from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, BucketMbOpt, GradCompressionOpt, ZeroppOpt,
+                                   job_knobs, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
                                    FabricOpt,
                                    FrameworkOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, LoraRankOpt,
                                    LoraTargetsOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt, MoeDispatcherOpt,
@@ -197,6 +198,9 @@ def train(
     lora_targets: str = LoraTargetsOpt,
     base_precision: str = BasePrecisionOpt,
     framework: str = FrameworkOpt,
+    grad_compression: str = GradCompressionOpt,
+    bucket_mb: Optional[float] = BucketMbOpt,
+    zeropp: Optional[str] = ZeroppOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
                                       "(/ NVL72-class) x IB / RoCE / EFA / TCP, each at its price."),
@@ -223,6 +227,7 @@ def train(
                                  objective, precision, peft_of(peft, lora_rank, lora_targets, base_precision, config),
                                  framework, ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
                                  moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
+        request = replace(request, knobs=job_knobs(grad_compression, bucket_mb, zeropp))
         check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
         wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                                 fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
