@@ -396,4 +396,7 @@ def _infer_ranking(objective: Objective) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add `advise train` and `advise infer` to the command line."""
+    from linkscope.cli import tune_cmd
+
+    tune_cmd.register(advise_app)
     app.add_typer(advise_app, name="advise")
