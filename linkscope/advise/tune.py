@@ -133,8 +133,9 @@ def advise_tune(job: Job, resolved: SystemInForce, req: LayoutRequest, model_arg
     options.sort(key=lambda o: (not o.fits, o.step_time_s))
     notes = list(resolved.training_notes)
     if base.breakdown["dp_comm_exposed_s"] < 0.01 * base.step_time_s:
-        notes.append(f"the baseline's layout already hides data-parallel traffic ({base.breakdown['dp_comm_exposed_s']:.3g}"
-                     f" s exposed of {base.step_time_s:.3g} s): the knobs can buy little here; pin your own layout "
+        exposed = base.breakdown["dp_comm_exposed_s"]
+        notes.append(f"the baseline's layout already hides data-parallel traffic ({exposed:.3g} s exposed of "
+                     f"{base.step_time_s:.3g} s): the knobs can buy little here; pin your own layout "
                      f"(--dp, --tp, --pp, --zero) to see what they buy on it")
     notes.append("compression changes the optimisation (PowerSGD's rank, 1-bit Adam's warm-up, FP16/BF16 sums); "
                  "linkscope predicts time only, not convergence")

@@ -105,7 +105,8 @@ def train(
                      db_path=db, quiet=quiet or as_json, oversubscribe=oversubscribe)
     cfg = TrainConfig(model=spec, micro_batch=micro_batch, iters=iters, warmup=warmup, repeat=repeat, fsdp=fsdp,
                       zero=zero, tp=tp, bucket_mb=bucket_mb, overlap=not no_overlap,
-                      grad_compression=grad_compression, powersgd_rank=powersgd_rank, recompute=recompute, precision=precision,
+                      grad_compression=grad_compression, powersgd_rank=powersgd_rank, recompute=recompute,
+                      precision=precision,
                       profile_steps=profile_steps, lora_rank=lora, lora_targets=lora_targets, ep=ep, run=run)
     outcome = run_request(TrainRequest(cfg, system, sweep, scaling))
     _print(outcome, as_json)

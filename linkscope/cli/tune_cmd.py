@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -11,6 +11,9 @@ from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.options import (FrameworkOpt, GlobalBatchOpt, MicroBatchOpt, ModelOpt, PrecisionOpt, SeqLenOpt,
                                    SystemOpt, ZeroOpt, CatalogOpt, check_framework, check_option, layout_request,
                                    pp_opt, tp_opt, training_job)
+
+if TYPE_CHECKING:
+    from linkscope.advise.tune import TuneAdvice
 
 
 @user_errors
@@ -57,12 +60,9 @@ def tune(
     _print(advice, top)
 
 
-def _print(advice: object, top: int) -> None:
+def _print(advice: TuneAdvice, top: int) -> None:
     from rich.table import Table
 
-    from linkscope.advise.tune import TuneAdvice
-
-    assert isinstance(advice, TuneAdvice)
     b = advice.baseline
     console.print(f"[bold]{advice.model}[/] on [bold]{advice.system}[/], {advice.gpus} GPUs, global batch "
                   f"{advice.global_batch} x {advice.seq_len} tokens: baseline {b.step_time_s:.4g} s per step "

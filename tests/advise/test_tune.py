@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from linkscope.advise.tune import advise_tune, bench_command, candidate_knobs
+from linkscope.advise.tune import TuneAdvice, advise_tune, bench_command, candidate_knobs
 from linkscope.cli.options import layout_request, training_job
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import resolve
@@ -16,16 +16,15 @@ ETHERNET = "gcp/a2-ultragpu-8g"
 """8x A100 80GB per node, one 100 Gb/s TCP link between nodes (data/offerings/gcp.yaml)."""
 
 
-def _advice(**layout: str | int):  # type: ignore[no-untyped-def]
+def _advice(tp: str, pp: str, dp: str, zero: int) -> TuneAdvice:
     job = training_job(load_model("llama2-13b"), 256, None)
-    req = layout_request(layout.get("tp"), layout.get("pp"), layout.get("dp"), "1", None, None, "auto",
-                         layout.get("zero"))  # type: ignore[arg-type]
+    req = layout_request(tp, pp, dp, "1", None, None, "auto", zero)
     resolved = resolve(ETHERNET, load_db([]), 32, None)
     return advise_tune(job, resolved, req, "llama2-13b", ETHERNET)
 
 
 def test_pinned_data_parallel_layout_ranks_compression_first() -> None:
-    advice = _advice(tp="1", pp="1", dp="32", zero=0)
+    advice = _advice("1", "1", "32", 0)
     times = [(not o.fits, o.step_time_s) for o in advice.options]
     assert times == sorted(times)
     assert advice.baseline.speedup == 1.0 and advice.baseline.dp_comm_exposed_s > 1.0

@@ -13,7 +13,8 @@ SYSTEM = ["-s", "gcp/a2-ultragpu-8g", "-m", "llama2-13b", "--gpus", "32"]
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--grad-compression", "powersgd:4", "--framework", "fsdp"], "--grad-compression: powersgd:4 does not run under fsdp"),
+    (["--grad-compression", "powersgd:4", "--framework", "fsdp"],
+     "--grad-compression: powersgd:4 does not run under fsdp"),
     (["--grad-compression", "onebit", "--zero", "3"], "--grad-compression: onebit does not run with ZeRO stage 3"),
     (["--grad-compression", "powersgd:0"], "--grad-compression: PowerSGD rank must be at least 1"),
     (["--grad-compression", "powersgd:6000"], "above the smallest matrix dimension 5120"),

@@ -540,9 +540,9 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
         ag_bwd = np.where(local > 1, k * _coll_vector_s("all_gather", ctx.tiers, size, local.astype(float),
                                                          np.ones(np.shape(local))), 0.0)
     # FP16/BF16 compression (FSDP's reduce_dtype) shrinks the reduce-scatter the same way.
-    qg = qg * knob_rules.grad_wire_factor(knobs, ctx.model, ctx.lay.tp, grad_bytes)
-    rs = np.where(replicas > 1, k * _coll(ctx, "reduce_scatter", grad_params * grad_bytes * qg / k, replicas, "dp"),
-                  0.0)
+    grad_factor = qg * knob_rules.grad_wire_factor(knobs, ctx.model, ctx.lay.tp, grad_bytes)
+    rs = np.where(replicas > 1,
+                  k * _coll(ctx, "reduce_scatter", grad_params * grad_bytes * grad_factor / k, replicas, "dp"), 0.0)
     if expert:
         extra = np.where(edp > 1, _coll(ctx, "all_gather", expert_params * weight_bytes, edp, "edp"), 0.0)
         ag_fwd, ag_bwd = ag_fwd + extra, ag_bwd + extra

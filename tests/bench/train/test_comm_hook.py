@@ -31,7 +31,7 @@ def _train(ctx: Any, cfg: TrainConfig, steps: int) -> dict[str, Any]:
     for _ in range(steps):
         trainer.step()
         losses.append(trainer.last_loss)
-    ddp = trainer.wrapped.module
+    ddp: Any = trainer.wrapped.module
     weights = [float(v) for p in ddp.parameters() for v in p.detach().flatten()[:8].tolist()]
     return {"losses": losses, "weights": weights, "hook": ddp._get_ddp_logging_data().get("comm_hook", "")}
 

@@ -9,6 +9,7 @@ import pytest
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
+from linkscope.hardware.system import System
 from linkscope.model.calibration.systems import resolve
 from linkscope.model.step.compute import compute_constants, memory_time_s
 from linkscope.model.step.job import Job
@@ -26,7 +27,7 @@ DDP_32 = Layout(tp=1, pp=1, dp=32, micro_batch=1)
 
 
 @pytest.fixture(scope="module")
-def system():  # type: ignore[no-untyped-def]
+def system() -> System:
     return resolve("gcp/a2-ultragpu-8g", load_db([]), 32, None).system
 
 
@@ -90,7 +91,7 @@ def test_wire_factors_follow_the_bits_sent() -> None:
     assert powersgd_ratio(m, r, tp)[0] == pytest.approx((low + rest) / (whole + rest))
 
 
-def test_fp16_halves_the_gradient_bytes_on_the_network_and_costs_two_passes(system) -> None:  # type: ignore[no-untyped-def]
+def test_fp16_halves_the_gradient_bytes_on_the_network_and_costs_two_passes(system: System) -> None:
     base, fp16 = _job(), _job(Knobs("fp16"))
     before, after = dp_bytes_per_tier(base, system, DDP_32), dp_bytes_per_tier(fp16, system, DDP_32)
     assert before["scale_up"] == after["scale_up"] == 0.0
@@ -109,7 +110,7 @@ def test_fp16_halves_the_gradient_bytes_on_the_network_and_costs_two_passes(syst
     assert est.memory_gib_per_gpu[0] == pytest.approx(plain.memory_gib_per_gpu[0])
 
 
-def test_powersgd_pays_with_an_error_buffer_and_gemms(system) -> None:  # type: ignore[no-untyped-def]
+def test_powersgd_pays_with_an_error_buffer_and_gemms(system: System) -> None:
     effect = knob_effect(_job(Knobs("powersgd", 4)), system, DDP_32)
     params = load_model("llama2-7b").total_params()
     assert effect.memory_gib_added == pytest.approx(params * 4 / 2**30, rel=0.05)
@@ -119,7 +120,7 @@ def test_powersgd_pays_with_an_error_buffer_and_gemms(system) -> None:  # type: 
     assert "no convergence model" in effect.optimisation
 
 
-def test_one_bit_cannot_overlap_backward(system) -> None:  # type: ignore[no-untyped-def]
+def test_one_bit_cannot_overlap_backward(system: System) -> None:
     job = replace(_job(Knobs("onebit")), framework="deepspeed", dp_overlap=True)
     lay = layouts_of(DDP_32)
     overlapped = estimate_steps(job, system, lay)
@@ -128,14 +129,14 @@ def test_one_bit_cannot_overlap_backward(system) -> None:  # type: ignore[no-unt
     assert overlapped.dp_comm_exposed_s[0] == serial.dp_comm_exposed_s[0] > 0
 
 
-def test_buckets_pay_a_collective_each(system) -> None:  # type: ignore[no-untyped-def]
+def test_buckets_pay_a_collective_each(system: System) -> None:
     lay = layouts_of(DDP_32)
     small = estimate_steps(replace(_job(Knobs(bucket_mb=1)), dp_overlap=False), system, lay)
     large = estimate_steps(replace(_job(Knobs(bucket_mb=100)), dp_overlap=False), system, lay)
     assert small.dp_comm_exposed_s[0] > large.dp_comm_exposed_s[0]
 
 
-def test_zeropp_quantises_gathers_and_keeps_backward_gathers_on_the_node(system) -> None:  # type: ignore[no-untyped-def]
+def test_zeropp_quantises_gathers_and_keeps_backward_gathers_on_the_node(system: System) -> None:
     zero3 = Layout(tp=1, pp=1, dp=32, micro_batch=1, zero=3)
     base = replace(_job(), framework="deepspeed")
     qw = replace(base, knobs=Knobs(zeropp=frozenset({"qw"})))
@@ -152,7 +153,7 @@ def test_zeropp_quantises_gathers_and_keeps_backward_gathers_on_the_node(system)
     assert effect.dp_comm_exposed_s_after < effect.dp_comm_exposed_s_before
 
 
-def test_no_knobs_change_nothing(system) -> None:  # type: ignore[no-untyped-def]
+def test_no_knobs_change_nothing(system: System) -> None:
     lay = layouts_of(DDP_32)
     a, b = estimate_steps(_job(), system, lay), estimate_steps(_job(Knobs()), system, lay)
     assert a.step_time_s[0] == b.step_time_s[0] and b.knob_compute_s[0] == 0.0
