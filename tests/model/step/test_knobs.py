@@ -157,3 +157,13 @@ def test_no_knobs_change_nothing(system: System) -> None:
     lay = layouts_of(DDP_32)
     a, b = estimate_steps(_job(), system, lay), estimate_steps(_job(Knobs()), system, lay)
     assert a.step_time_s[0] == b.step_time_s[0] and b.knob_compute_s[0] == 0.0
+
+
+def test_v100_systems_and_classic_models_are_presets() -> None:
+    db = load_db([])
+    one = resolve("dgx-1-v100", db, 16, None).system
+    assert one.node.gpu.id == "V100-SXM2-16GB" and one.node.gpus == 8
+    assert resolve("dgx-1-v100-40gbe", db, 16, None).system.node.scale_out.nic_gbit_per_s == 40
+    two = resolve("dgx-2", db, 32, None).system
+    assert two.node.gpus == 16 and two.node.gpu.id == "V100-SXM3-32GB"
+    assert load_model("bert-large").layers == 24 and load_model("gpt2-xl").hidden == 1600
