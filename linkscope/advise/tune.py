@@ -127,7 +127,7 @@ def advise_tune(job: Job, resolved: SystemInForce, req: LayoutRequest, model_arg
             try:
                 prediction = predict_train(replace(job, knobs=knobs), system, req, resolved.tiers)
             except UserError as exc:
-                skipped.append({"label": knobs.label(), "reason": str(exc)})
+                skipped.append({"label": knobs.label(), "reason": exc.for_flags()})
                 continue
             options.append(_option(prediction, knobs, base.step_time_s, model_arg, system_label, resolved))
     options.sort(key=lambda o: (not o.fits, o.step_time_s))
@@ -137,6 +137,8 @@ def advise_tune(job: Job, resolved: SystemInForce, req: LayoutRequest, model_arg
         notes.append(f"the baseline's layout already hides data-parallel traffic ({exposed:.3g} s exposed of "
                      f"{base.step_time_s:.3g} s): the knobs can buy little here; pin your own layout "
                      f"(--dp, --tp, --pp, --zero) to see what they buy on it")
+    notes.append("the bench train commands build the named model under DDP, a full replica per GPU: add --layers N "
+                 "where it does not fit; the prediction printed beside the measurement follows the model measured")
     notes.append("compression changes the optimisation (PowerSGD's rank, 1-bit Adam's warm-up, FP16/BF16 sums); "
                  "linkscope predicts time only, not convergence")
     return TuneAdvice(system=system.id, model=job.model.id, gpus=base.gpus, global_batch=job.global_batch,
