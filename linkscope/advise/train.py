@@ -425,3 +425,14 @@ def advise_train(request: TrainRequest, offerings: list[Offering]) -> TrainAdvic
     every = [p for options in candidates for p in options]
     frontier = _frontier(every)
     return TrainAdvice(request, _mark(_sort(rows, request), frontier), enumerated, priced, every, frontier)
+
+
+def winner_knob_effect(request: TrainRequest, option: TrainOption, offering: Offering) -> dict[str, Any] | None:
+    """What the request's data-parallel knobs cost and save on a feasible option's layout (None without knobs)."""
+    if not request.knobs.active or not option.feasible or option.parallelism is None:
+        return None
+    from linkscope.model.step.knob_effect import knob_effect
+
+    resolved = resolve_offering(offering).with_nodes(option.nodes or 1)
+    with resolved.computing():
+        return knob_effect(request.job(), resolved.system, option.parallelism, resolved.tiers).as_dict()

@@ -17,8 +17,9 @@ from linkscope.advise.interconnect import InterconnectComparison, compare_infer,
 from linkscope.advise.objective import COST_TIE, DEFAULT_DEADLINE_S, Objective, parse_objective
 from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelection, infer_json, select_infer,
                                      select_train, train_json)
-from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
+from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train, winner_knob_effect
 from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.knob_output import print_knob_effect
 from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, BucketMbOpt, GradCompressionOpt, ZeroppOpt,
                                    job_knobs, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
                                    FabricOpt,
@@ -241,10 +242,12 @@ def train(
             comparison = compare_train(request, winner, db.offerings[winner.offering], db,
                                        _in_usd(price_per_gpu_hour), advice)
         warn_stale([db.offerings[r.offering] for r in selection.top])
+        effect = winner_knob_effect(request, winner, db.offerings[winner.offering]) if winner is not None else None
         if as_json:
-            print_json(_with_currency(train_json(advice, selection, comparison)))
+            print_json({**_with_currency(train_json(advice, selection, comparison)), "knobs": effect})
             return
         _print_train(advice, selection)
+        print_knob_effect(effect)
         if compare:
             _print_comparison(comparison)
         _print_currency_note()

@@ -11,6 +11,7 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, parse_order
 from linkscope.advise.plan import OrderCost, PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
+from linkscope.cli.knob_output import print_knob_effect
 from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, BucketMbOpt, GradCompressionOpt, ZeroppOpt,
                                    job_knobs, DpOverlapOpt, EpOpt, EtpOpt, FrameworkOpt,
                                    GlobalBatchOpt, InterleaveOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt,
@@ -140,8 +141,15 @@ def plan(
             hostfile.write_text(launch.hostfile, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"--write-hostfile: cannot write '{hostfile}' ({exc.strerror or exc})") from None
+    effect = None
+    if job is not None and job.knobs.active and result.layout is not None:
+        from linkscope.model.step.knob_effect import knob_effect
+
+        sized = resolved.with_nodes(nodes)
+        with sized.computing():
+            effect = knob_effect(job, sized.system, result.layout, sized.tiers).as_dict()
     if as_json:
-        print_json(_json(result, names))
+        print_json({**_json(result, names), "knobs": effect})
         return
     console.print(f"[bold]{result.placement.system.id}[/]: {nodes} node{'s' if nodes > 1 else ''} x "
                   f"{result.placement.system.node.gpus} "
@@ -151,6 +159,7 @@ def plan(
     console.print(plan_summary(result), highlight=False)
     # Commands stay on one line each so they can be copied.
     console.print(launch_text(launch, MAP_NODES), highlight=False, soft_wrap=True)
+    print_knob_effect(effect)
 
 
 def register(app: typer.Typer) -> None:

@@ -51,3 +51,15 @@ def test_plan_and_advise_take_the_knobs() -> None:
     result = run_cli("advise", "train", "-m", "llama2-13b", "--tokens", "10B", "--gpus", "32",
                      "--grad-compression", "onebit", "--zeropp", "qw")
     assert result.exit_code == 2 and "onebit does not run with ZeRO stage 3" in result.output
+
+
+def test_plan_and_advise_say_what_the_knobs_cost_and_save() -> None:
+    plan = json.loads(run_cli("plan", "-s", "gcp/a2-ultragpu-8g", "--nodes", "4", "-m", "llama2-13b", "--tp", "1",
+                              "--pp", "1", "--dp", "32", "--global-batch", "256", "--grad-compression", "powersgd:4",
+                              "--json").output)
+    assert plan["knobs"]["label"] == "powersgd:4" and plan["knobs"]["saved_s"] > 0
+    advice = json.loads(run_cli("advise", "train", "-m", "llama2-13b", "--tokens", "10B", "--gpus", "32",
+                                "--fabric", "tcp", "--grad-compression", "bf16", "--objective", "time",
+                                "--json").output)
+    assert advice["knobs"]["label"] == "bf16"
+    assert sum(advice["knobs"]["bytes_per_gpu_after"].values()) < sum(advice["knobs"]["bytes_per_gpu_before"].values())
