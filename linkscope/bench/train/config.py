@@ -129,6 +129,9 @@ def missing_hook(compression: str, backend: str, gradient_mb: float = 0.0, bucke
 
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if compression == "bf16" and backend != "nccl":
+        # The same rule as check_backend, said here so that --comm-hook names itself.
+        return "bf16_compress_hook runs on the nccl backend only; use fp16 on CPU ranks"
     if compression == "powersgd" and backend == "gloo" and gradient_mb > bucket_mb:
         return (f"gloo cannot order PowerSGD's per-bucket all-reduces; give --bucket-mb {math.ceil(gradient_mb)} or "
                 f"more (one bucket for the {gradient_mb:.1f} MB of gradients) or run on NCCL")

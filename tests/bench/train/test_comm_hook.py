@@ -49,6 +49,7 @@ def test_a_hook_the_backend_cannot_run_is_named() -> None:
     assert problem is not None and "--bucket-mb 80" in problem and "NCCL" in problem
     assert missing_hook("powersgd", "gloo", gradient_mb=10.0, bucket_mb=25.0) is None
     assert missing_hook("fp16", "gloo") is None
+    assert "nccl backend only" in (missing_hook("bf16", "gloo") or "")
 
 
 def test_powersgd_rank_above_the_model_is_refused() -> None:
