@@ -20,7 +20,7 @@ from linkscope.model.calibration.train_compute import measured_job, measured_req
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
 from linkscope.model.step.job import Job
-from linkscope.model.step.knobs import Knobs, knob_facts
+from linkscope.model.step.knobs import Knobs, knob_facts, model_gradient_mb
 from linkscope.model.calibration.train_fit import TrainFit, TrainShape, memory_gib_of_layout
 
 GIB = float(1 << 30)
@@ -63,8 +63,11 @@ def measured_knobs(cfg: TrainConfig) -> Knobs:
     is the step model's own baseline, so it stays the plain prediction."""
     if cfg.grad_compression == "none" and cfg.bucket_mb == knob_facts().default_bucket_mb:
         return Knobs()
+    # A bucket larger than the model is one bucket (DDP allows it; the step model's option refuses it): priced as
+    # the whole model's gradients at their smallest width, so that it never exceeds them.
+    bucket_mb = min(cfg.bucket_mb, model_gradient_mb(cfg.model, 2.0))
     return Knobs(compression=cfg.grad_compression, powersgd_rank=cfg.powersgd_rank if cfg.grad_compression ==
-                 "powersgd" else 0, bucket_mb=cfg.bucket_mb)
+                 "powersgd" else 0, bucket_mb=bucket_mb)
 
 
 def predicted_layout(cfg: TrainConfig, ranks: int) -> dict[str, Any]:

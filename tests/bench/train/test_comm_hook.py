@@ -67,3 +67,20 @@ def test_powersgd_hook_trains_on_two_gloo_ranks() -> None:
     assert all(math.isfinite(x) for r in results for x in r["losses"])
     # The hook averages the compressed gradients over both ranks: the replicas stay equal.
     assert results[0]["weights"] == pytest.approx(results[1]["weights"], rel=1e-6, abs=1e-7)
+
+
+def test_the_prediction_beside_a_hook_prices_the_same_hook() -> None:
+    from linkscope.model.step.knobs import Knobs
+    from linkscope.traincheck.predict import measured_knobs, predict_point
+
+    assert measured_knobs(_config()) == Knobs()
+    cfg = _config(grad_compression="powersgd", powersgd_rank=2, bucket_mb=100.0)
+    # A 100 MB bucket holds the whole tiny model: one bucket, its gradients' size.
+    one_bucket = measured_knobs(cfg)
+    assert one_bucket.compression == "powersgd" and one_bucket.powersgd_rank == 2
+    assert one_bucket.bucket_mb == pytest.approx(cfg.model.total_params() * 2 / 2**20)
+    hooked, _ = predict_point(cfg, 2, "bf16", "dgx-a100", None)
+    plain, _ = predict_point(_config(bucket_mb=100.0), 2, "bf16", "dgx-a100", None)
+    assert hooked is not None and plain is not None
+    assert hooked.breakdown["knob_compute_s"] > 0 == plain.breakdown["knob_compute_s"]
+    assert any("changes the optimisation" in note for note in hooked.notes)
