@@ -39,16 +39,31 @@ def candidate_knobs(job: Job) -> list[Knobs]:
     return out
 
 
-def bench_command(model: str, knobs: Knobs, system_label: str, gpus: int) -> str | None:
-    """The `linkscope bench train` command that measures `knobs` (None where bench train cannot run them)."""
+def bench_command(model: str, knobs: Knobs, system_label: str, gpus: int,
+                  layout: dict[str, Any] | None = None) -> tuple[str | None, str]:
+    """The `linkscope bench train` command that measures `knobs`, and what it measures when that differs from the
+    ranked layout (None for DeepSpeed's knobs). bench train runs PyTorch's DDP hooks and buckets (ZeRO-0, tensor
+    parallelism allowed, no pipeline): a layout it cannot run is measured under plain DDP on the same GPUs, and the
+    prediction it prints beside the measurement is for that layout."""
+    layout = layout or {}
     if knobs.zeropp or knobs.compression == "onebit":
-        return None
+        return None, "DeepSpeed's; bench train runs PyTorch DDP/FSDP only"
     parts = ["linkscope bench train", f"-m {model}", f"-s {system_label}", f"--nproc {gpus}"]
+    pipelined, sharded = int(layout.get("pp", 1)) > 1, int(layout.get("zero", 0)) > 0
+    note = ""
+    if pipelined or (sharded and knobs.active):
+        note = ("measures the knob under plain DDP on the same GPUs (bench train has no pipeline, and its hooks "
+                "and buckets are DDP's); the prediction beside it is for that layout")
+    else:
+        if int(layout.get("tp", 1)) > 1:
+            parts.append(f"--tp {layout['tp']}")
+        if sharded:
+            parts.append(f"--zero {layout['zero']}")
     if knobs.compression != "none":
         parts.append(f"--comm-hook {knobs.compression_label}")
     if knobs.bucket_mb is not None:
         parts.append(f"--bucket-mb {knobs.bucket_mb:g}")
-    return " ".join(parts)
+    return " ".join(parts), note
 
 
 @dataclass(frozen=True)
@@ -101,7 +116,7 @@ class TuneAdvice:
 def _option(prediction: TrainPrediction, knobs: Knobs, baseline_s: float, model_arg: str, system_label: str,
             resolved: SystemInForce) -> TuneOption:
     effect = prediction.knobs or {}
-    command = bench_command(model_arg, knobs, system_label, prediction.gpus)
+    command, why = bench_command(model_arg, knobs, system_label, prediction.gpus, prediction.parallelism.as_dict())
     return TuneOption(
         label=knobs.label(), knobs=knobs.as_dict(), step_time_s=prediction.step_time_s,
         step_time_s_range=list(time_range(prediction.step_time_s, "training", resolved.system)),
@@ -111,7 +126,7 @@ def _option(prediction: TrainPrediction, knobs: Knobs, baseline_s: float, model_
         knob_compute_s=prediction.breakdown.get("knob_compute_s", 0.0),
         layout=prediction.parallelism.as_dict(), framework=prediction.framework,
         optimisation=str(effect.get("optimisation", "")), bench_command=command,
-        measure_note="" if command or not knobs.active else "DeepSpeed's; bench train runs PyTorch DDP/FSDP only")
+        measure_note=why)
 
 
 def advise_tune(job: Job, resolved: SystemInForce, req: LayoutRequest, model_arg: str, system_label: str,

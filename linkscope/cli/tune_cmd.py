@@ -81,8 +81,12 @@ def _print(advice: TuneAdvice, top: int) -> None:
     console.print(table)
     console.print("measure them:", highlight=False)
     for i, o in enumerate(advice.options[:top], 1):
-        how = o.bench_command or f"(not measurable by bench train: {o.measure_note})"
+        how = f"(not measurable by bench train: {o.measure_note})" if o.bench_command is None else \
+            o.bench_command + ("  [plain DDP]" if o.measure_note else "")
         console.print(f"  {i}. {how}", highlight=False, markup=False, soft_wrap=True)
+    plain = next((o.measure_note for o in advice.options[:top] if o.bench_command and o.measure_note), "")
+    if plain:
+        console.print(f"  [plain DDP]: {plain}", highlight=False, markup=False, soft_wrap=True)
     for s in advice.skipped:
         console.print(f"skipped {s['label']}: {s['reason']}", highlight=False, markup=False, soft_wrap=True)
     for note in [*advice.notes, f"ranges from {advice.range_basis}"]:

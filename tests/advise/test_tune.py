@@ -44,8 +44,12 @@ def test_candidates_and_commands() -> None:
     job = training_job(load_model("llama2-13b"), None, None)
     labels = [k.label() for k in candidate_knobs(job)]
     assert {"fp16", "bf16", "powersgd:4", "onebit", "bucket 25 MB", "zero++ qw,qg,hp"} <= set(labels)
-    assert bench_command("llama2-13b", Knobs("bf16", bucket_mb=25), ETHERNET, 16) == \
-        f"linkscope bench train -m llama2-13b -s {ETHERNET} --nproc 16 --comm-hook bf16 --bucket-mb 25"
+    assert bench_command("llama2-13b", Knobs("bf16", bucket_mb=25), ETHERNET, 16, {"tp": 2, "zero": 0}) == \
+        (f"linkscope bench train -m llama2-13b -s {ETHERNET} --nproc 16 --tp 2 --comm-hook bf16 --bucket-mb 25", "")
+    command, why = bench_command("llama2-13b", Knobs("bf16"), ETHERNET, 16, {"zero": 3, "pp": 1})
+    assert command == f"linkscope bench train -m llama2-13b -s {ETHERNET} --nproc 16 --comm-hook bf16"
+    assert "plain DDP" in why
+    assert bench_command("llama2-13b", Knobs(zeropp=frozenset({"qw"})), ETHERNET, 16)[0] is None
 
 
 def test_cli_prints_a_ranked_list_and_json() -> None:
