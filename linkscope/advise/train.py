@@ -31,6 +31,8 @@ from linkscope.model.step.layout import Layout
 from linkscope.model.step.predict import TrainPrediction, idle_gpus_note, summarize
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
+from linkscope.model.step.knobs import Knobs, check_knobs, constrained_zero, knob_framework
+from linkscope.model.step.memory import gradient_bytes
 from linkscope.model.step.peft import Peft, check_peft_gpu
 from linkscope.model.step.transformer import ModelConfig
 
@@ -58,16 +60,19 @@ class TrainRequest:
     framework: str = "auto"
     moe_transport: str = "auto"
     """How the dispatcher's all-to-alls reach other GPUs (model/comm/moe.py TRANSPORT_CHOICES)."""
+    knobs: Knobs = Knobs()
+    """Data-parallel communication knobs (gradient compression, bucket size, ZeRO++)."""
 
     def job(self) -> Job:
         """The model's view of one step."""
         return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision,
-                   moe_dispatcher=self.moe_dispatcher, peft=self.peft, framework=self.framework,
+                   moe_dispatcher=self.moe_dispatcher, peft=self.peft,
+                   framework=knob_framework(self.knobs, self.framework), knobs=self.knobs,
                    moe_transport=self.moe_transport)
 
     def layout_request(self) -> LayoutRequest:
-        """What the layout search may not choose: the expert parallelism given."""
-        return LayoutRequest(ep=self.ep, etp=self.etp)
+        """What the layout search may not choose: the expert parallelism given, and the ZeRO stage the knobs need."""
+        return LayoutRequest(ep=self.ep, etp=self.etp, zero=constrained_zero(self.knobs, None))
 
 
 def validate_train_request(request: TrainRequest) -> None:
@@ -86,6 +91,8 @@ def validate_train_request(request: TrainRequest) -> None:
         raise UserError(f"must be at least 1 (got {request.global_batch})", field="global_batch")
     if request.gpus.gpus is not None and request.gpus.gpus < 1:
         raise UserError(f"must be at least 1 (got {request.gpus.gpus})", field="gpus")
+    job = request.job()
+    check_knobs(request.knobs, m, job.framework, request.layout_request().zero, gradient_bytes(job))
 
 
 @dataclass(frozen=True)
@@ -440,3 +447,14 @@ def advise_train(request: TrainRequest, offerings: list[Offering]) -> TrainAdvic
     every = [p for options in candidates for p in options]
     frontier = _frontier(every)
     return TrainAdvice(request, _mark(_sort(rows, request), frontier), enumerated, priced, every, frontier)
+
+
+def winner_knob_effect(request: TrainRequest, option: TrainOption, offering: Offering) -> dict[str, Any] | None:
+    """What the request's data-parallel knobs cost and save on a feasible option's layout (None without knobs)."""
+    if not request.knobs.active or not option.feasible or option.parallelism is None:
+        return None
+    from linkscope.model.step.knob_effect import knob_effect
+
+    resolved = resolve_offering(offering).with_nodes(option.nodes or 1)
+    with resolved.computing():
+        return knob_effect(request.job(), resolved.system, option.parallelism, resolved.tiers).as_dict()

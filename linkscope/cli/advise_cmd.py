@@ -17,9 +17,11 @@ from linkscope.advise.interconnect import InterconnectComparison, compare_infer,
 from linkscope.advise.objective import COST_TIE, DEFAULT_DEADLINE_S, Objective, parse_objective
 from linkscope.advise.output import (FRONTIER, LIST, InferSelection, TrainSelection, infer_json, select_infer,
                                      select_train, train_json)
-from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train
+from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train, winner_knob_effect
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
+from linkscope.cli.knob_output import print_knob_effect
+from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, BucketMbOpt, GradCompressionOpt, ZeroppOpt,
+                                   job_knobs, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
                                    FabricOpt,
                                    FrameworkOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, LoraRankOpt,
                                    LoraTargetsOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt, MoeDispatcherOpt,
@@ -200,6 +202,9 @@ def train(
     lora_targets: str = LoraTargetsOpt,
     base_precision: str = BasePrecisionOpt,
     framework: str = FrameworkOpt,
+    grad_compression: str = GradCompressionOpt,
+    bucket_mb: Optional[float] = BucketMbOpt,
+    zeropp: Optional[str] = ZeroppOpt,
     compare: bool = typer.Option(False, "--compare-interconnect",
                                  help="Also run the first plan's job (same GPUs) on PCIe / NVLink mesh / NVSwitch "
                                       "(/ NVL72-class) x IB / RoCE / EFA / TCP, each at its price."),
@@ -227,6 +232,7 @@ def train(
                                  framework, ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
                                  moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
                                  moe_transport=transport_choice(transport))
+        request = replace(request, knobs=job_knobs(grad_compression, bucket_mb, zeropp))
         check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
         wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                                 fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
@@ -240,10 +246,12 @@ def train(
             comparison = compare_train(request, winner, db.offerings[winner.offering], db,
                                        _in_usd(price_per_gpu_hour), advice)
         warn_stale([db.offerings[r.offering] for r in selection.top])
+        effect = winner_knob_effect(request, winner, db.offerings[winner.offering]) if winner is not None else None
         if as_json:
-            print_json(_with_currency(train_json(advice, selection, comparison)))
+            print_json({**_with_currency(train_json(advice, selection, comparison)), "knobs": effect})
             return
         _print_train(advice, selection)
+        print_knob_effect(effect)
         if compare:
             _print_comparison(comparison)
         _print_currency_note()
@@ -396,4 +404,7 @@ def _infer_ranking(objective: Objective) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add `advise train` and `advise infer` to the command line."""
+    from linkscope.cli import tune_cmd
+
+    tune_cmd.register(advise_app)
     app.add_typer(advise_app, name="advise")

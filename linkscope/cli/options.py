@@ -12,6 +12,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import check_imbalance
 from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES, PRECISIONS
 from linkscope.model.step.job import ATTENTION_KERNELS, FRAMEWORKS, Job, batch_and_length
+from linkscope.model.step.knobs import Knobs, knobs_from_options
 from linkscope.model.step.peft import DEFAULT_RANK, DEFAULT_TARGETS, Peft, check_peft
 from linkscope.model.step.transformer import ModelConfig
 
@@ -152,6 +153,20 @@ DpOverlapOpt = typer.Option(None, "--dp-overlap/--no-dp-overlap",
 TpOverlapOpt = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
                             help="Overlap tensor-parallel collectives with their GEMMs (Megatron/NeMo "
                                  "--tp-comm-overlap).")
+GradCompressionOpt = typer.Option("none", "--grad-compression",
+                                  help="Data-parallel gradient compression: none, fp16, bf16 (DDP hooks / FSDP "
+                                       "reduce_dtype), powersgd:RANK (DDP PowerSGD hook) or onebit (DeepSpeed 1-bit "
+                                       "Adam). Changes the optimisation; no convergence model.")
+BucketMbOpt = typer.Option(None, "--bucket-mb", help="DDP gradient bucket size in MB (bucket_cap_mb): one "
+                                                     "collective per bucket, the last bucket exposed.")
+ZeroppOpt = typer.Option(None, "--zeropp", help="ZeRO++ options for DeepSpeed ZeRO-3, comma-separated: qw "
+                                                "(INT8 weight gathers), qg (INT4 gradient reduce-scatter), hp "
+                                                "(secondary weight partition inside the node).")
+
+
+def job_knobs(grad_compression: str = "none", bucket_mb: float | None = None, zeropp: str | None = None) -> Knobs:
+    """`--grad-compression`, `--bucket-mb` and `--zeropp` as the job's Knobs (one line naming a bad value)."""
+    return knobs_from_options(grad_compression, bucket_mb, zeropp)
 
 
 def training_job(spec: ModelConfig, global_batch: int | None, seq_len: int | None, precision: str = "bf16",

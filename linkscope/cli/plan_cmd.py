@@ -11,7 +11,9 @@ from linkscope.advise.launch import host_names, launch_plan
 from linkscope.advise.placement import Parallelism, parse_order
 from linkscope.advise.plan import OrderCost, PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, DpOverlapOpt, EpOpt, EtpOpt, FrameworkOpt,
+from linkscope.cli.knob_output import print_knob_effect
+from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, BucketMbOpt, GradCompressionOpt, ZeroppOpt,
+                                   job_knobs, DpOverlapOpt, EpOpt, EtpOpt, FrameworkOpt,
                                    GlobalBatchOpt, InterleaveOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt,
                                    MoeA2aOverlapOpt, MoeDispatcherOpt, MoeImbalanceOpt, PeftOpt, PrecisionOpt,
                                    RecomputeOpt, SeqLenOpt, SequenceParallelOpt, SystemOpt, TpOverlapOpt, ZeroOpt,
@@ -20,6 +22,7 @@ from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, DpOverlapOpt,
 from linkscope.hardware.errors import UserError, check_output_path
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
+from linkscope.model.step.predict import with_knobs
 from linkscope.model.step.job import Job
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import load_model
@@ -92,6 +95,9 @@ def plan(
     lora_rank: int = LoraRankOpt,
     lora_targets: str = LoraTargetsOpt,
     base_precision: str = BasePrecisionOpt,
+    grad_compression: str = GradCompressionOpt,
+    bucket_mb: Optional[float] = BucketMbOpt,
+    zeropp: Optional[str] = ZeroppOpt,
     order: Optional[str] = typer.Option(None, "--order", help="Force a rank order, fastest first: tp-cp-dp-pp."),
     baseline: Optional[str] = typer.Option(None, "--baseline-order", help="Compare against this order "
                                            "(default TP slowest-varying)."),
@@ -115,9 +121,13 @@ def plan(
         spec = load_model(model)
         job = training_job(spec, global_batch, seq_len, precision, attention, moe_dispatcher, moe_imbalance,
                            dp_overlap=dp_overlap, tp_overlap=tp_overlap, moe_a2a_overlap=moe_a2a_overlap,
-                           peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec), framework=framework)
+                           peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec), framework=framework,
+                           knobs=job_knobs(grad_compression, bucket_mb, zeropp))
+        job, given = with_knobs(job, given)
     elif peft is not None:
         raise UserError("--peft needs --model: the adapters are sized from the model")
+    elif job_knobs(grad_compression, bucket_mb, zeropp).active:
+        raise UserError("--grad-compression, --bucket-mb, --zeropp need --model: the gradients are sized from it")
     request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,
@@ -131,8 +141,15 @@ def plan(
             hostfile.write_text(launch.hostfile, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"--write-hostfile: cannot write '{hostfile}' ({exc.strerror or exc})") from None
+    effect = None
+    if job is not None and job.knobs.active and result.layout is not None:
+        from linkscope.model.step.knob_effect import knob_effect
+
+        sized = resolved.with_nodes(nodes)
+        with sized.computing():
+            effect = knob_effect(job, sized.system, result.layout, sized.tiers).as_dict()
     if as_json:
-        print_json(_json(result, names))
+        print_json({**_json(result, names), "knobs": effect})
         return
     console.print(f"[bold]{result.placement.system.id}[/]: {nodes} node{'s' if nodes > 1 else ''} x "
                   f"{result.placement.system.node.gpus} "
@@ -142,6 +159,7 @@ def plan(
     console.print(plan_summary(result), highlight=False)
     # Commands stay on one line each so they can be copied.
     console.print(launch_text(launch, MAP_NODES), highlight=False, soft_wrap=True)
+    print_knob_effect(effect)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, CatalogOpt, DpOverlapOpt, EngineOpt, EpOpt,
+from linkscope.cli.knob_output import print_knob_effect
+from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, BucketMbOpt, GradCompressionOpt, ZeroppOpt,
+                                   job_knobs, CatalogOpt, DpOverlapOpt, EngineOpt, EpOpt,
                                    EtpOpt, FrameworkOpt, GlobalBatchOpt, InputTokensOpt, InterleaveOpt,
                                    LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, ModelOpt,
                                    MoeA2aOverlapOpt, MoeDispatcherOpt, MoeImbalanceOpt, OutputTokensOpt, PeftOpt,
@@ -120,10 +122,14 @@ def train(
     lora_rank: int = LoraRankOpt,
     lora_targets: str = LoraTargetsOpt,
     base_precision: str = BasePrecisionOpt,
+    grad_compression: str = GradCompressionOpt,
+    bucket_mb: Optional[float] = BucketMbOpt,
+    zeropp: Optional[str] = ZeroppOpt,
     as_json: bool = typer.Option(False, "--json"),
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Step time, throughput, MFU, memory per GPU and where the time goes; `auto` values are searched."""
+    knobs = job_knobs(grad_compression, bucket_mb, zeropp)
     check_zero(zero)
     framework = check_framework(framework)
     check_option(global_batch, "--global-batch")
@@ -132,14 +138,16 @@ def train(
     adapters = peft_of(peft, lora_rank, lora_targets, base_precision, spec)
     resolved = _resolved(system, gpus, nodes, extra or [])
     if resolved.train_fit is not None and resolved.profile is not None:
-        if adapters is not None:
-            raise UserError("--peft: a profile's fitted step model covers full training only; use a System")
+        if adapters is not None or knobs.active:
+            raise UserError("--peft, --grad-compression, --bucket-mb, --zeropp: a profile's fitted step model covers "
+                            "plain full training only; use a System")
         prediction = _on_fit(resolved.train_fit, resolved.profile, spec, global_batch, seq_len, dp_overlap, gpus,
                              auto_int(tp, "--tp"), auto_int(dp, "--dp"), zero, recompute)
     else:
         job = training_job(spec, global_batch, seq_len, precision, attention, moe_dispatcher, moe_imbalance,
                            dp_overlap=dp_overlap, tp_overlap=tp_overlap, moe_a2a_overlap=moe_a2a_overlap,
-                           peft=adapters, framework=framework, moe_transport=transport_choice(transport))
+                           peft=adapters, framework=framework, moe_transport=transport_choice(transport),
+                           knobs=knobs)
         req = layout_request(tp, pp, dp, cp, interleave, micro_batch, recompute, zero, sequence_parallel, ep, etp)
         prediction = predict_train_on(job, resolved, req)
     if as_json:
@@ -148,6 +156,7 @@ def train(
         from linkscope.report.predict import train_table
 
         console.print(train_table(prediction))
+        print_knob_effect(prediction.knobs)
 
 
 def _on_fit(fit: TrainFit, profile: Profile, spec: ModelConfig, global_batch: int | None, seq_len: int | None,

@@ -52,6 +52,9 @@ def train(
     bucket_mb: float = typer.Option(25.0, "--bucket-mb", help="DDP gradient bucket size (MB)."),
     no_overlap: bool = typer.Option(False, "--no-overlap", help="Reduce gradients after backward, not during."),
     grad_compression: str = typer.Option("none", "--grad-compression", help="none, fp16, bf16 or powersgd."),
+    comm_hook: Optional[str] = typer.Option(None, "--comm-hook", help="PyTorch DDP communication hook: fp16, bf16 "
+                                                                      "or powersgd:RANK (default_hooks / "
+                                                                      "powerSGD_hook)."),
     recompute: str = typer.Option("none", "--recompute", help="none or full (activation checkpointing)."),
     precision: str = typer.Option("auto", "--precision", help="auto (fp32 on CPU, bf16 on GPUs), bf16 or fp16."),
     lora: int = typer.Option(0, "--lora", help="LoRA adapters of this rank on a frozen base (0 = full training)."),
@@ -85,13 +88,25 @@ def train(
     if dp is not None and nproc is not None and dp * tp != nproc:
         raise UserError(f"--dp {dp} x --tp {tp} is {dp * tp} ranks, but --nproc is {nproc}; give one of --dp and "
                         "--nproc")
+    from linkscope.bench.train.config import missing_hook, parse_comm_hook
+
+    powersgd_rank = 1
+    if comm_hook is not None:
+        if grad_compression != "none":
+            raise UserError("give one of --comm-hook and --grad-compression")
+        grad_compression, powersgd_rank = parse_comm_hook(comm_hook)
     spec = with_experts(scaled_model(load_model(model), layers=layers, hidden=hidden, heads=heads, vocab=vocab,
                                      seq_len=seq_len), experts, topk)
+    lacking = missing_hook(grad_compression, backend, spec.total_params() * 4 / 2**20, bucket_mb)
+    if lacking:
+        raise UserError(f"{'--comm-hook ' + comm_hook if comm_hook else '--grad-compression ' + grad_compression}: "
+                        f"{lacking}")
     run = RunOptions(backend=backend, nproc=nproc or (dp * tp if dp else None), timeout_s=timeout, label=label,
                      db_path=db, quiet=quiet or as_json, oversubscribe=oversubscribe)
     cfg = TrainConfig(model=spec, micro_batch=micro_batch, iters=iters, warmup=warmup, repeat=repeat, fsdp=fsdp,
                       zero=zero, tp=tp, bucket_mb=bucket_mb, overlap=not no_overlap,
-                      grad_compression=grad_compression, recompute=recompute, precision=precision,
+                      grad_compression=grad_compression, powersgd_rank=powersgd_rank, recompute=recompute,
+                      precision=precision,
                       profile_steps=profile_steps, lora_rank=lora, lora_targets=lora_targets, ep=ep, run=run)
     outcome = run_request(TrainRequest(cfg, system, sweep, scaling))
     _print(outcome, as_json)

@@ -20,6 +20,7 @@ from linkscope.model.calibration.train_compute import measured_job, measured_req
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
 from linkscope.model.step.job import Job
+from linkscope.model.step.knobs import Knobs, knob_facts, model_gradient_mb
 from linkscope.model.calibration.train_fit import TrainFit, TrainShape, memory_gib_of_layout
 
 GIB = float(1 << 30)
@@ -57,6 +58,18 @@ def _job(cfg: TrainConfig, ranks: int, precision: str) -> Job:
     return measured_job(cfg.model, cfg.micro_batch, ranks, cfg.tp, precision, cfg.overlap, cfg.peft)
 
 
+def measured_knobs(cfg: TrainConfig) -> Knobs:
+    """The DDP hook and bucket size a run measured, as the step model's knobs. DDP's default bucket with no hook
+    is the step model's own baseline, so it stays the plain prediction."""
+    if cfg.grad_compression == "none" and cfg.bucket_mb == knob_facts().default_bucket_mb:
+        return Knobs()
+    # A bucket larger than the model is one bucket (DDP allows it; the step model's option refuses it): priced as
+    # the whole model's gradients at their smallest width, so that it never exceeds them.
+    bucket_mb = min(cfg.bucket_mb, model_gradient_mb(cfg.model, 2.0))
+    return Knobs(compression=cfg.grad_compression, powersgd_rank=cfg.powersgd_rank if cfg.grad_compression ==
+                 "powersgd" else 0, bucket_mb=bucket_mb)
+
+
 def predicted_layout(cfg: TrainConfig, ranks: int) -> dict[str, Any]:
     """The measured layout as the prediction states it."""
     return {"tp": cfg.tp, "dp": max(ranks // cfg.tp, 1), "pp": 1, "ep": cfg.ep, "zero": cfg.zero,
@@ -72,7 +85,7 @@ def _on_system(cfg: TrainConfig, ranks: int, precision: str, resolved: ResolvedS
         sized = replace(resolved, found_system=resolved.system.with_gpus(ranks))
     except ValueError as exc:
         raise UserError(f"--system: {exc}") from None
-    p = predict_train_on(_job(cfg, ranks, precision), sized, _request(cfg, ranks))
+    p = predict_train_on(replace(_job(cfg, ranks, precision), knobs=measured_knobs(cfg)), sized, _request(cfg, ranks))
     notes = [] if precision != "fp32" else ["predicted in bf16 (the model has no fp32 GEMM peak)"]
     return Prediction(source=f"system {resolved.system.id}", step_time_s=p.step_time_s, breakdown=p.breakdown,
                       memory_gib_per_gpu=p.memory_gib_per_gpu, memory_gib_available=p.memory_gib_available,

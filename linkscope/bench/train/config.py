@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from linkscope.bench.config import RunOptions
@@ -36,6 +37,8 @@ class TrainConfig:
     bucket_mb: float = 25.0
     overlap: bool = True
     grad_compression: str = "none"
+    powersgd_rank: int = 1
+    """PowerSGD's matrix_approximation_rank (with grad_compression `powersgd`)."""
     recompute: str = "none"
     precision: str = "auto"
     """`auto` = fp32 on CPU ranks, bf16 on GPUs."""
@@ -83,11 +86,68 @@ class TrainConfig:
         _check_choice(self.lora_targets, "--lora-targets", TARGETS)
         if self.precision != "auto":
             _check_choice(self.precision, "--precision", PRECISIONS)
+        if self.powersgd_rank < 1:
+            raise UserError(f"PowerSGD rank must be at least 1 (got {self.powersgd_rank})", field="comm_hook")
+        if self.grad_compression == "powersgd" and self.powersgd_rank > min(self.model.hidden, self.model.q_dim):
+            raise UserError(f"PowerSGD rank {self.powersgd_rank} is above the smallest matrix dimension "
+                            f"{min(self.model.hidden, self.model.q_dim)} of {self.model.id}", field="comm_hook")
         zero = 3 if self.fsdp and self.zero == 0 else self.zero
         if zero and self.grad_compression != "none":
             raise UserError("works with DDP's communication hooks; it cannot be combined with "
                             "--fsdp/--zero", field="grad_compression")
         return replace(self, zero=zero, fsdp=zero > 0, run=self.run.validated())
+
+
+HOOKS = {"fp16": ("default_hooks", "fp16_compress_hook"), "bf16": ("default_hooks", "bf16_compress_hook"),
+         "powersgd": ("powerSGD_hook", "powerSGD_hook")}
+"""Where each compression's PyTorch DDP communication hook lives (torch.distributed.algorithms.ddp_comm_hooks)."""
+
+
+def parse_comm_hook(text: str) -> tuple[str, int]:
+    """`--comm-hook fp16|bf16|powersgd:R` as (compression, PowerSGD rank)."""
+    name, _, rank_text = text.partition(":")
+    if name not in HOOKS or (rank_text and name != "powersgd"):
+        raise UserError(f"'{text}' is not one of fp16, bf16, powersgd:RANK", field="comm_hook")
+    try:
+        rank = int(rank_text or "1")
+    except ValueError:
+        raise UserError(f"PowerSGD rank must be an integer (got '{rank_text}')", field="comm_hook") from None
+    return name, rank
+
+
+def missing_hook(compression: str, backend: str, gradient_mb: float = 0.0, bucket_mb: float = 25.0) -> str | None:
+    """What this build lacks to run `compression`'s DDP hook on `backend` (`auto`: NCCL with CUDA, else gloo;
+    None: nothing). bf16 all-reduce on NCCL needs NCCL 2.10 or later (the hook's own requirement). PowerSGD's hook
+    issues its P and Q all-reduces from future callbacks, which gloo does not order across buckets: ranks then
+    pair different collectives and gloo aborts (measured here; pytorch/pytorch#58467 records the hook failing its
+    parity test on gloo), so on gloo it needs the whole gradient in one bucket."""
+    if compression not in HOOKS:
+        return None
+    import importlib
+
+    import torch
+
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if compression == "bf16" and backend != "nccl":
+        # The same rule as check_backend, said here so that --comm-hook names itself.
+        return "bf16_compress_hook runs on the nccl backend only; use fp16 on CPU ranks"
+    if compression == "powersgd" and backend == "gloo" and gradient_mb > bucket_mb:
+        return (f"gloo cannot order PowerSGD's per-bucket all-reduces; give --bucket-mb {math.ceil(gradient_mb)} or "
+                f"more (one bucket for the {gradient_mb:.1f} MB of gradients) or run on NCCL")
+
+    module_name, attr = HOOKS[compression]
+    try:
+        module = importlib.import_module(f"torch.distributed.algorithms.ddp_comm_hooks.{module_name}")
+    except ImportError as exc:
+        return f"this PyTorch build has no torch.distributed.algorithms.ddp_comm_hooks.{module_name} ({exc})"
+    if not hasattr(module, attr):
+        return f"this PyTorch build has no {module_name}.{attr}"
+    if compression == "bf16" and backend == "nccl":
+        version = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+        if isinstance(version, tuple) and version < (2, 10):
+            return f"bf16_compress_hook needs NCCL 2.10 or later; this build has NCCL {'.'.join(map(str, version))}"
+    return None
 
 
 def _check_choice(value: str, flag: str, choices: tuple[str, ...]) -> None:

@@ -82,7 +82,7 @@ def _ddp(model: Decoder, cfg: TrainConfig, device: torch.device, dp_mesh: Device
     ddp = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=cfg.bucket_mb, device_mesh=dp_mesh,
                                   process_group=group if dp_mesh is None else None)
     group = dp_mesh.get_group() if dp_mesh is not None else group
-    _register_compression(ddp, cfg.grad_compression, group)
+    _register_compression(ddp, cfg.grad_compression, group, cfg.powersgd_rank)
     if cfg.overlap:
         return Wrapped(ddp, nullcontext, lambda: None, data_rank, data_ranks)
     # The parameters as DDP holds them: after a forward of a tensor-parallel model, the module's attributes are
@@ -93,7 +93,8 @@ def _ddp(model: Decoder, cfg: TrainConfig, device: torch.device, dp_mesh: Device
                    data_rank, data_ranks)
 
 
-def _register_compression(ddp: DistributedDataParallel, compression: str, group: dist.ProcessGroup | None) -> None:
+def _register_compression(ddp: DistributedDataParallel, compression: str, group: dist.ProcessGroup | None,
+                          rank: int = 1) -> None:
     """PyTorch's compression hook; `group` is the data-parallel group (None = every rank), which the hooks
     would otherwise take to be the whole world."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
@@ -104,7 +105,8 @@ def _register_compression(ddp: DistributedDataParallel, compression: str, group:
         ddp.register_comm_hook(group, default_hooks.bf16_compress_hook)
     elif compression == "powersgd":
         # Compression from the third step on (PowerSGD's default waits 1000 steps, longer than any benchmark).
-        state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=1, start_powerSGD_iter=2)
+        state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=rank,
+                                             start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 

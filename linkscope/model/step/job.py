@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from linkscope.model.step.knobs import Knobs
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig
 
@@ -59,6 +60,8 @@ class Job:
     """Under full recomputation, how many layers of each pipeline stage recompute (Megatron/NeMo
     `--recompute-method block --recompute-num-layers N`: the first N); the rest keep their activations.
     None: every layer recomputes."""
+    knobs: Knobs = Knobs()
+    """Data-parallel communication knobs (gradient compression, bucket size, ZeRO++); the default changes nothing."""
 
 
 DEFAULT_BATCH_TOKENS = 4 * 2**20

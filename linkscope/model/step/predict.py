@@ -8,7 +8,7 @@ flagged.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,7 +23,10 @@ from linkscope.model.step.mfu import MfuPeak, mfu_peak
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import FRAMEWORK_ZERO_STAGES, Job, framework_for
+from linkscope.model.step import knobs as knob_rules
 from linkscope.model.step import peft as lora
+from linkscope.model.step.knob_effect import knob_effect
+from linkscope.model.step.memory import gradient_bytes
 from linkscope.model.step.train import StepEstimate
 
 
@@ -48,7 +51,7 @@ class SystemInForce(Protocol):
     def computing(self) -> AbstractContextManager[None]: ...
 
 BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_comm_exposed_s",
-                  "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s", "moe_fixed_s")
+                  "dp_comm_exposed_s", "bubble_s", "optimizer_s", "recompute_s", "moe_fixed_s", "knob_compute_s")
 
 
 @dataclass
@@ -97,6 +100,8 @@ class TrainPrediction:
     frozen_params: int = 0
     least_memory_gib_per_gpu: float | None = None
     """When no layout fits: the least memory per GPU any layout with the values given needs."""
+    knobs: dict[str, Any] | None = None
+    """What the data-parallel knobs cost and save on the chosen layout (`knob_effect.KnobEffect`); None: none."""
     mfu_peak_tflops: float = 0.0
     """The dense tensor peak the MFU is taken against (0 where none is defined, as on CPU ranks)."""
     mfu_precision: str = ""
@@ -235,7 +240,8 @@ def bottleneck_sentence(breakdown: dict[str, float], step_s: float) -> str:
              "recompute_s": "activation recomputation", "optimizer_s": "the optimizer step",
              "cp_comm_exposed_s": "context-parallel communication",
              "ep_comm_exposed_s": "expert-parallel dispatch and combine",
-             "moe_fixed_s": "the MoE layers' fixed time (kernels issued one by one)"}
+             "moe_fixed_s": "the MoE layers' fixed time (kernels issued one by one)",
+             "knob_compute_s": "encoding and decoding compressed gradients"}
     overheads = {k: v for k, v in breakdown.items() if k in names}
     worst = max(overheads, key=lambda k: overheads[k])
     share = overheads[worst] / step_s if step_s > 0 else 0.0
@@ -303,11 +309,28 @@ def _param_counts(job: Job) -> dict[str, Any]:
             "trainable_params": lora.trainable_params(m, peft), "frozen_params": lora.frozen_params(m)}
 
 
+def with_knobs(job: Job, req: LayoutRequest) -> tuple[Job, LayoutRequest]:
+    """The job and request the knobs imply: DeepSpeed for 1-bit Adam and ZeRO++, and the only ZeRO stage a knob
+    runs with (PowerSGD and 1-bit Adam: 0; ZeRO++: 3) unless one is given; checked (one line if they cannot run)."""
+    if not job.knobs.active:
+        return job, req
+    job = replace(job, framework=knob_rules.knob_framework(job.knobs, job.framework))
+    req = replace(req, zero=knob_rules.constrained_zero(job.knobs, req.zero))
+    knob_rules.check_knobs(job.knobs, job.model, job.framework, req.zero, gradient_bytes(job))
+    return job, req
+
+
 def predict_train(job: Job, system: System, req: LayoutRequest, tiers: CommTiers | None = None) -> TrainPrediction:
     """Validate, search what is left open, and summarise the chosen layout."""
+    job, req = with_knobs(job, req)
     validate_request(job, system, req)
     result = search(job, system, req, tiers)
     prediction = summarize(job, system, result)
+    if job.knobs.active:
+        effect = knob_effect(job, system, result.layouts.row(result.best), tiers)
+        prediction.knobs = effect.as_dict()
+        if effect.optimisation:
+            prediction.flags.append(f"{effect.label} changes the optimisation: {effect.optimisation}")
     if req.ep is not None and job.model.is_moe:
         prediction.expert_layout = _ep_reason(job, system, result.layouts.row(result.best), given=True)
     if result.any_fits:

@@ -24,6 +24,7 @@ from linkscope.model.step.mfu import mfu_peak
 from linkscope.model.step.job import (FRAMEWORK_DP_OVERLAP, Job, framework_for, fused_attention, per_framework,
                                       recomputed_layers)
 from linkscope.model.step.layout import MEGATRON_ORDER, Layouts, order_spans
+from linkscope.model.step import knobs as knob_rules
 from linkscope.model.step import peft as lora
 from linkscope.model.step.memory import gradient_bytes, memory_gib_per_gpu, trainable_groups, weight_replicas
 from linkscope.model.comm.tiers import CommTiers, comm_tiers
@@ -62,6 +63,8 @@ class StepEstimate:
     peak_bound: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     """The summed parts came out faster than the model FLOPs at the MFU peak allow: the step time is held at
     that bound (100% MFU) instead."""
+    knob_compute_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Encode, decode and error feedback of the data-parallel knobs (model/step/knobs.py)."""
 
 
 @dataclass
@@ -408,12 +411,90 @@ def _dp_comm_s(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     for (params, ranks, _), group in zip(trainable_groups(ctx.job, lay), ("dp", "edp")):
         if not np.any(params > 0):
             continue
-        ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * grad_bytes, ranks, group)
-        rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * grad_bytes, ranks, group)
+        if ctx.job.knobs.active:
+            ar, rs = _knob_reduction_s(ctx, np.maximum(params, 1.0) * grad_bytes, ranks, group)
+        else:
+            ar = _coll(ctx, "all_reduce", np.maximum(params, 1.0) * grad_bytes, ranks, group)
+            rs = _coll(ctx, "reduce_scatter", np.maximum(params, 1.0) * grad_bytes, ranks, group)
         ag = _coll(ctx, "all_gather", np.maximum(params, 1.0) * c.weight_bytes, ranks, group)
         grads = grads + np.where(ranks > 1, np.where(lay.zero >= 1, rs, ar), 0.0)
         gather = gather + np.where((ranks > 1) & (lay.zero >= 1), ag, 0.0)
     return grads, gather
+
+
+def _knob_reduction_s(ctx: _Ctx, grad_total_bytes: np.ndarray, ranks: np.ndarray,
+                      group: str) -> tuple[np.ndarray, np.ndarray]:
+    """(all-reduce, reduce-scatter) time of the gradients under the job's knobs: the compressed bytes
+    (knobs.grad_wire_factor), in one collective per bucket when a bucket size is given (each pays the
+    collective's latency) and as many collectives per bucket as the compression issues (PowerSGD: P, then Q)."""
+    knobs = ctx.job.knobs
+    factor = knob_rules.grad_wire_factor(knobs, ctx.model, ctx.lay.tp, gradient_bytes(ctx.job))
+    per_bucket = knob_rules.knob_facts().compressions[knobs.compression].collectives_per_bucket
+    buckets = np.ones(np.shape(grad_total_bytes)) if knobs.bucket_mb is None else \
+        np.maximum(np.ceil(grad_total_bytes / (knobs.bucket_mb * knob_rules.MIB)), 1.0)
+    count = buckets * per_bucket
+    size = grad_total_bytes * factor / count
+    return (count * _coll(ctx, "all_reduce", size, ranks, group),
+            count * _coll(ctx, "reduce_scatter", size, ranks, group))
+
+
+def _knob_compute_s(ctx: _Ctx, m_count: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    """GPU time the knobs add to a step: passes over the gradients to encode, decode and keep the error
+    (HBM-bound element-wise kernels), PowerSGD's three skinny GEMMs per matrix (P = MQ, Q = M^T P, M ~ P Q^T),
+    each reading the whole gradient matrix, so priced at HBM speed or TF32 (half the BF16 peak), whichever is
+    slower; and ZeRO++'s quantise/dequantise passes on every gather and reduce-scatter. Counted on the critical
+    path: the kernels share the GPU with backward and run inside the hook before each bucket is sent."""
+    knobs, lay = ctx.job.knobs, ctx.lay
+    out = np.zeros(len(lay))
+    if not knobs.active:
+        return out
+    facts = knob_rules.knob_facts()
+    gpu, c = ctx.system.node.gpu, ctx.c
+    grad_bytes = gradient_bytes(ctx.job)
+    grads = _stage_trainable(ctx) * grad_bytes
+    # ZeRO-2 and ZeRO-3 reduce every micro-batch; the other stages once per step.
+    reductions = np.where(lay.zero >= 2, m_count, 1.0)
+    comp = facts.compressions[knobs.compression]
+    passes = comp.hbm_passes
+    if knobs.compression == "powersgd":
+        passes += 3 * (1.0 - _vector_share(ctx))
+        flops = 2 * 3 * knobs.powersgd_rank * _stage_trainable(ctx) * (1.0 - _vector_share(ctx))
+        tf32_s = flops / (0.5 * sustained_tflops(gpu, "bf16", c) * 1e12)
+        out = out + reductions * np.maximum(tf32_s, 0.0)
+    out = out + reductions * memory_time_s(2 * passes * grads, gpu, c)
+    if knobs.zeropp:
+        layer_params = ctx.model.layer_params() / lay.tp
+        gathered = 2 * layers * layer_params * c.weight_bytes * m_count
+        reduced = layers * layer_params * grad_bytes * m_count
+        zp = facts.zeropp
+        moved = (zp["qw"].hbm_passes * gathered / 2 if "qw" in knobs.zeropp else 0.0) + \
+            (zp["qg"].hbm_passes * reduced if "qg" in knobs.zeropp else 0.0)
+        out = out + np.where(lay.zero >= 3, memory_time_s(2 * np.asarray(moved, dtype=float), gpu, c), 0.0)
+    return out
+
+
+def _vector_share(ctx: _Ctx) -> float:
+    """Share of a layer's weights outside its matrices (norms, biases): PowerSGD sends them whole."""
+    whole = sum(rows * cols for rows, cols in knob_rules.matrix_shapes(ctx.model))
+    return max(0.0, 1.0 - whole / max(ctx.model.layer_params(), 1))
+
+
+def knob_memory_gib(job: Job, lay: Layouts, per_node_gpus: int) -> np.ndarray:
+    """Memory per GPU the knobs add: error-feedback buffers (gradient-sized, PowerSGD and 1-bit Adam) and ZeRO++'s
+    secondary weight partition (hp: the stage's weights split over the GPUs of one node)."""
+    out = np.zeros(len(lay))
+    knobs = job.knobs
+    if not knobs.active:
+        return out
+    trainable = sum((params for params, _, _ in trainable_groups(job, lay)), np.zeros(len(lay)))
+    copies = knob_rules.knob_facts().compressions[knobs.compression].gradient_copies
+    out = out + copies * trainable * gradient_bytes(job)
+    if "hp" in knobs.zeropp:
+        stage_params = np.ceil(job.model.layers / lay.pp) * job.model.layer_params() / lay.tp
+        replicas = weight_replicas(lay)
+        out = out + np.where(lay.zero >= 3, stage_params * compute_constants().weight_bytes /
+                             np.maximum(np.minimum(replicas, per_node_gpus), 1), 0.0)
+    return out / 2**30
 
 
 ZERO3_GATHERS_PER_LAYER = {"fsdp": 1, "megatron": 1}
@@ -457,15 +538,32 @@ def _zero3_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np
     grad_params = layer_params if peft is None else lora.adapter_params_per_layer(m, peft) / lay.tp
     # Each collective of the layer carries its share of the bytes and pays the collective's own latency.
     k = zero3_collectives(ctx.job)
-    ag = np.where(replicas > 1, k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, "dp"), 0.0)
+    knobs = ctx.job.knobs
     grad_bytes = gradient_bytes(ctx.job)
-    rs = np.where(replicas > 1, k * _coll(ctx, "reduce_scatter", grad_params * grad_bytes / k, replicas, "dp"), 0.0)
+    # ZeRO++: qw sends the forward gather in INT8, qg the reduce-scatter in INT4, hp keeps the backward gather on
+    # the node's own GPUs (a secondary partition), so it crosses no network.
+    qw, qg = knob_rules.zeropp_factor(knobs, "qw", weight_bytes), knob_rules.zeropp_factor(knobs, "qg", grad_bytes)
+    ag = np.where(replicas > 1, k * _coll(ctx, "all_gather", layer_params * weight_bytes / k, replicas, "dp"), 0.0)
+    ag_fwd = ag if qw == 1.0 else \
+        np.where(replicas > 1, k * _coll(ctx, "all_gather", layer_params * weight_bytes * qw / k, replicas, "dp"), 0.0)
+    ag_bwd = ag
+    if "hp" in knobs.zeropp:
+        local = np.minimum(replicas, ctx.system.nccl_node_gpus)
+        size = np.broadcast_to(layer_params * weight_bytes / k, np.shape(local)).astype(float)
+        ag_bwd = np.where(local > 1, k * _coll_vector_s("all_gather", ctx.tiers, size, local.astype(float),
+                                                         np.ones(np.shape(local))), 0.0)
+    # FP16/BF16 compression (FSDP's reduce_dtype) shrinks the reduce-scatter the same way.
+    grad_factor = qg * knob_rules.grad_wire_factor(knobs, ctx.model, ctx.lay.tp, grad_bytes)
+    rs = np.where(replicas > 1,
+                  k * _coll(ctx, "reduce_scatter", grad_params * grad_bytes * grad_factor / k, replicas, "dp"), 0.0)
     if expert:
-        ag = ag + np.where(edp > 1, _coll(ctx, "all_gather", expert_params * weight_bytes, edp, "edp"), 0.0)
+        extra = np.where(edp > 1, _coll(ctx, "all_gather", expert_params * weight_bytes, edp, "edp"), 0.0)
+        ag_fwd, ag_bwd = ag_fwd + extra, ag_bwd + extra
         if peft is None:
             rs = rs + np.where(edp > 1, _coll(ctx, "reduce_scatter", expert_params * grad_bytes, edp, "edp"), 0.0)
+    ag = ag_fwd
     fwd = _overlapped(ag, lt.fwd_compute, c.zero3_overlap)
-    bwd = _overlapped(ag + rs, lt.bwd_compute, c.zero3_overlap)
+    bwd = _overlapped(ag_bwd + rs, lt.bwd_compute, c.zero3_overlap)
     ends = (ag - fwd) + np.minimum(rs, bwd)
     per_micro_batch = (fwd + bwd) * layers + ends
     return np.where(sharded, per_micro_batch * m_count, 0.0)
@@ -497,8 +595,14 @@ def _dp_exposed_s(ctx: _Ctx, lt: _LayerTimes, layers: np.ndarray, m_count: np.nd
     # Gradients of a micro-batch are reduced bucket by bucket while its backward pass runs, but the last
     # bucket (the first layers' gradients) is only ready when backward ends: it always shows. The parameter
     # all-gather of a sharded optimizer overlaps the next step's first forward.
-    last_bucket = np.minimum(1.0, ctx.c.dp_bucket_params / np.maximum(_stage_trainable(ctx), 1.0))
+    knobs = ctx.job.knobs
+    bucket_params = ctx.c.dp_bucket_params if knobs.bucket_mb is None else \
+        knobs.bucket_mb * knob_rules.MIB / gradient_bytes(ctx.job)
+    last_bucket = np.minimum(1.0, bucket_params / np.maximum(_stage_trainable(ctx), 1.0))
     overlap = dp_overlap_of(ctx.job, ctx.lay.zero, ctx.lay.pp)
+    if knobs.compression == "onebit":
+        # 1-bit Adam communicates the compressed momentum inside the optimizer step, after backward.
+        overlap = np.zeros(np.shape(overlap), dtype=bool)
     grads = np.where(overlap, np.maximum(grads - stage_bwd, grads * last_bucket), grads)
     gather = np.where(overlap, np.maximum(gather - stage_fwd, gather * last_bucket), gather)
     # ZeRO-2 keeps only its shard of the gradients, so it cannot sum micro-batches locally: every backward
@@ -537,8 +641,9 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
     stage_bwd = layers * (lt.bwd_compute + lt.bwd_tp + lt.ep + lt.recompute) + logits_b
     dp = _dp_exposed_s(ctx, lt, layers, m_count, stage_fwd, stage_bwd)
     optimizer = _optimizer_s(ctx)
-    step = m_count * stage_mb + bubble + dp + optimizer
-    mem = memory_gib_per_gpu(job, system, lay)
+    knob_compute = _knob_compute_s(ctx, m_count, layers)
+    step = m_count * stage_mb + bubble + dp + optimizer + knob_compute
+    mem = memory_gib_per_gpu(job, system, lay) + knob_memory_gib(job, lay, system.nccl_node_gpus)
     usable = usable_memory_gib(system.node.gpu, ctx.c)
     moe_fixed = np.broadcast_to(m_count * layers * lt.moe_fixed, np.shape(step)).astype(float)
     est = StepEstimate(step_time_s=step, compute_s=m_count * compute_mb - moe_fixed,
@@ -548,7 +653,8 @@ def estimate_steps(job: Job, system: System, layouts: Layouts, tiers: CommTiers 
                        dp_comm_exposed_s=dp, bubble_s=bubble, optimizer_s=optimizer, memory_gib_per_gpu=mem,
                        fits=mem <= usable, microbatches=m_count, ep_comm_exposed_s=m_count * ep_mb,
                        moe_fixed_s=moe_fixed, tp_replay_s=m_count * layers * replayed * lt.fwd_tp,
-                       ep_replay_s=m_count * layers * replayed * lt.ep)
+                       ep_replay_s=m_count * layers * replayed * lt.ep,
+                       knob_compute_s=np.broadcast_to(knob_compute, np.shape(step)).astype(float))
     _add_rates(est, job, system, lay)
     return est
 
