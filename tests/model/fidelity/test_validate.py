@@ -337,17 +337,20 @@ def test_a_regime_left_out_is_predicted_from_the_others(result: Validation, db: 
 def test_moe_training_entries_form_their_regime_and_fit_the_moe_fixed_time(result: Validation,
                                                                           db: HardwareDB) -> None:
     from linkscope.model.comm.moe import moe_constants
-    from linkscope.model.fidelity.moe_fit import FINE_OVERHEAD_US, PRIOR_OVERHEAD_US, PricedMoeTraining, \
-        moe_training_entries
+    from linkscope.model.fidelity.moe_fit import FINE_EXPERT_US, FINE_OVERHEAD_US, PRIOR_OVERHEAD_US, \
+        PricedMoeTraining, moe_training_entries
 
     entries = moe_training_entries(load_evidence())
     assert len({e.source for e in entries}) >= 2 and all(e.ep > 1 for e in entries)
     members = {r.label for r in result.entries if "moe-training" in r.loro}
     assert members == {f"{e.model} on {e.gpus} x {e.system}" for e in entries}
-    # The packaged fixed time is what the fitting procedure gives on every source.
+    # The packaged fixed times are what the fitting procedure gives on every source.
     priced = PricedMoeTraining(entries, db)
-    step = float(FINE_OVERHEAD_US[1] - FINE_OVERHEAD_US[0])
-    assert priced.fit() == pytest.approx(moe_constants().moe_layer_overhead_us, abs=step)
+    layer_us, expert_us = priced.fit()
+    assert layer_us == pytest.approx(moe_constants().moe_layer_overhead_us,
+                                     abs=float(FINE_OVERHEAD_US[1] - FINE_OVERHEAD_US[0]))
+    assert expert_us == pytest.approx(moe_constants().moe_expert_overhead_us,
+                                      abs=float(FINE_EXPERT_US[1] - FINE_EXPERT_US[0]))
     # Left out as a regime, nothing fits it: the prior.
     assert priced.fit(keep=lambda e: False) == PRIOR_OVERHEAD_US
 
