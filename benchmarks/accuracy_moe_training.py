@@ -1,11 +1,12 @@
 """Accuracy of MoE training steps, leave one source out (LOSO), against the MoE training evidence.
 
 The entries are linkscope/model/data/evidence/moe_training.yaml: the Megatron-Bridge 25.11 performance summary's
-MoE rows, the Megatron-Core MoE README's Mixtral 8x7B run and the DeepSeek-V3 report. The GEMM shares never see
-these runs (they are fitted on dense runs); the one constant fitted on them, the MoE layers' fixed time
-(moe.yaml `moe_layer_overhead_us`), is fitted again without each source in turn, and that source's entries are
-predicted with it. Errors are of tokens/s per GPU (the published figure). `linkscope validate` reports the same
-entries as the `moe-training` regime, with the fixed time as packaged.
+MoE rows, the Megatron-Core MoE README's Mixtral 8x7B run, the DeepSeek-V3 report and NeMo AutoModel's MoE rows.
+The GEMM shares never see these runs (they are fitted on dense runs); the two constants fitted on them, the MoE
+layers' fixed times per layer and per local expert (moe.yaml `moe_layer_overhead_us`, `moe_expert_overhead_us`),
+are fitted again without each source in turn, and that source's entries are predicted with them. Errors are of
+tokens/s per GPU (the published figure). `linkscope validate` reports the same entries as the `moe-training`
+regime, with the fixed times as packaged.
 
     python benchmarks/accuracy_moe_training.py
 """
@@ -13,25 +14,33 @@ entries as the `moe-training` regime, with the fixed time as packaged.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
 from linkscope.hardware.loader import load_db
 from linkscope.model.comm.moe import moe_constants
-from linkscope.model.fidelity.evidence import load_evidence
+from linkscope.model.fidelity.evidence import Entry, load_evidence
 from linkscope.model.fidelity.evidence_predict import measured
 from linkscope.model.fidelity.moe_fit import PricedMoeTraining, moe_training_entries, predicted_with_overhead
 
 
+def _not_from(source: str) -> Callable[[Entry], bool]:
+    """Keeps the entries of every source but `source`."""
+    return lambda e: e.source != source
+
+
 def main() -> None:
-    """Print the fitted fixed time with each source left out, each entry's LOSO error and the medians."""
+    """Print the fitted fixed times with each source left out, each entry's LOSO error and the medians."""
     db = load_db(include_user=False)
     entries = moe_training_entries(load_evidence())
     priced = PricedMoeTraining(entries, db)
-    packaged = moe_constants().moe_layer_overhead_us
-    print(f"moe_layer_overhead_us: packaged {packaged:g}, fitted on all sources {priced.fit():g}")
+    c = moe_constants()
+    packaged = (c.moe_layer_overhead_us, c.moe_expert_overhead_us)
+    print(f"(moe_layer_overhead_us, moe_expert_overhead_us): packaged {packaged}, fitted on all sources "
+          f"{priced.fit()}")
     loso_errors, in_sample_errors = [], []
     for source in dict.fromkeys(e.source for e in entries):
-        left_out = priced.fit(keep=lambda e, s=source: e.source != s)
-        print(f"{source}: fitted without it {left_out:g} us")
+        left_out = priced.fit(keep=_not_from(source))
+        print(f"{source}: fitted without it {left_out} us")
         for e in (e for e in entries if e.source == source):
             # Tokens/s is inverse to step time, so the error of the published figure is measured / predicted - 1.
             loso = measured(e) / predicted_with_overhead(e, db, left_out) - 1.0

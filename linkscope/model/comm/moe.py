@@ -76,6 +76,10 @@ class MoeConstants(BaseModel):
     routing's run-time token counts keep the layer out of CUDA graphs, and the dispatcher's device-to-host copy of
     them stops the CPU from running ahead, so the GPU waits while the CPU issues the router, permutation,
     dispatch, expert and combine kernels one by one."""
+    moe_expert_overhead_us: float = Field(default=0.0, ge=0)
+    """Fixed time per local expert of one MoE layer's forward pass, microseconds (backward: twice): the work the
+    layer issues expert by expert (the grouped linear layers split their input per expert, quantize each part for
+    FP8 and on Hopper run one GEMM per expert), so it grows with experts / ep, not with the tokens."""
 
 
 def moe_constants() -> MoeConstants:

@@ -185,8 +185,10 @@ def label_of(entry: Entry) -> str:
 
 
 def _predict_with(entries: list[Entry], db: HardwareDB, constants: ComputeConstants,
-                  comm: CommFit | None = None, moe_overhead_us: float | None = None) -> list[float]:
-    moe_fixed = moe_constants().moe_layer_overhead_us if moe_overhead_us is None else moe_overhead_us
+                  comm: CommFit | None = None, moe_overhead_us: tuple[float, float] | None = None) -> list[float]:
+    packaged = moe_constants()
+    moe_fixed = (packaged.moe_layer_overhead_us, packaged.moe_expert_overhead_us) if moe_overhead_us is None \
+        else moe_overhead_us
     with constants_override(constants), comm_fit_override(comm or comm_fit()), overhead_override(moe_fixed):
         return [predicted(e, db) for e in entries]
 
@@ -204,7 +206,8 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
             "ampere_nvlink_hop_scale": (comm or comm_fit()).ampere_nvlink_hop_scale,
             "ampere_ll_share": (comm or comm_fit()).ampere_ll_share,
             "efa_latency_us_extra": (comm or comm_fit()).efa_latency_us_extra,
-            "moe_layer_overhead_us": moe_constants().moe_layer_overhead_us}
+            "moe_layer_overhead_us": moe_constants().moe_layer_overhead_us,
+            "moe_expert_overhead_us": moe_constants().moe_expert_overhead_us}
 
 
 def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants | None = None,

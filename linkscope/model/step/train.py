@@ -161,7 +161,15 @@ def _expert_gemms_s(ctx: _Ctx) -> np.ndarray:
     routed = local * m.ffn_matrices * ctx.gemm_s(matrix_flops * ctx.job.moe_imbalance, ctx.job.precision)
     shared = m.shared_experts * m.ffn_matrices * ctx.gemm_s(2.0 * ctx.tokens * m.hidden * m.moe_ffn_hidden / lay.tp,
                                                            ctx.job.precision)
-    return routed + shared
+    return routed + shared + _router_gemm_s(ctx)
+
+
+def _router_gemm_s(ctx: _Ctx) -> np.ndarray:
+    """The router's gating GEMM of one MoE layer (hidden -> experts scores for the rank's tokens). It runs in
+    BF16 whatever the layers' format: Transformer Engine's FP8 recipes cast only the linear layers, and Megatron-Core
+    builds the router as a plain weight (moe/router.py), optionally in FP32 (moe_router_dtype)."""
+    m = ctx.model
+    return ctx.gemm_s(2.0 * ctx.tokens / ctx.lay.tp * m.hidden * m.experts, "bf16")
 
 
 def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
@@ -208,14 +216,18 @@ def _moe_share(ctx: _Ctx) -> float:
     return m.moe_layers / m.layers if m.is_moe else 0.0
 
 
-def _moe_host_s(ctx: _Ctx) -> float:
-    """Fixed time of an average layer's forward pass for its MoE share (moe.yaml, moe_layer_overhead_us): time the
-    GPU waits on the CPU issuing an MoE layer's kernels, which does not shrink with fewer tokens."""
+def _moe_host_s(ctx: _Ctx) -> np.ndarray | float:
+    """Fixed time of an average layer's forward pass for its MoE share (moe.yaml): time the GPU waits on the CPU
+    issuing an MoE layer's kernels, which does not shrink with fewer tokens; a part per layer
+    (moe_layer_overhead_us) and a part per local expert (moe_expert_overhead_us x experts / ep), the work the
+    grouped expert layers issue expert by expert. Fine-grained models at a small EP hold many local experts."""
     if not ctx.model.is_moe:
         return 0.0
     from linkscope.model.comm.moe import moe_constants
 
-    return moe_constants().moe_layer_overhead_us * 1e-6 * _moe_share(ctx)
+    c = moe_constants()
+    local_experts = ctx.model.experts / ctx.lay.ep
+    return (c.moe_layer_overhead_us + c.moe_expert_overhead_us * local_experts) * 1e-6 * _moe_share(ctx)
 
 
 FLASH_BACKWARD_RATIO = 2.5
@@ -252,7 +264,7 @@ def _elementwise_bytes(ctx: _Ctx, backward: bool) -> np.ndarray:
     n_f = ctx.tokens * m.mean_ffn_width() / lay.tp
     per_h = (2 * 6 + 2 * 7) if backward else (2 * 4 + 2 * 7)
     per_f = (10 if m.gated_mlp else 6) if backward else (6 if m.gated_mlp else 4)
-    return per_h * n_h + per_f * n_f + _scores_bytes(ctx, backward) + _permute_bytes(ctx)
+    return per_h * n_h + per_f * n_f + _scores_bytes(ctx, backward) + _permute_bytes(ctx) + _router_bytes(ctx)
 
 
 PERMUTE_PASSES = 4
@@ -268,6 +280,20 @@ def _permute_bytes(ctx: _Ctx) -> np.ndarray | float:
         return 0.0
     copies = ctx.tokens / ctx.lay.tp * m.topk * m.hidden * BF16_BYTES
     return PERMUTE_PASSES * 2 * copies * m.moe_layers / m.layers
+
+
+ROUTER_PASSES = 4
+"""Passes over a token's FP32 expert scores an MoE layer's router makes in HBM per direction: the gating GEMM writes
+the logits, the (fused) softmax and top-k read them and write the probabilities, the load-balancing loss reads
+those; each pass moves experts x 4 bytes per token, so a router over 256 experts moves 32 times a top-2-of-8's."""
+
+
+def _router_bytes(ctx: _Ctx) -> np.ndarray | float:
+    """HBM traffic of an average layer's router scores (MoE layers' share; the same again in backward)."""
+    m = ctx.model
+    if not m.is_moe:
+        return 0.0
+    return ROUTER_PASSES * ctx.tokens / ctx.lay.tp * m.experts * 4 * m.moe_layers / m.layers
 
 
 def _scores_bytes(ctx: _Ctx, backward: bool) -> np.ndarray | float:

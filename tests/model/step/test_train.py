@@ -358,14 +358,16 @@ def test_moe_layers_add_their_fixed_time_per_micro_batch_not_per_token(db) -> No
 
     system = db.systems["hgx-b200"]
     m = model_presets()["qwen3-30b-a3b"]
-    fixed_s = moe_constants().moe_layer_overhead_us * 1e-6
-    assert fixed_s > 0
+    c = moe_constants()
+    # One layer's forward: its own part and one part per local expert (128 experts over ep 8: 16).
+    fixed_s = (c.moe_layer_overhead_us + c.moe_expert_overhead_us * m.experts / 8) * 1e-6
+    assert c.moe_layer_overhead_us > 0 and c.moe_expert_overhead_us > 0
 
     def added_s(mb: int) -> float:
         layout = single_layout(tp=1, pp=1, dp=8, mb=mb, zero=1, ep=8)
         job = _job("qwen3-30b-a3b", 512, 4096)
         with_fixed = estimate_steps(job, system, layout)
-        with overhead_override(0.0):
+        with overhead_override((0.0, 0.0)):
             without = estimate_steps(job, system, layout)
         # Its own line of the breakdown: compute is the same with or without it.
         assert float(with_fixed.compute_s[0]) == pytest.approx(float(without.compute_s[0]), rel=1e-9)
