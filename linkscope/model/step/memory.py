@@ -78,6 +78,11 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
         # the fused attention's backward and the projection keeps an FP8 copy beside it.
         replicated = replicated - 2 * m.hidden
         split = split + m.hidden - m.mean_ffn_width()
+    if job.peft is not None:
+        # Frozen linears that no adapter reads keep no input for backward (peft.unsaved_input_bytes_per_token).
+        unsaved_replicated, unsaved_split = lora.unsaved_input_bytes_per_token(m, job.peft)
+        replicated = replicated - unsaved_replicated
+        split = split - unsaved_split
     if job.fp8_activation_store:
         # The activation function's input (both halves of a gated MLP's first GEMM output) kept in FP8.
         split = split - (2 if m.gated_mlp else 1) * m.mean_ffn_width()
