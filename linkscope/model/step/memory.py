@@ -151,7 +151,10 @@ def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray, stage
     checkpoint = 2.0 * m.hidden / np.where(lay.sp, lay.tp, 1)
     # Under block recomputation only the recomputed layers keep just their input checkpoint.
     redone = np.where(full, recomputed_layers(job, layers), 0.0)
-    return (checkpoint * redone + per_token * (layers - redone)) * tokens * in_flight
+    # Layers whose activations go to the host keep none on the GPU (Megatron-Core's cpu_offloading_num_layers,
+    # Transformer Engine's CPU offload context): the kept ones first.
+    offloaded = np.minimum(layers - redone, float(job.offload_layers or 0)) if job.offload == "activations" else 0.0
+    return (checkpoint * redone + per_token * (layers - redone - offloaded)) * tokens * in_flight
 
 
 def _recompute_working_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np.ndarray:
@@ -200,7 +203,23 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     weights = sharded(c.weight_bytes, 3)
     grads = sharded(gradient_bytes(job), 2)
     optimizer = sharded(c.optimizer_bytes, 1)
-    return weights + grads + optimizer + _zero3_working_bytes(job, lay)
+    return _on_gpu(job, lay, weights, grads, optimizer) + _zero3_working_bytes(job, lay)
+
+
+def _on_gpu(job: Job, lay: Layouts, weights: np.ndarray, grads: np.ndarray, optimizer: np.ndarray) -> np.ndarray:
+    """What of the weights, gradients and optimizer states stays in GPU memory under the job's offload.
+    Optimizer offload (ZeRO-Offload, Ren et al. 2021, Section 4: FP16 parameters stay on the GPU, gradients,
+    optimizer states and the optimizer step go to the CPU) moves the optimizer states and, where ZeRO shards the
+    gradients (stage 2 and up), the gradient shard it updates; parameter offload (FSDP's
+    CPUOffload(offload_params=True): sharded parameters and their gradients live on the CPU and the optimizer
+    steps there; DeepSpeed's offload_param) moves the weight shard as well. What a GPU gathers to compute
+    (`_zero3_working_bytes`) stays."""
+    if job.offload in ("optimizer", "parameters"):
+        optimizer = np.zeros_like(optimizer)
+        grads = np.where(lay.zero >= 2, 0.0, grads)
+    if job.offload == "parameters":
+        weights = np.where(lay.zero >= 3, 0.0, weights)
+    return weights + grads + optimizer
 
 
 def _peft_state_bytes(job: Job, peft: lora.Peft, lay: Layouts) -> np.ndarray:
@@ -257,10 +276,11 @@ def _second_embedding_bytes(job: Job, lay: Layouts) -> np.ndarray:
     if job.peft is not None:
         return np.zeros(len(lay))
     c = compute_constants()
-    per_param = c.weight_bytes / np.where(lay.zero >= 3, weight_replicas(lay), 1) \
-        + gradient_bytes(job) / np.where(lay.zero >= 2, weight_replicas(lay), 1) \
-        + c.optimizer_bytes / np.where(lay.zero >= 1, weight_replicas(lay), 1)
-    return np.where(lay.pp == 1, job.model.embedding_params() / lay.tp * per_param, 0.0)
+    params = job.model.embedding_params() / lay.tp
+    state = _on_gpu(job, lay, params * c.weight_bytes / np.where(lay.zero >= 3, weight_replicas(lay), 1),
+                        params * gradient_bytes(job) / np.where(lay.zero >= 2, weight_replicas(lay), 1),
+                        params * c.optimizer_bytes / np.where(lay.zero >= 1, weight_replicas(lay), 1))
+    return np.where(lay.pp == 1, state, 0.0)
 
 
 def memory_gib_per_gpu(job: Job, system: System | None, lay: Layouts) -> np.ndarray:
