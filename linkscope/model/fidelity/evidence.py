@@ -95,6 +95,8 @@ class TrainingEntry(_Entry):
     framework: Literal["auto", "megatron", "fsdp", "deepspeed"] = "auto"
     """The software stack that scheduled the run's communication (step.job FRAMEWORKS); auto: the usual one for
     the ZeRO stage."""
+    loss_fp32: bool = True
+    """The loss upcasts the logits to FP32 (step.job Job.loss_fp32); false: it runs on the BF16 logits."""
     offload: Literal["none", "optimizer", "parameters", "activations"] = "none"
     """What the run kept in host memory (DeepSpeed's offload_optimizer, FSDP's CPUOffload(offload_params),
     Megatron-Core's cpu_offloading_num_layers for activations; step.job Job.offload). The memory model leaves it

@@ -55,6 +55,9 @@ class Job:
     fp8_activation_store: bool = False
     """Keep the MLP activation function's input (the first MLP GEMM's output) in FP8 for backward, one byte a
     value instead of two (Megatron-Core's `activation_func_fp8_input_store`, MLPerf's FP8_ACT)."""
+    loss_fp32: bool = True
+    """The loss casts the logits to FP32 before its softmax (Megatron-Core, torchtitan, Hugging Face models under
+    FSDP or DeepSpeed); False: it runs on the BF16 logits (NeMo Automodel's MaskedCrossEntropy(fp32_upcast=False))."""
     offload: str = "none"
     """What the job keeps in host memory instead (one of OFFLOADS): `optimizer` (the optimizer states and the
     gradient shard they update: ZeRO-Offload, DeepSpeed's offload_optimizer), `parameters` (also the weight shard:

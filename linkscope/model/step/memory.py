@@ -162,7 +162,8 @@ def _recompute_working_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> n
     return np.where(lay.recompute == 2, per_token * lay.mb * job.seq_len / lay.cp, 0.0)
 
 
-LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0, "fsdp-loss-parallel": 16.0}
+LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0, "fsdp-loss-parallel": 16.0,
+                        "bf16-loss": 6.0}
 """Bytes per logit the output layer and the loss hold at their peak, by framework. Megatron-Core's vocab-parallel
 cross-entropy casts the BF16 logits to FP32 and computes the softmax, and in backward the gradient, in place in
 that copy: 2 + 4 bytes (`calculate_logits_max` does `.float()`). PyTorch's eager `cross_entropy` on `.float()`
@@ -171,7 +172,9 @@ the log-softmax output in forward, and in backward the log-softmax output with t
 and of its input: 12 bytes. Under tensor parallelism torchtitan computes the loss on the vocabulary-sharded
 logits (`loss_parallel`, on unless disabled), whose backward (`torch.distributed.tensor.parallel.loss`,
 `_nll_loss_and_log_softmax_backward`) builds `(zeros_like(x) + exp(x)) * grad_output` beside the saved
-log-softmax output: four FP32 tensors the size of the logits at once, 16 bytes."""
+log-softmax output: four FP32 tensors the size of the logits at once, 16 bytes. A loss that does not upcast
+(NeMo Automodel's `MaskedCrossEntropy(fp32_upcast=False)`, its benchmark recipes' setting: `F.cross_entropy` on
+the BF16 logits) holds the same three tensors as eager's backward in BF16: 6 bytes."""
 
 
 def _framework_is(job: Job, lay: Layouts, name: str) -> np.ndarray:
@@ -184,9 +187,9 @@ def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
     (split by tp) at the framework's bytes per logit."""
     tokens = lay.mb * job.seq_len / lay.cp
     loss_parallel = _framework_is(job, lay, "fsdp") & (lay.tp > 1)
+    eager = LOSS_BYTES_PER_LOGIT["fsdp"] if job.loss_fp32 else LOSS_BYTES_PER_LOGIT["bf16-loss"]
     per_logit = np.where(_framework_is(job, lay, "megatron"), LOSS_BYTES_PER_LOGIT["megatron"],
-                         np.where(loss_parallel, LOSS_BYTES_PER_LOGIT["fsdp-loss-parallel"],
-                                  LOSS_BYTES_PER_LOGIT["fsdp"]))
+                         np.where(loss_parallel, LOSS_BYTES_PER_LOGIT["fsdp-loss-parallel"], eager))
     return tokens * job.model.vocab / lay.tp * per_logit
 
 
@@ -248,8 +251,13 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     sharded = (lay.zero >= 3) & (weight_replicas(lay) > 1)
     if not np.any(sharded):
         return np.zeros(len(lay))
-    # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks).
-    layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp + m.expert_params_per_layer() / (lay.ep * lay.etp)
+    # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks), and only
+    # where they are sharded: with one expert data-parallel rank its experts are whole in its state already, and
+    # FSDP has nothing to gather for them (nemo-automodel's and torchtitan's EP meshes leave them unsharded).
+    _, _, edp = stage_params(job, lay)
+    gathered_experts = np.where(edp > 1, 1.0, 0.0)
+    layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp \
+        + gathered_experts * m.expert_params_per_layer() / (lay.ep * lay.etp)
     working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + gradient_bytes(job))
     if job.peft is not None:
         adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
@@ -261,6 +269,7 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     pipelined_fsdp = sharded & (lay.pp > 1) & _framework_is(job, lay, "fsdp")
     if np.any(pipelined_fsdp):
         dense, expert, _ = stage_params(job, lay)
+        expert = expert * gathered_experts
         whole_stage = (dense + expert) * (c.weight_bytes + gradient_bytes(job))
         if job.peft is not None:
             stage_adapters = lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp
