@@ -70,7 +70,7 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     ffn_terms = (6 if m.gated_mlp else 4) * m.mean_ffn_width()
     split = 2 * m.hidden + 4 * m.kv_dim + 2 * m.hidden + ffn_terms
     # The two dropout masks (a byte a value each) exist only for a model trained with dropout.
-    replicated = (10 if m.dropout else 8) * m.hidden
+    replicated: float = (10 if m.dropout else 8) * m.hidden
     if job.precision == "fp8" and job.peft is None:
         # FP8 linears keep the FP8 cast of their input for the weight-gradient GEMM, one byte a value, not the
         # BF16 input (Transformer Engine's Linear and LayerNormLinear save the quantized input): the QKV and
