@@ -17,12 +17,12 @@ Key = tuple[str, str, str, int]
 
 OVER_WITH_A_KNOWN_CAUSE: dict[Key, str] = {
     ("nemo-perf-24.07", "dgx-h100", "gpt3-20b", 64):
-        "100.2%: NeMo-Framework-Launcher's gpt3/20b.yaml runs Apex's distributed_fused_adam, not Megatron-Core's "
-        "distributed optimizer, whose buffers the model prices; its gradient and master-weight layout is not "
-        "modelled",
+        "100.2%: NeMo-Framework-Launcher's gpt3/20b.yaml (the recipe the row is assumed to use) runs Apex's "
+        "distributed_fused_adam, not the Megatron-Core distributed optimizer whose buffers the model prices; "
+        "Apex's gradient and master-weight layout is not modelled",
     ("llm-foundry-benchmarks", "dgx-a100-40g", "mpt-13b", 8):
-        "100.9%: FSDP with full recomputation on 40 GB at micro-batch 4; the eager loss at 12 bytes a logit "
-        "(4.6 GiB) is charged although llm-foundry's MPT computes it under torch.autocast",
+        "100.9%: FSDP with full recomputation on 40 GB at micro-batch 4; the eager FP32 loss at 12 bytes a "
+        "logit (4.6 GiB) is charged, and llm-foundry's loss path of that release was not checked",
     ("nemo-automodel-perf", "dgx-h100", "deepseek-v3", 256):
         "104.5%: EP 64 x PP 4 on 256 GPUs leaves each routed expert on one expert data-parallel rank, so FSDP2 "
         "shards none of its FP32 master weights and Adam moments (45 GiB of state), and reshard_after_forward: "
@@ -31,8 +31,9 @@ OVER_WITH_A_KNOWN_CAUSE: dict[Key, str] = {
         "106.1%: EP 8 on 8 GPUs leaves each routed expert on one rank, so its full training state (63 GiB at "
         "18 bytes a parameter) is unsharded; what else the run saves is not published",
     ("olmo-core-readme-2025-03", "dgx-h100", "olmo2-1b", 8):
-        "103.1%: compile_model=True: torch.compile fuses the loss's FP32 upcast and the layers' elementwise "
-        "work, which the eager accounting (12 bytes a logit, 37 GiB of logits at micro-batch 8 x 4096) charges",
+        "103.1%: the script compiles the model (compile_model=True), whose saved tensors the eager accounting "
+        "may overstate, and the loss (OLMo-core's cross_entropy_loss: FP32 upcast, z-loss) is charged at 12 "
+        "bytes a logit, 37 GiB at micro-batch 8 x 4096; neither was checked against a measured peak",
 }
 """Runs without offload the model still predicts above their usable memory, each with its cause."""
 
