@@ -95,10 +95,21 @@ class TrainingEntry(_Entry):
     framework: Literal["auto", "megatron", "fsdp", "deepspeed"] = "auto"
     """The software stack that scheduled the run's communication (step.job FRAMEWORKS); auto: the usual one for
     the ZeRO stage."""
-    offload: Literal["none", "optimizer", "parameters"] = "none"
-    """What the run kept in host memory (DeepSpeed's offload_optimizer, FSDP's CPUOffload(offload_params)). The
-    step model prices no host-side optimizer step or PCIe traffic, so such runs are predicted and reported but do
-    not fit the shared constants (fit.py), which would otherwise absorb that cost."""
+    loss_fp32: bool = True
+    """The loss upcasts the logits to FP32 (step.job Job.loss_fp32); false: it runs on the BF16 logits."""
+    offload: Literal["none", "optimizer", "parameters", "activations"] = "none"
+    """What the run kept in host memory (DeepSpeed's offload_optimizer, FSDP's CPUOffload(offload_params),
+    Megatron-Core's cpu_offloading_num_layers for activations; step.job Job.offload). The memory model leaves it
+    off the GPU; the step model prices no host-side optimizer step or PCIe traffic, so such runs are predicted and
+    reported but do not fit the shared constants (fit.py), which would otherwise absorb that cost."""
+    offload_layers: int | None = Field(default=None, ge=1)
+    """Under `activations` offload, the layers per stage whose activations went to the host."""
+
+    @model_validator(mode="after")
+    def _offloaded_layers_with_activations(self) -> TrainingEntry:
+        if (self.offload == "activations") != (self.offload_layers is not None):
+            raise ValueError("offload_layers is given with offload: activations, and only then")
+        return self
 
     @property
     def peft(self) -> Peft | None:

@@ -53,7 +53,8 @@ def _step_estimate(entry: TrainingEntry, db: HardwareDB) -> StepEstimate:
               tp_overlap=entry.tp_overlap, peft=entry.peft, recompute_layers=entry.recompute_layers,
               moe_dispatcher=entry.moe_dispatcher, moe_a2a_overlap=entry.moe_a2a_overlap,
               fp8_activation_store=entry.fp8_activation_store, grad_precision=entry.grad_precision,
-              framework=entry.framework)
+              framework=entry.framework, offload=entry.offload, offload_layers=entry.offload_layers,
+              loss_fp32=entry.loss_fp32)
     sp = entry.sequence_parallel if entry.sequence_parallel is not None else entry.tp > 1
     layout = single_layout(tp=entry.tp, pp=entry.pp, dp=entry.dp, cp=entry.cp, v=entry.interleave,
                            mb=entry.micro_batch, recompute=entry.recompute, zero=entry.zero, sp=sp, ep=entry.ep,

@@ -56,12 +56,26 @@ class Job:
     fp8_activation_store: bool = False
     """Keep the MLP activation function's input (the first MLP GEMM's output) in FP8 for backward, one byte a
     value instead of two (Megatron-Core's `activation_func_fp8_input_store`, MLPerf's FP8_ACT)."""
+    loss_fp32: bool = True
+    """The loss casts the logits to FP32 before its softmax (Megatron-Core, torchtitan, Hugging Face models under
+    FSDP or DeepSpeed); False: it runs on the BF16 logits (NeMo Automodel's MaskedCrossEntropy(fp32_upcast=False))."""
+    offload: str = "none"
+    """What the job keeps in host memory instead (one of OFFLOADS): `optimizer` (the optimizer states and the
+    gradient shard they update: ZeRO-Offload, DeepSpeed's offload_optimizer), `parameters` (also the weight shard:
+    FSDP's CPUOffload(offload_params=True), DeepSpeed's offload_param) or `activations` (the stored activations of
+    `offload_layers` layers per stage: Megatron-Core's cpu_offloading_num_layers)."""
+    offload_layers: int | None = None
+    """Under `activations` offload, how many layers of each stage send their stored activations to the host."""
     recompute_layers: int | None = None
     """Under full recomputation, how many layers of each pipeline stage recompute (Megatron/NeMo
     `--recompute-method block --recompute-num-layers N`: the first N); the rest keep their activations.
     None: every layer recomputes."""
     knobs: Knobs = Knobs()
     """Data-parallel communication knobs (gradient compression, bucket size, ZeRO++); the default changes nothing."""
+
+
+OFFLOADS = ("none", "optimizer", "parameters", "activations")
+"""What a job may keep in host memory (Job.offload)."""
 
 
 DEFAULT_BATCH_TOKENS = 4 * 2**20

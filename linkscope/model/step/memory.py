@@ -70,7 +70,7 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
     ffn_terms = (6 if m.gated_mlp else 4) * m.mean_ffn_width()
     split = 2 * m.hidden + 4 * m.kv_dim + 2 * m.hidden + ffn_terms
     # The two dropout masks (a byte a value each) exist only for a model trained with dropout.
-    replicated = (10 if m.dropout else 8) * m.hidden
+    replicated: float = (10 if m.dropout else 8) * m.hidden
     if job.precision == "fp8" and job.peft is None:
         # FP8 linears keep the FP8 cast of their input for the weight-gradient GEMM, one byte a value, not the
         # BF16 input (Transformer Engine's Linear and LayerNormLinear save the quantized input): the QKV and
@@ -78,6 +78,11 @@ def activation_bytes_per_token(job: Job, lay: Layouts) -> np.ndarray:
         # the fused attention's backward and the projection keeps an FP8 copy beside it.
         replicated = replicated - 2 * m.hidden
         split = split + m.hidden - m.mean_ffn_width()
+    if job.peft is not None:
+        # Frozen linears that no adapter reads keep no input for backward (peft.unsaved_input_bytes_per_token).
+        unsaved_replicated, unsaved_split = lora.unsaved_input_bytes_per_token(m, job.peft)
+        replicated = replicated - unsaved_replicated
+        split = split - unsaved_split
     if job.fp8_activation_store:
         # The activation function's input (both halves of a gated MLP's first GEMM output) kept in FP8.
         split = split - (2 if m.gated_mlp else 1) * m.mean_ffn_width()
@@ -146,7 +151,10 @@ def _in_flight_layers_bytes(job: Job, lay: Layouts, per_token: np.ndarray, stage
     checkpoint = 2.0 * m.hidden / np.where(lay.sp, lay.tp, 1)
     # Under block recomputation only the recomputed layers keep just their input checkpoint.
     redone = np.where(full, recomputed_layers(job, layers), 0.0)
-    return (checkpoint * redone + per_token * (layers - redone)) * tokens * in_flight
+    # Layers whose activations go to the host keep none on the GPU (Megatron-Core's cpu_offloading_num_layers,
+    # Transformer Engine's CPU offload context): the kept ones first.
+    offloaded = np.minimum(layers - redone, float(job.offload_layers or 0)) if job.offload == "activations" else 0.0
+    return (checkpoint * redone + per_token * (layers - redone - offloaded)) * tokens * in_flight
 
 
 def _recompute_working_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> np.ndarray:
@@ -154,7 +162,8 @@ def _recompute_working_bytes(job: Job, lay: Layouts, per_token: np.ndarray) -> n
     return np.where(lay.recompute == 2, per_token * lay.mb * job.seq_len / lay.cp, 0.0)
 
 
-LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0, "fsdp-loss-parallel": 16.0}
+LOSS_BYTES_PER_LOGIT = {"megatron": 6.0, "fsdp": 12.0, "deepspeed": 12.0, "fsdp-loss-parallel": 16.0,
+                        "bf16-loss": 6.0}
 """Bytes per logit the output layer and the loss hold at their peak, by framework. Megatron-Core's vocab-parallel
 cross-entropy casts the BF16 logits to FP32 and computes the softmax, and in backward the gradient, in place in
 that copy: 2 + 4 bytes (`calculate_logits_max` does `.float()`). PyTorch's eager `cross_entropy` on `.float()`
@@ -163,7 +172,9 @@ the log-softmax output in forward, and in backward the log-softmax output with t
 and of its input: 12 bytes. Under tensor parallelism torchtitan computes the loss on the vocabulary-sharded
 logits (`loss_parallel`, on unless disabled), whose backward (`torch.distributed.tensor.parallel.loss`,
 `_nll_loss_and_log_softmax_backward`) builds `(zeros_like(x) + exp(x)) * grad_output` beside the saved
-log-softmax output: four FP32 tensors the size of the logits at once, 16 bytes."""
+log-softmax output: four FP32 tensors the size of the logits at once, 16 bytes. A loss that does not upcast
+(NeMo Automodel's `MaskedCrossEntropy(fp32_upcast=False)`, its benchmark recipes' setting: `F.cross_entropy` on
+the BF16 logits) holds the same three tensors as eager's backward in BF16: 6 bytes."""
 
 
 def _framework_is(job: Job, lay: Layouts, name: str) -> np.ndarray:
@@ -176,9 +187,9 @@ def _logits_bytes(job: Job, lay: Layouts) -> np.ndarray:
     (split by tp) at the framework's bytes per logit."""
     tokens = lay.mb * job.seq_len / lay.cp
     loss_parallel = _framework_is(job, lay, "fsdp") & (lay.tp > 1)
+    eager = LOSS_BYTES_PER_LOGIT["fsdp"] if job.loss_fp32 else LOSS_BYTES_PER_LOGIT["bf16-loss"]
     per_logit = np.where(_framework_is(job, lay, "megatron"), LOSS_BYTES_PER_LOGIT["megatron"],
-                         np.where(loss_parallel, LOSS_BYTES_PER_LOGIT["fsdp-loss-parallel"],
-                                  LOSS_BYTES_PER_LOGIT["fsdp"]))
+                         np.where(loss_parallel, LOSS_BYTES_PER_LOGIT["fsdp-loss-parallel"], eager))
     return tokens * job.model.vocab / lay.tp * per_logit
 
 
@@ -195,7 +206,23 @@ def _state_bytes(job: Job, lay: Layouts) -> np.ndarray:
     weights = sharded(c.weight_bytes, 3)
     grads = sharded(gradient_bytes(job), 2)
     optimizer = sharded(c.optimizer_bytes, 1)
-    return weights + grads + optimizer + _zero3_working_bytes(job, lay)
+    return _on_gpu(job, lay, weights, grads, optimizer) + _zero3_working_bytes(job, lay)
+
+
+def _on_gpu(job: Job, lay: Layouts, weights: np.ndarray, grads: np.ndarray, optimizer: np.ndarray) -> np.ndarray:
+    """What of the weights, gradients and optimizer states stays in GPU memory under the job's offload.
+    Optimizer offload (ZeRO-Offload, Ren et al. 2021, Section 4: FP16 parameters stay on the GPU, gradients,
+    optimizer states and the optimizer step go to the CPU) moves the optimizer states and, where ZeRO shards the
+    gradients (stage 2 and up), the gradient shard it updates; parameter offload (FSDP's
+    CPUOffload(offload_params=True): sharded parameters and their gradients live on the CPU and the optimizer
+    steps there; DeepSpeed's offload_param) moves the weight shard as well. What a GPU gathers to compute
+    (`_zero3_working_bytes`) stays."""
+    if job.offload in ("optimizer", "parameters"):
+        optimizer = np.zeros_like(optimizer)
+        grads = np.where(lay.zero >= 2, 0.0, grads)
+    if job.offload == "parameters":
+        weights = np.where(lay.zero >= 3, 0.0, weights)
+    return weights + grads + optimizer
 
 
 def _peft_state_bytes(job: Job, peft: lora.Peft, lay: Layouts) -> np.ndarray:
@@ -224,8 +251,13 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     sharded = (lay.zero >= 3) & (weight_replicas(lay) > 1)
     if not np.any(sharded):
         return np.zeros(len(lay))
-    # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks).
-    layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp + m.expert_params_per_layer() / (lay.ep * lay.etp)
+    # A GPU gathers only its own routed experts (their shards live on the expert data-parallel ranks), and only
+    # where they are sharded: with one expert data-parallel rank its experts are whole in its state already, and
+    # FSDP has nothing to gather for them (nemo-automodel's and torchtitan's EP meshes leave them unsharded).
+    _, _, edp = stage_params(job, lay)
+    gathered_experts = np.where(edp > 1, 1.0, 0.0)
+    layer = (m.layer_params() - m.expert_params_per_layer()) / lay.tp \
+        + gathered_experts * m.expert_params_per_layer() / (lay.ep * lay.etp)
     working = layer * (ZERO3_LAYERS_GATHERED * c.weight_bytes + gradient_bytes(job))
     if job.peft is not None:
         adapters = lora.adapter_params_per_layer(job.model, job.peft) / lay.tp
@@ -237,6 +269,7 @@ def _zero3_working_bytes(job: Job, lay: Layouts) -> np.ndarray:
     pipelined_fsdp = sharded & (lay.pp > 1) & _framework_is(job, lay, "fsdp")
     if np.any(pipelined_fsdp):
         dense, expert, _ = stage_params(job, lay)
+        expert = expert * gathered_experts
         whole_stage = (dense + expert) * (c.weight_bytes + gradient_bytes(job))
         if job.peft is not None:
             stage_adapters = lora.stage_trainable_params(m, job.peft, np.ceil(m.layers / lay.pp)) / lay.tp
@@ -252,10 +285,11 @@ def _second_embedding_bytes(job: Job, lay: Layouts) -> np.ndarray:
     if job.peft is not None:
         return np.zeros(len(lay))
     c = compute_constants()
-    per_param = c.weight_bytes / np.where(lay.zero >= 3, weight_replicas(lay), 1) \
-        + gradient_bytes(job) / np.where(lay.zero >= 2, weight_replicas(lay), 1) \
-        + c.optimizer_bytes / np.where(lay.zero >= 1, weight_replicas(lay), 1)
-    return np.where(lay.pp == 1, job.model.embedding_params() / lay.tp * per_param, 0.0)
+    params = job.model.embedding_params() / lay.tp
+    state = _on_gpu(job, lay, params * c.weight_bytes / np.where(lay.zero >= 3, weight_replicas(lay), 1),
+                        params * gradient_bytes(job) / np.where(lay.zero >= 2, weight_replicas(lay), 1),
+                        params * c.optimizer_bytes / np.where(lay.zero >= 1, weight_replicas(lay), 1))
+    return np.where(lay.pp == 1, state, 0.0)
 
 
 def memory_gib_per_gpu(job: Job, system: System | None, lay: Layouts) -> np.ndarray:

@@ -111,6 +111,23 @@ def adapter_activation_bytes_per_token(model: ModelConfig, peft: Peft) -> int:
     return 2 * peft.rank * len(adapted_shapes(model, peft.targets))
 
 
+def unsaved_input_bytes_per_token(model: ModelConfig, peft: Peft) -> tuple[float, float]:
+    """Bytes per token and layer of the inputs of frozen linears that no adapter reads, which backward does not
+    keep, as (the part tensor parallelism alone leaves whole, the part it splits).
+
+    A frozen linear's backward computes only the gradient of its input, from the weight and the output gradient:
+    its input is needed for a weight gradient only. Transformer Engine keeps it only then (`_Linear.forward` and
+    `_LayerNormLinear.forward`: `backward_needs_input = is_grad_enabled and weight.requires_grad`). An adapted
+    linear's input stays, read by the adapter's own weight gradient (NeMo's LoRA adapters take the layer-norm
+    output that `linear_qkv` returns, and `linear_proj`'s input). With adapters on attention only, the MLP's two
+    GEMMs keep nothing: FC1's input (the layer-norm output, 2 h bytes; the norm keeps its own input) and FC2's
+    input (the activation function's output, 2 bytes a value of the FFN width). The activation function still
+    keeps its input for its own backward."""
+    if peft.targets != "attn":
+        return 0.0, 0.0
+    return 2.0 * model.hidden, 2.0 * model.mean_ffn_width()
+
+
 def base_bytes_per_param(peft: Peft) -> float:
     """Bytes one frozen base weight takes in memory."""
     return BASE_BYTES_PER_PARAM[peft.base_precision]

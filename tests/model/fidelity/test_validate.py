@@ -104,7 +104,10 @@ LOSO_MEDIAN_LIMIT_PCT = {"training": 5.65, "collectives": 8.55, "inference": 4.6
 # Fine-grained MoE (docs/model.md, "Fine-grained MoE"): training 5.61 -> 6.14 with the MoE fixed time split into a
 # part per layer and a part per local expert, fitted together, and the H100 Qwen3-235B row: a regime left out
 # refits both on fewer MoE runs, and rack-scale (GB200/GB300's MoE rows among its 10) rose 5.9 -> 9.6.
-LORO_MEDIAN_LIMIT_PCT = {"training": 6.2, "collectives": 11.95, "inference": 6.0}
+# Memory-edge runs entered as their recipes ran (NeMo AutoModel's DeepSeek V3 and Qwen3 30B with full
+# recomputation, activation_checkpointing: true): training 6.0 -> 6.44 (5.9 with every other change of that round
+# and those rows without recomputation); the model prices the two rows 28-34% slower than they ran, an open miss.
+LORO_MEDIAN_LIMIT_PCT = {"training": 6.45, "collectives": 11.95, "inference": 6.0}
 SMALL_BATCH_DECODE_LORO_LIMIT_PCT = 10.0
 """Decode at batch <= 32 left out of the fit and predicted from the rest (9.8% when set; 15.6% before the host
 loop was an input; 6.9% with AMD's 2025 blog's TP 8 rows)."""

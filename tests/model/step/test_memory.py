@@ -70,11 +70,30 @@ def test_fp8_linears_keep_their_inputs_in_one_byte() -> None:
 
 
 def test_fp8_does_not_change_a_lora_base_activations() -> None:
+    # With every linear adapted, the adapters read each BF16 input: more than FP8 full training keeps.
     from linkscope.model.step.peft import Peft
     job = _job("llama3-8b", 8, precision="fp8")
-    lora = replace(job, peft=Peft(rank=16))
+    lora = replace(job, peft=Peft(rank=16, targets="attn-mlp"))
     lay = single_layout(tp=1, pp=1, dp=8, mb=1)
     assert activation_bytes_per_token(lora, lay)[0] > activation_bytes_per_token(job, lay)[0]
+    assert activation_bytes_per_token(lora, lay)[0] == activation_bytes_per_token(replace(lora, precision="bf16"),
+                                                                                  lay)[0]
+
+
+def test_frozen_mlp_linears_keep_no_inputs_under_attention_lora() -> None:
+    # Transformer Engine keeps a linear's input only for its weight gradient (backward_needs_input =
+    # weight.requires_grad): with adapters on attention only, FC1's input (2 h) and FC2's input (2 bytes a value
+    # of the FFN width) are not kept; the adapted attention linears keep theirs.
+    from linkscope.model.step.peft import Peft
+    job = _job("llama2-70b", 8)
+    attn = replace(job, peft=Peft(rank=16, targets="attn"))
+    every = replace(job, peft=Peft(rank=16, targets="attn-mlp"))
+    m = job.model
+    for lay in (single_layout(tp=1, pp=1, dp=8, mb=1), single_layout(tp=4, pp=1, dp=2, mb=1, sp=True)):
+        saved = float(activation_bytes_per_token(every, lay)[0] - activation_bytes_per_token(attn, lay)[0])
+        adapters = 2 * 16 * 3  # the MLP adapters' own r-wide intermediates (x A) on FC1's two halves and FC2
+        tp = int(lay.tp[0])
+        assert saved == pytest.approx((2 * m.hidden + 2 * m.mean_ffn_width()) / tp + adapters)
 
 
 def test_when_nothing_fits_the_fallback_shows_the_least_memory_with_the_values_given() -> None:
