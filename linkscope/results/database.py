@@ -62,6 +62,27 @@ def redact(url: str) -> str:
         return f"{url.split('://', 1)[0]}://(unreadable URL)"
 
 
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@?#]*):[^\s/]*@")
+_KV_PASSWORD = re.compile(r"(?i)\b(password=)[^&\s'\"]*")
+
+
+def redact_text(text: str) -> str:
+    """Any text (a command line, a config value) with every URL's password and every `password=` value replaced by
+    `***`: what is stored, logged and printed, so that a `--db postgresql://user:PW@host/db` never leaks."""
+    return _KV_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
+
+
+def redact_values(value: Any) -> Any:
+    """`redact_text` applied to every string inside nested dicts, lists and tuples (a run's config)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_values(v) for v in value)
+    return value
+
+
 @dataclass(frozen=True)
 class DbLocation:
     """An SQLite file (`path`) or a PostgreSQL database (`url`)."""
