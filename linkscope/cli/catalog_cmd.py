@@ -13,7 +13,7 @@ from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPric
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
 from linkscope.hardware.check import check_db, stale_warning
 from linkscope.hardware.currency import check_currency, in_currency, rates
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.hardware.refresh import known_clouds, refresh
 from linkscope.hardware.refresh_source import parse_stated, read_catalog
 from linkscope.hardware.refresh_write import write_overrides
@@ -55,6 +55,7 @@ def catalog(
     if ctx.invoked_subcommand is not None:
         return
     check_formats(as_json, as_csv)
+    check_output_path(html_file, "--html")
     db = load_db(extra or [])
     if check:
         findings = check_db(db)
@@ -77,10 +78,7 @@ def catalog(
     if html_file is not None:
         page = render_catalog_page(rows, note=f"{len(rows)} offerings from linkscope's catalog; prices in {target}, "
                                    "each with its date. Click a header to sort.")
-        try:
-            html_file.write_text(page, encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"--html: cannot write '{html_file}': {exc.strerror or exc}") from None
+        write_output(html_file, page, "--html")
         console.print(f"wrote {html_file} ({len(page) // 1024} KiB, {len(rows)} offerings)", highlight=False,
                       soft_wrap=True)
         warn_stale(rows)

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from linkscope.cli.options import DbOpt, OversubscribeOpt
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.hardware.limits import MAX_TIMEOUT_S, check_number
 
 _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red", "SKIP": "dim"}
@@ -86,7 +86,7 @@ def check(
                                     db_path=str(db) if db else None, nproc=nproc, oversubscribe=oversubscribe,
                                     floors_file=floors_file))
     if junit is not None:
-        junit.write_text(junit_xml(result.items), encoding="utf-8")
+        write_output(junit, junit_xml(result.items), "--junit")
     if prometheus is not None:
         _write_prometheus(prometheus, result.run_id, db)
     if as_json:
@@ -124,7 +124,7 @@ def _from(source: str, expect: Optional[str], thresholds: Any, db: Optional[str]
         raise UserError("--from needs --expect: the offering or preset the recorded nodes should be")
     result = check_recorded(source, expect, thresholds, str(db) if db else None, floors_file)
     if junit is not None:
-        junit.write_text(junit_xml(result.items), encoding="utf-8")
+        write_output(junit, junit_xml(result.items), "--junit")
     if prometheus is not None:
         _write_prometheus(prometheus, result.run_id, db)
     if as_json:
@@ -164,7 +164,7 @@ def _fleet(opts: Any, as_json: bool, junit: Optional[Path], prometheus: Optional
         items += node_items
         classes += [f"linkscope.check.{node['hostname']}"] * len(node_items)
     if junit is not None:
-        junit.write_text(junit_xml(items, "linkscope check --fleet", classes), encoding="utf-8")
+        write_output(junit, junit_xml(items, "linkscope check --fleet", classes), "--junit")
     if prometheus is not None:
         _write_prometheus(prometheus, result.run_id, opts.db_path)
     if as_json:

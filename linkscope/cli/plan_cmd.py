@@ -17,7 +17,7 @@ from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, DpOverlapOpt,
                                    RecomputeOpt, SeqLenOpt, SequenceParallelOpt, SystemOpt, TpOverlapOpt, ZeroOpt,
                                    check_framework, check_option, layout_request, peft_of, pp_opt, tp_opt,
                                    training_job)
-from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
 from linkscope.model.step.job import Job
@@ -127,10 +127,7 @@ def plan(
     names = host_names(hosts, nodes)
     launch = launch_plan(result.placement, names)
     if hostfile is not None:
-        try:
-            hostfile.write_text(launch.hostfile, encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"--write-hostfile: cannot write '{hostfile}' ({exc.strerror or exc})") from None
+        write_output(hostfile, launch.hostfile, "--write-hostfile")
     if as_json:
         print_json(_json(result, names))
         return

@@ -9,7 +9,7 @@ import typer
 
 from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, user_errors
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.results.store import ResultStore, require_existing
 
 
@@ -34,13 +34,11 @@ def report(
     if not run_ids:
         raise UserError("give one or more run ids (see `linkscope runs`), or --fleet")
 
+    check_output_path(output, "-o")
     with ResultStore(require_existing(db)) as store:  # reading never creates or migrates a database
         runs = [(store.get_run(r), store.rows(r), store.pair_rows(r)) for r in run_ids]
     page = render_report(runs, title)
-    try:
-        output.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"-o: cannot write '{output}': {exc.strerror}") from None
+    write_output(output, page, "-o")
     console.print(f"wrote {output} ({len(page) // 1024} KiB, {len(runs)} run(s))", highlight=False)
 
 

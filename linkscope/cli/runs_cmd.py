@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.cli.options import DbOpt, check_formats
-from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
 from linkscope.results.export import (format_nccl_tests_table, kv_run_to_csv, moe_run_to_csv, nccl_choice_lines,
                                       run_to_csv, run_to_json, train_run_to_csv)
@@ -152,6 +152,7 @@ def export(
         _export_prometheus(run_id, db, prometheus, as_json or as_csv or output is not None)
         return
     check_formats(as_json, as_csv, required=True)
+    check_output_path(output, "-o")
     with ResultStore(_existing(db)) as store:
         info = store.get_run(run_id)
         rows = store.rows(info.run_id)
@@ -166,10 +167,7 @@ def export(
     if output is None:
         typer.echo(text, nl=False)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{output}: cannot write ({exc.strerror})") from None
+    write_output(output, text, "-o")
     err_console.print(f"wrote {output}")
 
 
