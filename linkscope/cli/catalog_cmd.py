@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
+from linkscope.report.printable import printable
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt, check_formats)
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
@@ -60,7 +61,7 @@ def catalog(
     if check:
         findings = check_db(db)
         for finding in findings:
-            typer.echo(str(finding))
+            typer.echo(printable(finding))
         typer.echo(f"{len(findings)} finding(s) in {len(db.offerings)} offerings, {len(db.gpus)} GPUs, "
                    f"{len(db.links)} links")
         raise typer.Exit(1 if findings else 0)
@@ -117,14 +118,14 @@ def refresh_cmd(
         raise UserError(f"{len(report.blocking)} row(s) of {source} rejected (listed above); nothing written",
                         field="from")
     for line in refresh_lines(report):
-        typer.echo(line)
+        typer.echo(printable(line))
     applied = [c for c in report.changes if c.applied]
     if not apply:
         typer.echo(f"nothing written; rerun with --apply to write {len(applied)} price(s)" if applied
                    else "nothing to write")
     elif applied:
         for line in merge_lines(write_overrides(report)):
-            typer.echo(line)
+            typer.echo(printable(line))
     else:
         typer.echo("nothing to write")
 

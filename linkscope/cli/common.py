@@ -26,15 +26,28 @@ class _ConsoleOnFirstUse:
 
     def __getattr__(self, name: str) -> Any:
         if self._console is None:
-            from rich.console import Console
-
-            made = Console(stderr=self._stderr)
+            made = _printable_console()(stderr=self._stderr)
             # rich pins the width and height to $COLUMNS/$LINES as they are at creation; made at import, as it
             # was, it read them at each print instead, which a caller that sets them per call (a test runner)
             # relies on.
             made._width = made._height = None
             self._console = made
         return getattr(self._console, name)
+
+
+def _printable_console() -> type[Console]:
+    """rich's Console, with every string it prints (tables' cells included) passed through `printable` first: a
+    label or hostname holding terminal escape codes is shown escaped, whichever table or line prints it."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from linkscope.report.printable import printable
+
+    class PrintableConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Text:
+            return super().render_str(printable(text), **kwargs)
+
+    return PrintableConsole
 
 
 console = cast("Console", _ConsoleOnFirstUse(stderr=False))

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
+from linkscope.report.printable import printable
 from linkscope.cli.options import DbOpt, check_formats
 from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
@@ -76,9 +77,9 @@ def show(
         return
     console.print(metadata_table(info))
     if rows:
-        typer.echo(_tables(info, rows), nl=False)
+        typer.echo(printable(_tables(info, rows)), nl=False)
         for line in nccl_choice_lines(rows, model_choices(info, rows)):
-            typer.echo(line)
+            typer.echo(printable(line))
     if pairs:
         console.print(pairs_table(pairs))
     if info.kind == "train":
