@@ -148,13 +148,24 @@ def check_input_file(path: str | Path, what: str, max_bytes: int) -> Path:
 
 
 def read_input_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
-    """`check_input_file`, then at most `max_bytes` of it (a file still growing cannot run past the limit)."""
+    """`check_input_file`, then at most `max_bytes` of it (a file still growing cannot run past the limit). Opened
+    without blocking and checked again on the open file, so a FIFO swapped in after the check cannot hang it."""
     target = check_input_file(path, what, max_bytes)
     try:
-        with open(target, "rb") as fh:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserError(f"{path}: not a regular file (a FIFO, device or socket); give {what} saved to a file")
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) > max_bytes:
         raise UserError(f"{path}: more than the {max_bytes // 2**20} MiB limit for {what}")
     return data
