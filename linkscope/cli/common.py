@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import sys
@@ -59,6 +60,9 @@ R = TypeVar("R")
 EXIT_USER_ERROR = 2
 EXIT_FAULT = 3
 
+_DURING_RUN_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT})
+"""OS errors that are the machine's fault, not the input's: exit 3 (a fault) rather than 2."""
+
 FLAG_NAMES: dict[str, str] = {"warmup": "-w/--warmup", "iters": "-n/--iters", "root": "-r/--root",
                               "run_id": "RUN_ID", "hosts": "--hosts"}
 """Where a lower layer's field name is not the flag's long name with dashes."""
@@ -84,6 +88,14 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             fail(exc.for_flags(FLAG_NAMES))
         except FaultError as exc:
             fail(str(exc), EXIT_FAULT)
+        except OSError as exc:
+            # The last net for what no layer named: a path too long (ENAMETOOLONG), a full or read-only disk, a
+            # permission. One line naming the file; what a run measured was committed as it came.
+            name = str(exc.filename or "")
+            where = f"{name[:100]}...: " if len(name) > 100 else f"{name}: " if name else ""
+            fail(f"{where}{exc.strerror or exc}", EXIT_FAULT if exc.errno in _DURING_RUN_ERRNOS else EXIT_USER_ERROR)
+        except OverflowError:
+            fail("a number given is too large for linkscope to use (check the options and files given)")
 
     return wrapper
 

@@ -9,6 +9,7 @@ import typer
 
 from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, user_errors
+from linkscope.hardware.limits import MAX_LIST_ROWS
 from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.results.store import ResultStore, require_existing
 
@@ -23,7 +24,8 @@ def report(
     db: Optional[str] = DbOpt,
     fleet: bool = typer.Option(False, "--fleet", help="A fleet check as a nodes x items table, and each node's "
                                                       "history over the stored fleet checks (terminal)."),
-    limit: int = typer.Option(10, "--limit", min=1, help="With --fleet: at most this many checks of history."),
+    limit: int = typer.Option(10, "--limit", min=1, max=MAX_LIST_ROWS,
+                              help="With --fleet: at most this many checks of history."),
 ) -> None:
     """One self-contained HTML page (works offline): busbw vs size measured and predicted, p2p heatmaps, verdicts."""
     from linkscope.report.html import render_report

@@ -13,6 +13,7 @@ from rich.markup import escape
 from linkscope.cli.common import console, err_console, print_json, user_errors
 from linkscope.report.printable import printable
 from linkscope.cli.options import DbOpt, check_formats
+from linkscope.hardware.limits import MAX_LIST_ROWS
 from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
 from linkscope.results.export import (format_nccl_tests_table, kv_run_to_csv, moe_run_to_csv, nccl_choice_lines,
@@ -34,7 +35,8 @@ def runs(
     db: Optional[str] = DbOption,
     kind: Optional[str] = typer.Option(None, help="Only runs of this kind: bench, p2p, train, moe, check or import."),
     label: Optional[str] = typer.Option(None, help="Only runs with this label."),
-    limit: Optional[int] = typer.Option(None, min=1, help="At most this many runs, newest first."),
+    limit: Optional[int] = typer.Option(None, min=1, max=MAX_LIST_ROWS,
+                                         help="At most this many runs, newest first."),
     as_json: bool = typer.Option(False, "--json", help="JSON instead of a table."),
 ) -> None:
     """List stored runs, newest first."""
