@@ -61,6 +61,9 @@ def check(
         raise UserError(f"--nproc must be at least 1, got {nproc}")
     check_number(timeout, "--timeout", 0, MAX_TIMEOUT_S, low_open=True)
     thresholds = Thresholds(pass_pct, warn_pct).validated()
+    from linkscope.check.fleet import check_fleet_numbers
+
+    check_fleet_numbers(drop_pct, rounds)  # refused even where they would not be used
     for path, flag in ((junit, "--junit"), (prometheus, "--prometheus")):
         check_output_path(path, flag)
     if not fleet and (since is not None or hosts is not None):

@@ -4,6 +4,7 @@ imported."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +21,7 @@ from linkscope.results.export import (format_nccl_tests_table, kv_run_to_csv, mo
                                       run_to_csv, run_to_json, train_run_to_csv)
 from linkscope.results.nccltests import import_nccl_tests_file
 from linkscope.results.records import RUN_KINDS, RunInfo
-from linkscope.results.store import DbLocation, ResultStore, require_existing
+from linkscope.results.store import DB_ENV, DbLocation, ResultStore, require_existing
 
 DbOption = DbOpt
 
@@ -59,8 +60,9 @@ def runs(
 
 
 def _existing(db: Optional[str]) -> Optional[DbLocation]:
-    """Reading commands never create a database: an explicit --db must name an existing one."""
-    return None if db is None else require_existing(db)
+    """Reading commands never create a database: --db or $LINKSCOPE_DB (one rule for both) must name an existing
+    one; only the default file in the user data directory may be created."""
+    return None if db is None and not os.environ.get(DB_ENV) else require_existing(db)
 
 
 @runs_app.command("show")
