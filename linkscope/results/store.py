@@ -182,6 +182,32 @@ class ResultStore:
                                  (source_sha256,)).fetchone()
         return None if row is None else str(row["run_id"])
 
+    def create_import_run(self, info: RunInfo) -> tuple[str, bool]:
+        """Store an imported run unless a run of the same file content (`info.source_sha256`) is stored already:
+        (run id, True) for the new run, (the earlier run's id, False) otherwise. The look-up and the insert are one
+        transaction holding the write lock (SQLite) or a lock on the content hash (PostgreSQL), so concurrent
+        imports of one file store it once."""
+        digest = info.source_sha256
+        if not digest:
+            return self.create_run(info), True
+        redacted = {k: redact_values(getattr(info, k)) for k in _REDACTED_FIELDS}
+        pid = info.launcher_pid if info.launcher_pid is not None else os.getpid()
+        run = replace(info, **redacted, run_id=uuid.uuid4().hex[:8], started_at=info.started_at or utc_now(),
+                      status="running", launcher_pid=pid, launcher_host=info.launcher_host or socket.gethostname())
+        values = codec.run_values(run)
+        with self._write() as conn:
+            if conn.dialect == "postgresql":
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (int(digest[:15], 16),))
+            row = conn.execute("SELECT run_id FROM runs WHERE source_sha256 = ? ORDER BY started_at LIMIT 1",
+                               (digest,)).fetchone()
+            if row is not None:
+                return str(row["run_id"]), False
+            conn.execute(f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join(':' + n for n in values)})",
+                         values)
+        info.run_id, info.started_at, info.status = run.run_id, run.started_at, run.status
+        info.launcher_pid, info.launcher_host = run.launcher_pid, run.launcher_host
+        return run.run_id, True
+
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
         """Mark a run as ended now with `status` (complete, incomplete or failed) and an optional error."""
         self.update_run(run_id, status=status, error=error, ended_at=utc_now())
