@@ -58,7 +58,7 @@ def _fleet(run_ids: list[str], db: Optional[str], limit: int) -> None:
             raise UserError(f"run {info.run_id} is not a fleet check (`linkscope runs --kind check --label fleet`)")
         history = [store.get_run(s.run_id) for s in summaries]
     console.print(nodes_table(info))
-    console.print(history_table(history))
+    console.print(history_table(history, console.width))
 
 
 def register(app: typer.Typer) -> None:

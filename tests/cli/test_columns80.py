@@ -56,3 +56,24 @@ def test_stored_run_commands_fit_80_columns_whole(tmp_path: Path, monkeypatch: p
         # the terminal, never cut); its rich tables above must fit.
         _whole(result.stdout.split("\n#", 1)[0])
         assert "…" not in result.stdout and first in result.stdout
+
+
+def test_report_fleet_fits_80_columns_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from linkscope.check import fleet_rules
+    from linkscope.results.records import RunInfo
+    from linkscope.results.store import ResultStore
+
+    db = tmp_path / "r.db"
+    with ResultStore(db) as store:
+        for figure in (10.0, 9.0, 8.0, 7.0, 6.0, 2.0):
+            nodes = [{"node": n, "hostname": f"gpu-node-{n:03d}", "verdict": "PASS", "pair_gb_per_s": figure,
+                      "items": [{"name": fleet_rules.PAIR_ITEM, "status": "PASS", "measured": figure},
+                                {"name": "nccl.all_reduce.busbw", "status": "PASS", "measured": 123.456}]}
+                     for n in range(3)]
+            store.finish_run(store.create_run(RunInfo(kind="check", label="fleet", extra={"fleet": {"nodes": nodes}})),
+                             "complete")
+    monkeypatch.setenv("COLUMNS", "80")
+    result = run_cli("report", "--fleet", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    _whole(result.stdout)
+    assert "older left out" in result.stdout and "123.456" in " ".join(result.stdout.split())
