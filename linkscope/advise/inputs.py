@@ -11,7 +11,7 @@ import re
 
 from linkscope.advise.objective import DEFAULT_DEADLINE_S, MAX_DEADLINE_S, Limits
 from linkscope.hardware.errors import UserError
-from linkscope.hardware.limits import MAX_GPUS, MAX_TOKENS
+from linkscope.hardware.limits import MAX_BUDGET_USD, MAX_GPUS, MAX_TOKENS
 
 # Suffixes as people write token counts: 300B tokens is 3e11, not 300 bytes.
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -82,7 +82,10 @@ def parse_money_usd(text: str, flag: str = "--budget") -> float:
     """`50000`, `50k`, `$1.2M` -> USD; negative or zero is an error."""
     if text.strip().startswith("-"):
         raise UserError(f"{flag}: must not be negative (got '{text}')")
-    return parse_count(text, flag)
+    value = parse_count(text, flag)
+    if value > MAX_BUDGET_USD:
+        raise UserError(f"{flag}: {text[:40]} is more than {MAX_BUDGET_USD:,.0f}, more than any job costs")
+    return value
 
 
 def parse_gpu_range(text: str, flag: str = "--gpus-range") -> tuple[int, int]:

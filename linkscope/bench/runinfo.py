@@ -16,6 +16,7 @@ from linkscope.bench.config import BenchConfig, P2PConfig
 from linkscope.bench.kv.config import KvConfig
 from linkscope.bench.moe.config import MoeConfig
 from linkscope.bench.train.config import TrainConfig
+from linkscope.results.database import redact_text, redact_values
 from linkscope.results.records import RunInfo, RunKind
 
 
@@ -102,6 +103,6 @@ def build_run_info(kind: RunKind, cfg: BenchConfig | P2PConfig | TrainConfig | M
         versions=versions(),
         nccl_env=nccl_env(),
         system=_probed_system(),
-        config=config_dict(kind, cfg, nproc),
-        command=shlex.join(sys.argv),
+        config=redact_values(config_dict(kind, cfg, nproc)),
+        command=redact_text(shlex.join(sys.argv)),
     )

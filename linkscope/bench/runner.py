@@ -17,7 +17,6 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 from linkscope.bench import nccl_capture
 from linkscope.bench.comm import RankContext, check_local_nproc, default_nproc, init_rank, resolve_backend
@@ -31,7 +30,7 @@ from linkscope.bench.ops import OPS
 from linkscope.bench.recorder import EXIT_FAULT, Recorder, RunResult, final_status
 from linkscope.bench.runinfo import build_run_info
 from linkscope.bench.sweep import step_label
-from linkscope.hardware.errors import FaultError, UserError
+from linkscope.hardware.errors import FaultError, UserError, write_output
 from linkscope.hardware.limits import HOST_BYTES_PER_MESSAGE, check_host_memory
 from linkscope.results.export import nccl_choice_lines
 from linkscope.results.store import ResultStore
@@ -185,11 +184,14 @@ def write_exports(result: RunResult, cfg: BenchConfig | P2PConfig) -> None:
     """`--json FILE` (nccl-tests' -J layout plus linkscope's keys) and `--csv FILE`."""
     from linkscope.results.export import run_to_csv, run_to_json
 
-    if cfg.run.json_path and result.info is not None:
-        data = run_to_json(result.info, result.rows, result.pair_rows)
-        Path(cfg.run.json_path).write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    if cfg.run.csv_path:
-        Path(cfg.run.csv_path).write_text(run_to_csv(result.rows), encoding="utf-8")
+    try:
+        if cfg.run.json_path and result.info is not None:
+            data = run_to_json(result.info, result.rows, result.pair_rows)
+            write_output(cfg.run.json_path, json.dumps(data, indent=2, default=str) + "\n", "--json-file")
+        if cfg.run.csv_path:
+            write_output(cfg.run.csv_path, run_to_csv(result.rows), "--csv")
+    except UserError as exc:  # a full disk or a path gone since the start: the run itself is stored
+        raise FaultError(f"{exc}; the measurements are stored as run {result.run_id}") from None
 
 
 def _run_torchrun(job: Job, env: RankEnv, emit: Emit) -> RunResult:

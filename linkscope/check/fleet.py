@@ -80,11 +80,17 @@ def check_options(opts: FleetOptions) -> FleetOptions:
     opts.thresholds.validated()
     if opts.since is not None:
         window_seconds(opts.since)
-    if not 0.0 < opts.drop_pct < 100.0:
-        raise UserError(f"--drop-pct must be between 0 and 100 (exclusive), got {opts.drop_pct:g}")
-    if not 1 <= opts.rounds <= 1000:
-        raise UserError(f"--rounds must be between 1 and 1000, got {opts.rounds}")
+    check_fleet_numbers(opts.drop_pct, opts.rounds)
     return opts
+
+
+def check_fleet_numbers(drop_pct: float, rounds: int) -> None:
+    """--drop-pct and --rounds in range (NaN refused): checked on every `check`, with --fleet or not, so a bad
+    value is never accepted silently."""
+    if not 0.0 < drop_pct < 100.0:  # False for NaN too
+        raise UserError(f"--drop-pct must be between 0 and 100 (exclusive), got {drop_pct:g}")
+    if not 1 <= rounds <= 1000:
+        raise UserError(f"--rounds must be between 1 and 1000, got {rounds}")
 
 
 def run_fleet_check(opts: FleetOptions) -> FleetResult | None:

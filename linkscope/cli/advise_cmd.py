@@ -42,9 +42,9 @@ from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig, load_model
 from linkscope.report.interconnect import infer_comparison_table, price_lines, train_comparison_table
 from linkscope.report.money import current_currency, shown_currency, showing, to_usd
-from linkscope.report.advise import (duration_text, evidence_lines, infer_table, money_text, no_plan_text,
-                                     profile_lines, reasons_table, spread_note, train_header, train_table,
-                                     winner_text)
+from linkscope.report.advise import (duration_text, evidence_lines, infer_spread_note, infer_table, money_text,
+                                     no_plan_text, profile_lines, reasons_table, spread_note, train_header,
+                                     train_table, winner_text)
 
 advise_app = typer.Typer(help="Rank cloud offerings for a training or serving job, each with its best layout.",
                          no_args_is_help=True)
@@ -154,6 +154,13 @@ def _print_frontier(advice: TrainAdvice, selection: TrainSelection) -> None:
                       "them all).[/]", highlight=False)
 
 
+def _print_infer_spread(rows: list[Any], with_qps: bool) -> None:
+    """The p10..p90 line under a narrow serving table (InferOption rows)."""
+    note = infer_spread_note(rows, console.width, with_qps)
+    if note:
+        console.print(note, highlight=False, soft_wrap=True, markup=False)
+
+
 def _frontier_title(plans: int, shown: int, versus: str) -> str:
     """`12 plans on the frontier, 10 shown, cheapest first; vs #1: ...` (--top shows more)."""
     part = f", {shown} shown" if shown < plans else ""
@@ -261,8 +268,8 @@ def _print_comparison(comparison: InterconnectComparison | None, budget: float =
     if comparison is None:
         console.print("No plan to compare interconnects for.")
         return
-    table = train_comparison_table(comparison) if comparison.kind == "train" else \
-        infer_comparison_table(comparison, budget)
+    table = train_comparison_table(comparison, console.width) if comparison.kind == "train" else \
+        infer_comparison_table(comparison, budget, console.width)
     console.print(table)
     console.print("price per GPU-hour from: " + "; ".join(price_lines(comparison)), highlight=False, markup=False)
     for note in comparison.notes:
@@ -372,15 +379,18 @@ def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:
     if selection.top and frontier:
         versus = f"times the speed per user, extra {current_currency().unit('/Mtok')}"
         title = _frontier_title(len(advice.frontier), len(selection.top), versus)
-        console.print(infer_table(selection.top, title, with_qps, versus=selection.top[0]))
+        console.print(infer_table(selection.top, title, with_qps, versus=selection.top[0], width=console.width))
         if selection.others:
             console.print(infer_table(selection.others, "the other offerings, each at its cheapest plan at the "
                                       "budget (vs #1 above)", with_qps, versus=selection.top[0],
-                                      start=len(selection.top) + 1))
+                                      start=len(selection.top) + 1, width=console.width))
+        _print_infer_spread([*selection.top, *selection.others], with_qps)
     elif selection.top:
         title = (f"{len(feasible)} of {len(rows)} offerings meet the budget; best {len(selection.top)} by "
                  f"{_infer_ranking(request.objective)}")
-        console.print(infer_table(selection.top, title, with_qps))
+        console.print(infer_table(selection.top, title, with_qps, width=console.width))
+        if with_qps:
+            _print_infer_spread(selection.top, with_qps)
     else:
         console.print("[bold]No offering meets this budget.[/] The closest, and why not:" if rows
                       else "No offering matches these filters.")

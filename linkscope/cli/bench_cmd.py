@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from linkscope.cli.common import console, deprecated_spelling, err_console, user_errors
 from linkscope.cli.options import BackendOpt, LabelOpt, NprocOpt, OversubscribeOpt, RunDbOpt, TimeoutOpt
-from linkscope.report.runs import matrix_table
+from linkscope.report.runs import BI_FLAG_NOTE, matrix_table
 
 if TYPE_CHECKING:  # annotations only: this typer vendors click as typer._click; older typers depend on click
     from typer import _click as click
@@ -126,16 +126,21 @@ def bench(
 
 def _print_matrices(result: RunResult) -> None:
     from linkscope.bench.p2p import matrix
+    from linkscope.results.records import bi_below_one_way
 
     world = result.info.world_size if result.info else 0
     size = result.pair_rows[0].size_bytes if result.pair_rows else 0
+    flagged = bi_below_one_way(result.pair_rows)
     for title, field, digits in (
         (f"Unidirectional bandwidth (GB/s), {size} B messages, row sends to column", "uni_gb_per_s", 2),
-        ("Bidirectional bandwidth (GB/s), both directions added", "bi_gb_per_s", 2),
+        ("Bidirectional bandwidth (GB/s), both directions at once, added", "bi_gb_per_s", 2),
         ("Latency (us), half a round trip", "latency_us", 1),
     ):
         console.print(f"\n{title}", highlight=False, soft_wrap=True)
-        console.print(matrix_table(matrix(result.pair_rows, world, field), digits))
+        marks = flagged if field == "bi_gb_per_s" else None
+        console.print(matrix_table(matrix(result.pair_rows, world, field), digits, marks))
+        if marks:
+            console.print(BI_FLAG_NOTE, highlight=False, soft_wrap=True, markup=False)
 
 
 @user_errors

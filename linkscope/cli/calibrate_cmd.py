@@ -12,7 +12,7 @@ from linkscope.cli.common import console, print_json, user_errors
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.calibrate_run import calibrate_run
-from linkscope.model.calibration.profiles import list_profiles, load_profile
+from linkscope.model.calibration.profiles import usable_profiles
 from linkscope.report.calibrate import fit_table, profiles_table
 from linkscope.results.store import ResultStore, require_existing
 
@@ -94,7 +94,7 @@ def _print_train_fit(name: str, run_id: str, train: dict[str, Any], path: str) -
 @user_errors
 def profiles(as_json: bool = typer.Option(False, "--json")) -> None:
     """List saved calibration profiles."""
-    loaded = [load_profile(name) for name in list_profiles()]
+    loaded = usable_profiles()
     if as_json:
         print_json([{"name": p.name, "run_id": p.run_id, "backend": p.backend, "ranks": p.ranks, "nodes": p.nodes,
                      "ops": sorted(p.fits), "train": p.train is not None,

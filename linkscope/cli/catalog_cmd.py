@@ -8,12 +8,13 @@ from typing import Optional
 import typer
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
+from linkscope.report.printable import printable
 from linkscope.cli.options import (CatalogOpt, FabricOpt, GpuOpt, IbOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt,
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, ProviderOpt, RdmaOpt, check_formats)
 from linkscope.hardware.catalog import SORT_KEYS, OfferingFilter, filter_offerings, sort_offerings
 from linkscope.hardware.check import check_db, stale_warning
 from linkscope.hardware.currency import check_currency, in_currency, rates
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.hardware.refresh import known_clouds, refresh
 from linkscope.hardware.refresh_source import parse_stated, read_catalog
 from linkscope.hardware.refresh_write import write_overrides
@@ -55,11 +56,12 @@ def catalog(
     if ctx.invoked_subcommand is not None:
         return
     check_formats(as_json, as_csv)
+    check_output_path(html_file, "--html")
     db = load_db(extra or [])
     if check:
         findings = check_db(db)
         for finding in findings:
-            typer.echo(str(finding))
+            typer.echo(printable(finding))
         typer.echo(f"{len(findings)} finding(s) in {len(db.offerings)} offerings, {len(db.gpus)} GPUs, "
                    f"{len(db.links)} links")
         raise typer.Exit(1 if findings else 0)
@@ -77,10 +79,7 @@ def catalog(
     if html_file is not None:
         page = render_catalog_page(rows, note=f"{len(rows)} offerings from linkscope's catalog; prices in {target}, "
                                    "each with its date. Click a header to sort.")
-        try:
-            html_file.write_text(page, encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"--html: cannot write '{html_file}': {exc.strerror or exc}") from None
+        write_output(html_file, page, "--html")
         console.print(f"wrote {html_file} ({len(page) // 1024} KiB, {len(rows)} offerings)", highlight=False,
                       soft_wrap=True)
         warn_stale(rows)
@@ -119,14 +118,14 @@ def refresh_cmd(
         raise UserError(f"{len(report.blocking)} row(s) of {source} rejected (listed above); nothing written",
                         field="from")
     for line in refresh_lines(report):
-        typer.echo(line)
+        typer.echo(printable(line))
     applied = [c for c in report.changes if c.applied]
     if not apply:
         typer.echo(f"nothing written; rerun with --apply to write {len(applied)} price(s)" if applied
                    else "nothing to write")
     elif applied:
         for line in merge_lines(write_overrides(report)):
-            typer.echo(line)
+            typer.echo(printable(line))
     else:
         typer.echo("nothing to write")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,7 +11,7 @@ from rich.markup import escape
 
 from linkscope.cli.options import DbOpt, OversubscribeOpt
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.hardware.errors import FaultError, UserError, check_output_path, write_output
 from linkscope.hardware.limits import MAX_TIMEOUT_S, check_number
 
 _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red", "SKIP": "dim"}
@@ -61,6 +62,9 @@ def check(
         raise UserError(f"--nproc must be at least 1, got {nproc}")
     check_number(timeout, "--timeout", 0, MAX_TIMEOUT_S, low_open=True)
     thresholds = Thresholds(pass_pct, warn_pct).validated()
+    from linkscope.check.fleet import check_fleet_numbers
+
+    check_fleet_numbers(drop_pct, rounds)  # refused even where they would not be used
     for path, flag in ((junit, "--junit"), (prometheus, "--prometheus")):
         check_output_path(path, flag)
     if not fleet and (since is not None or hosts is not None):
@@ -86,9 +90,9 @@ def check(
                                     db_path=str(db) if db else None, nproc=nproc, oversubscribe=oversubscribe,
                                     floors_file=floors_file))
     if junit is not None:
-        junit.write_text(junit_xml(result.items), encoding="utf-8")
+        _after_run(result.run_id, lambda: write_output(junit, junit_xml(result.items), "--junit"))
     if prometheus is not None:
-        _write_prometheus(prometheus, result.run_id, db)
+        _after_run(result.run_id, lambda: _write_prometheus(prometheus, result.run_id, db))
     if as_json:
         print_json(result.to_dict())
     else:
@@ -124,9 +128,9 @@ def _from(source: str, expect: Optional[str], thresholds: Any, db: Optional[str]
         raise UserError("--from needs --expect: the offering or preset the recorded nodes should be")
     result = check_recorded(source, expect, thresholds, str(db) if db else None, floors_file)
     if junit is not None:
-        junit.write_text(junit_xml(result.items), encoding="utf-8")
+        _after_run(result.run_id, lambda: write_output(junit, junit_xml(result.items), "--junit"))
     if prometheus is not None:
-        _write_prometheus(prometheus, result.run_id, db)
+        _after_run(result.run_id, lambda: _write_prometheus(prometheus, result.run_id, db))
     if as_json:
         print_json(result.to_dict())
     else:
@@ -164,9 +168,10 @@ def _fleet(opts: Any, as_json: bool, junit: Optional[Path], prometheus: Optional
         items += node_items
         classes += [f"linkscope.check.{node['hostname']}"] * len(node_items)
     if junit is not None:
-        junit.write_text(junit_xml(items, "linkscope check --fleet", classes), encoding="utf-8")
+        _after_run(result.run_id, lambda: write_output(junit, junit_xml(items, "linkscope check --fleet", classes),
+                                                       "--junit"))
     if prometheus is not None:
-        _write_prometheus(prometheus, result.run_id, opts.db_path)
+        _after_run(result.run_id, lambda: _write_prometheus(prometheus, result.run_id, opts.db_path))
     if as_json:
         print_json(result.to_dict())
     else:
@@ -206,6 +211,15 @@ def _print_node(node: dict[str, Any], indent: str) -> None:
     for item in node["items"]:
         if item["status"] in ("WARN", "FAIL"):
             _print_item(_check_item(item), indent=indent + "      ")
+
+
+def _after_run(run_id: str, write: Callable[[], None]) -> None:
+    """A report file written after the check ran: a failure then (a full disk, a path gone) is a fault, exit 3,
+    and says that the verdicts are stored."""
+    try:
+        write()
+    except UserError as exc:
+        raise FaultError(f"{exc}; the check is stored as run {run_id}") from None
 
 
 def _write_prometheus(path: Path, run_id: str, db: Optional[str]) -> None:

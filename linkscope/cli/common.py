@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import sys
@@ -26,15 +27,28 @@ class _ConsoleOnFirstUse:
 
     def __getattr__(self, name: str) -> Any:
         if self._console is None:
-            from rich.console import Console
-
-            made = Console(stderr=self._stderr)
+            made = _printable_console()(stderr=self._stderr)
             # rich pins the width and height to $COLUMNS/$LINES as they are at creation; made at import, as it
             # was, it read them at each print instead, which a caller that sets them per call (a test runner)
             # relies on.
             made._width = made._height = None
             self._console = made
         return getattr(self._console, name)
+
+
+def _printable_console() -> type[Console]:
+    """rich's Console, with every string it prints (tables' cells included) passed through `printable` first: a
+    label or hostname holding terminal escape codes is shown escaped, whichever table or line prints it."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from linkscope.report.printable import printable
+
+    class PrintableConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Text:
+            return super().render_str(printable(text), **kwargs)
+
+    return PrintableConsole
 
 
 console = cast("Console", _ConsoleOnFirstUse(stderr=False))
@@ -45,6 +59,9 @@ R = TypeVar("R")
 
 EXIT_USER_ERROR = 2
 EXIT_FAULT = 3
+
+_DURING_RUN_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT})
+"""OS errors that are the machine's fault, not the input's: exit 3 (a fault) rather than 2."""
 
 FLAG_NAMES: dict[str, str] = {"warmup": "-w/--warmup", "iters": "-n/--iters", "root": "-r/--root",
                               "run_id": "RUN_ID", "hosts": "--hosts"}
@@ -71,6 +88,14 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             fail(exc.for_flags(FLAG_NAMES))
         except FaultError as exc:
             fail(str(exc), EXIT_FAULT)
+        except OSError as exc:
+            # The last net for what no layer named: a path too long (ENAMETOOLONG), a full or read-only disk, a
+            # permission. One line naming the file; what a run measured was committed as it came.
+            name = str(exc.filename or "")
+            where = f"{name[:100]}...: " if len(name) > 100 else f"{name}: " if name else ""
+            fail(f"{where}{exc.strerror or exc}", EXIT_FAULT if exc.errno in _DURING_RUN_ERRNOS else EXIT_USER_ERROR)
+        except OverflowError:
+            fail("a number given is too large for linkscope to use (check the options and files given)")
 
     return wrapper
 

@@ -68,6 +68,24 @@ def _train_demo(root: click.Command, nproc: int, db_args: list[str], db: str | N
             fail(f"`linkscope {' '.join(args)}` failed")
 
 
+def _check_options(nproc: int, max_bytes: str, db: str | None) -> None:
+    """Every option checked before the first step runs: a bad one must not cost three steps and then fail."""
+    from linkscope.bench.sizes import parse_size
+    from linkscope.results.store import DbLocation
+
+    try:
+        if not 1 <= nproc <= MAX_DEMO_RANKS:
+            raise UserError(f"--nproc must be from 1 to {MAX_DEMO_RANKS} local ranks, got {nproc}")
+        parse_size(max_bytes, "--max-bytes")
+        DbLocation.parse(db)
+    except UserError as exc:
+        fail(str(exc))
+
+
+MAX_DEMO_RANKS = 64
+"""The demo runs on one machine's local ranks; the sweep's own limits (cores, oversubscription) apply beneath."""
+
+
 def demo(
     ctx: typer.Context,
     db: Optional[str] = DbOpt,
@@ -78,6 +96,7 @@ def demo(
     # The root command this one was called through: the demo runs its siblings without importing the command
     # line that registers it.
     root = ctx.find_root().command
+    _check_options(nproc, max_bytes, db)
     label = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     db_args = ["--db", str(db)] if db else []
     for args in (["topo"], ["systems"], ["catalog", "--nvlink", "--ib"]):

@@ -87,7 +87,9 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
     Marked by a `user_facing` attribute rather than by class, so the root imports no data module before a command
     runs."""
     if getattr(category, "user_facing", False):
-        print(f"warning: {message}", file=sys.stderr)
+        from linkscope.report.printable import printable_line
+
+        print(f"warning: {printable_line(message)}", file=sys.stderr)
     else:
         _default_show_warning(message, category, filename, lineno, file, line)
 

@@ -253,6 +253,13 @@ BasePrecisionOpt = typer.Option("bf16", "--base-precision", help="Frozen base fo
 def peft_of(method: str | None, rank: int, targets: str, base_precision: str, model: ModelConfig) -> Peft | None:
     """`--peft` and its options as one Peft (None without --peft), or one line naming the bad option."""
     if method is None:
+        # Adapter options without --peft would be dropped silently: the user meant something that is not priced.
+        given = [flag for flag, value, default in (("--lora-rank", rank, DEFAULT_RANK),
+                                                   ("--lora-targets", targets, DEFAULT_TARGETS),
+                                                   ("--base-precision", base_precision, "bf16")) if value != default]
+        if given:
+            verb = "apply" if len(given) > 1 else "applies"
+            raise UserError(f"{', '.join(given)} {verb} only with --peft lora (full training was asked for)")
         return None
     peft = Peft(rank=rank, targets=targets, base_precision=base_precision, method=method)
     problem = check_peft(peft, model)

@@ -19,7 +19,7 @@ from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, BucketMbOpt, 
                                    RecomputeOpt, SeqLenOpt, SequenceParallelOpt, SystemOpt, TpOverlapOpt, ZeroOpt,
                                    check_framework, check_option, layout_request, peft_of, pp_opt, tp_opt,
                                    training_job)
-from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve
 from linkscope.model.step.predict import with_knobs
@@ -137,10 +137,7 @@ def plan(
     names = host_names(hosts, nodes)
     launch = launch_plan(result.placement, names)
     if hostfile is not None:
-        try:
-            hostfile.write_text(launch.hostfile, encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"--write-hostfile: cannot write '{hostfile}' ({exc.strerror or exc})") from None
+        write_output(hostfile, launch.hostfile, "--write-hostfile")
     effect = None
     if job is not None and job.knobs.active and result.layout is not None:
         from linkscope.model.step.knob_effect import knob_effect

@@ -275,6 +275,8 @@ def infer(
                    output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS), ep=ep,
                    engine=choice(engine, "--engine", ENGINES), moe_transport=transport_choice(transport))
     check_experts_fit(job, resolved.system)
+    if job.precision == "fp8" and resolved.system.node.gpu.fp8_dense_tflops is None:
+        raise UserError(f"--precision fp8: {resolved.system.node.gpu.id} has no FP8 tensor cores (use bf16)")
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])
     if tp_size is None:

@@ -9,7 +9,8 @@ import typer
 
 from linkscope.cli.options import DbOpt
 from linkscope.cli.common import console, user_errors
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.limits import MAX_LIST_ROWS
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.results.store import ResultStore, require_existing
 
 
@@ -23,7 +24,8 @@ def report(
     db: Optional[str] = DbOpt,
     fleet: bool = typer.Option(False, "--fleet", help="A fleet check as a nodes x items table, and each node's "
                                                       "history over the stored fleet checks (terminal)."),
-    limit: int = typer.Option(10, "--limit", min=1, help="With --fleet: at most this many checks of history."),
+    limit: int = typer.Option(10, "--limit", min=1, max=MAX_LIST_ROWS,
+                              help="With --fleet: at most this many checks of history."),
 ) -> None:
     """One self-contained HTML page (works offline): busbw vs size measured and predicted, p2p heatmaps, verdicts."""
     from linkscope.report.html import render_report
@@ -34,13 +36,11 @@ def report(
     if not run_ids:
         raise UserError("give one or more run ids (see `linkscope runs`), or --fleet")
 
+    check_output_path(output, "-o")
     with ResultStore(require_existing(db)) as store:  # reading never creates or migrates a database
         runs = [(store.get_run(r), store.rows(r), store.pair_rows(r)) for r in run_ids]
     page = render_report(runs, title)
-    try:
-        output.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"-o: cannot write '{output}': {exc.strerror}") from None
+    write_output(output, page, "-o")
     console.print(f"wrote {output} ({len(page) // 1024} KiB, {len(runs)} run(s))", highlight=False)
 
 
@@ -58,7 +58,7 @@ def _fleet(run_ids: list[str], db: Optional[str], limit: int) -> None:
             raise UserError(f"run {info.run_id} is not a fleet check (`linkscope runs --kind check --label fleet`)")
         history = [store.get_run(s.run_id) for s in summaries]
     console.print(nodes_table(info))
-    console.print(history_table(history))
+    console.print(history_table(history, console.width))
 
 
 def register(app: typer.Typer) -> None:

@@ -4,6 +4,7 @@ imported."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -11,14 +12,16 @@ import typer
 from rich.markup import escape
 
 from linkscope.cli.common import console, err_console, print_json, user_errors
+from linkscope.report.printable import printable
 from linkscope.cli.options import DbOpt, check_formats
-from linkscope.hardware.errors import UserError, check_output_path
+from linkscope.hardware.limits import MAX_LIST_ROWS
+from linkscope.hardware.errors import UserError, check_output_path, write_output
 from linkscope.report.runs import metadata_table, model_choices, pairs_table, runs_table
 from linkscope.results.export import (format_nccl_tests_table, kv_run_to_csv, moe_run_to_csv, nccl_choice_lines,
                                       run_to_csv, run_to_json, train_run_to_csv)
 from linkscope.results.nccltests import import_nccl_tests_file
 from linkscope.results.records import RUN_KINDS, RunInfo
-from linkscope.results.store import DbLocation, ResultStore, require_existing
+from linkscope.results.store import DB_ENV, DbLocation, ResultStore, require_existing
 
 DbOption = DbOpt
 
@@ -33,7 +36,8 @@ def runs(
     db: Optional[str] = DbOption,
     kind: Optional[str] = typer.Option(None, help="Only runs of this kind: bench, p2p, train, moe, check or import."),
     label: Optional[str] = typer.Option(None, help="Only runs with this label."),
-    limit: Optional[int] = typer.Option(None, min=1, help="At most this many runs, newest first."),
+    limit: Optional[int] = typer.Option(None, min=1, max=MAX_LIST_ROWS,
+                                         help="At most this many runs, newest first."),
     as_json: bool = typer.Option(False, "--json", help="JSON instead of a table."),
 ) -> None:
     """List stored runs, newest first."""
@@ -56,8 +60,9 @@ def runs(
 
 
 def _existing(db: Optional[str]) -> Optional[DbLocation]:
-    """Reading commands never create a database: an explicit --db must name an existing one."""
-    return None if db is None else require_existing(db)
+    """Reading commands never create a database: --db or $LINKSCOPE_DB (one rule for both) must name an existing
+    one; only the default file in the user data directory may be created."""
+    return None if db is None and not os.environ.get(DB_ENV) else require_existing(db)
 
 
 @runs_app.command("show")
@@ -76,9 +81,9 @@ def show(
         return
     console.print(metadata_table(info))
     if rows:
-        typer.echo(_tables(info, rows), nl=False)
+        typer.echo(printable(_tables(info, rows)), nl=False)
         for line in nccl_choice_lines(rows, model_choices(info, rows)):
-            typer.echo(line)
+            typer.echo(printable(line))
     if pairs:
         console.print(pairs_table(pairs))
     if info.kind == "train":
@@ -152,6 +157,7 @@ def export(
         _export_prometheus(run_id, db, prometheus, as_json or as_csv or output is not None)
         return
     check_formats(as_json, as_csv, required=True)
+    check_output_path(output, "-o")
     with ResultStore(_existing(db)) as store:
         info = store.get_run(run_id)
         rows = store.rows(info.run_id)
@@ -166,10 +172,7 @@ def export(
     if output is None:
         typer.echo(text, nl=False)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{output}: cannot write ({exc.strerror})") from None
+    write_output(output, text, "-o")
     err_console.print(f"wrote {output}")
 
 

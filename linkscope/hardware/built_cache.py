@@ -28,7 +28,7 @@ from linkscope.hardware import parsed_cache
 
 T = TypeVar("T")
 
-_FORMAT = 1
+_FORMAT = 2
 _SAFE_GLOBALS: dict[tuple[str, str], Any] = {
     ("datetime", "date"): dt.date,
     ("datetime", "datetime"): dt.datetime,
@@ -49,13 +49,30 @@ def cached(name: str, files: Iterable[Path], stamped: Iterable[Path], build: Cal
     it raises pass through and nothing is stored."""
     path = _entry(name, files, stamped)
     if path is not None:
-        value = _load(path)
+        value = _unwrap(_load(path), name)
         if value is not _MISS:
             return value
     value = build()
     if path is not None:
-        _store(path, value)
+        _store(path, (_TAG, name, _type_name(value), value))
     return value
+
+
+_TAG = "linkscope.built_cache"
+"""First item of every entry: a payload that is not (tag, name, type, value) was not written by `cached`."""
+
+
+def _type_name(value: Any) -> str:
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+def _unwrap(entry: Any, name: str) -> Any:
+    """The value of an entry written by `cached` for `name`, of the type it was written with; else _MISS (a
+    checksum-valid pickle of a plain dict or list, or another builder's entry, is rebuilt, never returned)."""
+    if not isinstance(entry, tuple) or len(entry) != 4 or entry[0] != _TAG or entry[1] != name:
+        return _MISS
+    value = entry[3]
+    return value if _type_name(value) == entry[2] else _MISS
 
 
 def _entry(name: str, files: Iterable[Path], stamped: Iterable[Path]) -> Path | None:

@@ -24,6 +24,13 @@ MAX_BUCKET_MB = 16_384.0
 MAX_PROFILE_STEPS = 1_000
 OVERSUBSCRIBE_FACTOR = 4
 """With `--oversubscribe`, local CPU ranks may reach this many per core (and no more)."""
+MAX_PRICE_PER_HOUR = 100_000.0
+"""Above any rentable unit (a full TPU v5p pod slice is listed near $7,600/h); more is a corrupt field, in a
+refreshed catalog and a user's catalog file alike."""
+MAX_BUDGET_USD = 1e12
+"""`--budget`: more than any job's cost; 1e308 would overflow the sums it is compared with."""
+MAX_LIST_ROWS = 1_000_000_000
+"""`--limit` of the listing commands: any store holds fewer runs, and SQLite takes no integer past 2**63."""
 MAX_GPUS = 131_072
 """GPUs in one job: above the largest clusters built (about 100,000 GPUs); the catalog's offerings are far smaller."""
 MAX_TOKENS = 1e15

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from linkscope.hardware import built_cache, parsed_cache
 from linkscope.hardware.link_limits import HardwareWarning, bandwidth_problem, generation_problem
-from linkscope.hardware.errors import DataError
+from linkscope.hardware.errors import DataError, UserError, read_input_bytes
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.specs import GpuSpec, LinkSpec
 from linkscope.hardware.system import NodeSpec, Origin, ScaleOut, ScaleUp, System
@@ -168,12 +168,20 @@ def parse_yaml(text: str) -> Any:
     return value
 
 
+MAX_DATA_FILE_BYTES = 64 * 2**20
+"""Far above any catalog or profile (the shipped catalog is well under 1 MiB); a FIFO, /dev/zero or an endless file
+is refused rather than read until memory runs out."""
+
+
 def read_data_text(path: Path) -> str:
-    """A data file's text; an unreadable or binary (not UTF-8) file is a DataError naming it."""
+    """A data file's text; an unreadable, binary (not UTF-8), oversize or non-regular file (FIFO, device) is a
+    DataError naming it."""
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(str(path), f"cannot read file ({exc.strerror or exc})") from None
+        data = read_input_bytes(path, "a data file", MAX_DATA_FILE_BYTES)
+    except UserError as exc:
+        raise DataError(str(path), str(exc).removeprefix(f"{path}: ")) from None
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise DataError(str(path), "not a text file (not valid UTF-8)") from None
 

@@ -14,6 +14,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -120,11 +121,30 @@ def _decode_object(obj: dict[str, Any]) -> Any:
     return obj
 
 
+MAX_ENTRY_BYTES = 64 * 2**20
+"""Entries are kilobytes (the largest, the hardware database, about 50 KiB); a bigger file there is not ours."""
+
+
 def read_checked(path: Path) -> bytes | None:
-    """The payload of an entry `write_checked` wrote; None when it is missing, unreadable or damaged."""
+    """The payload of an entry `write_checked` wrote; None when it is missing, unreadable, damaged, not a regular
+    file (a FIFO would block every command, a link to /dev/zero never ends) or over MAX_ENTRY_BYTES."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            data = fh.read(MAX_ENTRY_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > MAX_ENTRY_BYTES:
         return None
     checksum, payload = data[:CHECKSUM_BYTES], data[CHECKSUM_BYTES:]
     return payload if hashlib.sha256(payload).digest() == checksum else None

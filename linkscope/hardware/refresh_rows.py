@@ -17,9 +17,10 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from linkscope.hardware.errors import DataError
+from linkscope.hardware.limits import MAX_PRICE_PER_HOUR
 
-MAX_PRICE_PER_HOUR = 100_000.0
-"""Above any rentable unit (a full TPU v5p pod slice is listed near $7,600/h); more is a corrupt field."""
+MAX_ACCELERATORS = 4096
+"""More accelerators than any one instance type lists."""
 MAX_NAME_CHARS = 200
 """Longer than any instance type, region or zone name; a longer field is a corrupt row."""
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -162,7 +163,14 @@ def _row(values: dict[str, str], cloud: str, origin: str, line: int, out: Parsed
                                             kind="no price"))
         return
     count = values.get("AcceleratorCount", "").strip()
-    count = str(int(float(count))) if count else ""
+    if count:
+        # Read as strictly as prices: float() would take `1_6` as 16 and end in OverflowError on `inf`.
+        number = parse_number(count)
+        if isinstance(number, str) or not number.is_integer() or not 0 <= number <= MAX_ACCELERATORS:
+            out.rejected.append(RejectedRow(origin, line, f"AcceleratorCount {count[:40]!r} is not a whole number "
+                                            f"from 0 to {MAX_ACCELERATORS}"))
+            return
+        count = str(int(number))
     out.rows.append(CatalogRow(cloud, instance, accelerator, count, values.get("Region", "").strip(), price, spot,
                                line, values.get("AvailabilityZone", "").strip()))
 

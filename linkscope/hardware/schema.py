@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from linkscope.hardware.limits import MAX_PRICE_PER_HOUR
 from linkscope.hardware.specs import LinkFamily, LinkUnit
 from linkscope.hardware.system import split_into_domains
 
@@ -194,8 +195,8 @@ class OfferingEntry(NodeEntry, Provenance):
     instance: str = Field(min_length=1)
     provider: str | None = None
     name: str = ""
-    price_per_hour: float | None = Field(default=None, gt=0)
-    spot_price_per_hour: float | None = Field(default=None, gt=0)
+    price_per_hour: float | None = Field(default=None, gt=0, le=MAX_PRICE_PER_HOUR)
+    spot_price_per_hour: float | None = Field(default=None, gt=0, le=MAX_PRICE_PER_HOUR)
     price_as_of: date | None = None
     price_source: str | None = None
     regions: list[str] = []
@@ -255,8 +256,8 @@ class PriceOverride(_Strict):
     """A newer price for a shipped offering, as written by `linkscope catalog refresh` into the config directory."""
 
     offering: str = Field(min_length=1, pattern=r"^[^/]+/.+$")
-    price_per_hour: float | None = Field(default=None, gt=0)
-    spot_price_per_hour: float | None = Field(default=None, gt=0)
+    price_per_hour: float | None = Field(default=None, gt=0, le=MAX_PRICE_PER_HOUR)
+    spot_price_per_hour: float | None = Field(default=None, gt=0, le=MAX_PRICE_PER_HOUR)
     price_as_of: date
     price_source: str = Field(min_length=1)
     price_source_kind: PriceSourceKind | None = None

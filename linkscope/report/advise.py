@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich import box
 from rich.table import Table
 
-from linkscope.report.columns import Column
+from linkscope.report.columns import Column, fitted
 
 from linkscope.advise.bottleneck import bottleneck_short
 from linkscope.advise.infer import InferOption
@@ -75,14 +75,17 @@ WIDE_COLUMNS = 120
 paragraph still gives them) rather than fold every cell."""
 
 
-def _table(title: str, columns: list[Column]) -> Table:
+def _table(title: str, columns: list[Column], ids: Sequence[str] = ()) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, title_justify="left")
     for name, justify in columns:
-        # Offering ids run to 40 characters; below 20 they fold into unreadable pieces.
-        width = 20 if name == "offering" else None
+        # Offering ids run to 40 characters; below 20 they fold into unreadable pieces. Given the ids shown, the
+        # column keeps the longest whole (an id cut in two cannot be pasted back into --system): `fitted` leaves
+        # other columns out instead.
+        whole = name == "offering" and bool(ids)
+        width = max(20, max(len(i) for i in ids)) if whole else 20 if name == "offering" else None
         # A layout split over two lines (`tp1 pp1` / `dp8`) reads as two rows; a link name cut in two is lost.
-        table.add_column(name, justify=justify, overflow="fold", min_width=width,
-                         no_wrap=name in ("layout", "link", "naive link"))
+        table.add_column(name, justify=justify, overflow="ellipsis" if whole else "fold", min_width=width,
+                         no_wrap=whole or name in ("layout", "link", "naive link"))
     return table
 
 
@@ -107,21 +110,31 @@ def train_table(rows: list[TrainOption], title: str, width: int = WIDE_COLUMNS, 
     if versus is not None:
         # The frontier's own column pushes a 100-column table over; the shared range moves under it (spread_note).
         columns = [c for c in columns if width >= WIDE_COLUMNS or c[0] != "p10..p90"] + [("vs #1", "right")]
-    table = _table(title, columns)
-    # Two spaces between columns instead of three: the frontier's extra column then fits 100 columns unfolded.
-    table.collapse_padding = versus is not None
-    for i, r in enumerate(rows, start):
-        cost = money_text(r.cost_usd)
-        if r.price_unconfirmed:
-            cost += "?"
-        mark = "*" if r.measured_profile else ""
-        table.add_row(*_cells(columns, {
-            "#": str(i), "offering": r.offering + mark, "GPUs": gpus_text(r), "layout": layout_text(r.parallelism),
-            "step": _seconds(r.step_time_s or 0.0), "time": duration_text(r.time_to_train_s),
-            "p10..p90": _spread(r.time_to_train_s, r.time_to_train_s_range), "cost": cost,
-            "MFU": _mfu_cell(r), "bottleneck": _short(r),
-            "vs #1": _versus(r, versus) if versus is not None else ""}))
-    return table
+
+    def build(shown: list[Column]) -> Table:
+        table = _table(title, shown, [r.offering + ("*" if r.measured_profile else "") for r in rows])
+        # Two spaces between columns instead of three: the frontier's extra column then fits 100 columns unfolded.
+        table.collapse_padding = versus is not None
+        for i, r in enumerate(rows, start):
+            cost = money_text(r.cost_usd)
+            if r.price_unconfirmed:
+                cost += "?"
+            mark = "*" if r.measured_profile else ""
+            table.add_row(*_cells(shown, {
+                "#": str(i), "offering": r.offering + mark, "GPUs": gpus_text(r),
+                "layout": layout_text(r.parallelism), "step": _seconds(r.step_time_s or 0.0),
+                "time": duration_text(r.time_to_train_s),
+                "p10..p90": _spread(r.time_to_train_s, r.time_to_train_s_range), "cost": cost,
+                "MFU": _mfu_cell(r), "bottleneck": _short(r),
+                "vs #1": _versus(r, versus) if versus is not None else ""}))
+        return table
+
+    return fitted(build, columns, TRAIN_DROP_ORDER if width < WIDE_COLUMNS else (), width)
+
+
+TRAIN_DROP_ORDER = ("p10..p90", "layout", "vs #1")
+"""The training table's columns, least important first, as they are left out where the ids would not fit whole
+(the winner's paragraph and --json give the layout)."""
 
 
 def gpus_text(r: TrainOption) -> str:
@@ -281,9 +294,11 @@ def winner_text(r: TrainOption, heading: str = "Best") -> str:
 
 
 def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: InferOption | None = None,
-                start: int = 1) -> Table:
+                start: int = 1, width: int = WIDE_COLUMNS) -> Table:
     """Feasible serving options in ranking order, numbered from `start`; `versus` (the frontier's cheapest plan):
-    a column says how much faster each row serves a user than it, and how much dearer a token is."""
+    a column says how much faster each row serves a user than it, and how much dearer a token is. Where the table
+    would not fit `width`, the least important columns are left out in turn (p10..p90, which `infer_spread_note`
+    gives below, then batch, replicas and nodes, all in --json) so that ids, prices and speeds stay whole."""
     columns: list[Column] = [("#", "right"), ("offering", "left"), ("layout", "left"), ("batch", "right"),
                ("tok/s\n/user", "right"), ("tok/s\n/GPU", "right"), (current_currency().unit("/Mtok"), "right"),
                ("p10..p90", "right")]
@@ -291,21 +306,41 @@ def infer_table(rows: list[InferOption], title: str, with_qps: bool, versus: Inf
         columns += [("repl", "right"), ("nodes", "right"), (current_currency().unit("/h"), "right")]
     if versus is not None:
         columns.append(("vs #1", "right"))
-    table = _table(title, columns)
-    table.collapse_padding = versus is not None
-    for i, r in enumerate(rows, start):
-        price = UNKNOWN if r.usd_per_million_tokens is None else amount_text(r.usd_per_million_tokens)
-        layout = f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "") + (f" ep{r.ep}" if (r.ep or 1) > 1 else "")
-        cells = [str(i), r.offering, layout, str(r.batch), f"{r.tokens_per_s_per_user:.0f}",
-                 f"{r.tokens_per_s_per_gpu:.0f}", price,
-                 _spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range)]
-        if with_qps:
-            cells += [str(r.replicas), str(r.nodes_needed), money_text(r.fleet_usd_per_hour)]
-        if versus is not None:
-            speedup = (r.tokens_per_s_per_user or 0.0) / (versus.tokens_per_s_per_user or 1.0)
-            cells.append(_ratio_text(r is versus, speedup, r.usd_per_million_tokens, versus.usd_per_million_tokens))
-        table.add_row(*cells)
-    return table
+
+    def build(shown: list[Column]) -> Table:
+        table = _table(title, shown, [r.offering for r in rows])
+        table.collapse_padding = versus is not None
+        for i, r in enumerate(rows, start):
+            price = UNKNOWN if r.usd_per_million_tokens is None else amount_text(r.usd_per_million_tokens)
+            layout = (f"tp{r.tp}" + (f" pp{r.pp}" if (r.pp or 1) > 1 else "")
+                      + (f" ep{r.ep}" if (r.ep or 1) > 1 else ""))
+            speedup = (r.tokens_per_s_per_user or 0.0) / ((versus.tokens_per_s_per_user if versus else None) or 1.0)
+            table.add_row(*_cells(shown, {
+                "#": str(i), "offering": r.offering, "layout": layout, "batch": str(r.batch),
+                "tok/s\n/user": f"{r.tokens_per_s_per_user:.0f}", "tok/s\n/GPU": f"{r.tokens_per_s_per_gpu:.0f}",
+                current_currency().unit("/Mtok"): price,
+                "p10..p90": _spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range),
+                "repl": str(r.replicas), "nodes": str(r.nodes_needed),
+                current_currency().unit("/h"): money_text(r.fleet_usd_per_hour),
+                "vs #1": "" if versus is None else _ratio_text(r is versus, speedup, r.usd_per_million_tokens,
+                                                               versus.usd_per_million_tokens)}))
+        return table
+
+    return fitted(build, columns, INFER_DROP_ORDER if width < WIDE_COLUMNS else (), width)
+
+
+INFER_DROP_ORDER = ("p10..p90", "batch", "repl", "nodes", "layout")
+"""The serving table's columns, least important first, as they are left out on a narrow terminal."""
+
+
+def infer_spread_note(rows: list[InferOption], width: int, with_qps: bool) -> str | None:
+    """Below a narrow serving table that left p10..p90 out: the range its rows share, or where to find each."""
+    if width >= WIDE_COLUMNS or not rows:
+        return None
+    spreads = {_spread(r.usd_per_million_tokens, r.usd_per_million_tokens_range) for r in rows}
+    if len(spreads) == 1:
+        return f"p10..p90 of each price and speed: {spreads.pop()}"
+    return f"p10..p90 of each price and speed: --json, or a terminal of {WIDE_COLUMNS} columns"
 
 
 def rank_map_table(p: Placement, max_nodes: int, max_gpus: int = 8) -> Table:

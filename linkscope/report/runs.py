@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from linkscope.hardware.errors import UserError
-from linkscope.results.records import CollectiveRow, PairRow, RunInfo
+from linkscope.results.records import CollectiveRow, PairRow, RunInfo, bi_below_one_way
 from linkscope.results.store import RunSummary
 
 WIDE_COLUMNS = 110
@@ -56,9 +56,12 @@ def pairs_table(pairs: list[PairRow]) -> Table:
     table = Table(title="pairs", show_edge=False)
     for name in ("src", "dst", "size (B)", "uni (GB/s)", "bi (GB/s)", "latency (us)"):
         table.add_column(name, justify="right")
+    flagged = bi_below_one_way(pairs)
     for p in pairs:
-        table.add_row(str(p.src), str(p.dst), str(p.size_bytes), _num(p.uni_gb_per_s), _num(p.bi_gb_per_s),
-                      _num(p.latency_us))
+        bi = _num(p.bi_gb_per_s) + (BI_FLAG if (p.src, p.dst) in flagged else "")
+        table.add_row(str(p.src), str(p.dst), str(p.size_bytes), _num(p.uni_gb_per_s), bi, _num(p.latency_us))
+    if flagged:
+        table.caption = BI_FLAG_NOTE
     return table
 
 
@@ -66,14 +69,23 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def matrix_table(values: list[list[float | None]], digits: int) -> Table:
-    """A rank x rank matrix (p2p bandwidth or latency); `-` on the diagonal and where nothing was measured."""
+BI_FLAG = "!"
+BI_FLAG_NOTE = ("! bidirectional below one direction alone: the two directions contended (on CPU ranks, for the "
+                "host's cores), so the figure is not the link's")
+
+
+def matrix_table(values: list[list[float | None]], digits: int,
+                 flagged: set[tuple[int, int]] | None = None) -> Table:
+    """A rank x rank matrix (p2p bandwidth or latency); `-` on the diagonal and where nothing was measured; the
+    `flagged` cells (src, dst) carry BI_FLAG."""
     table = Table(show_edge=False)
     table.add_column("src \\ dst", justify="right")
     for dst in range(len(values)):
-        table.add_column(str(dst), justify="right")
+        table.add_column(str(dst), justify="right", no_wrap=True)
+    marks = flagged or set()
     for src, row in enumerate(values):
-        table.add_row(str(src), *("-" if v is None else f"{v:.{digits}f}" for v in row))
+        table.add_row(str(src), *("-" if v is None else f"{v:.{digits}f}" + (BI_FLAG if (src, dst) in marks else "")
+                                  for dst, v in enumerate(row)))
     return table
 
 

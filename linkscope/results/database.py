@@ -62,6 +62,37 @@ def redact(url: str) -> str:
         return f"{url.split('://', 1)[0]}://(unreadable URL)"
 
 
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@?#]*):[^\s/]*@")
+_KV_PASSWORD = re.compile(r"(?i)\b(password=)[^&\s'\"]*")
+
+
+def redact_text(text: str) -> str:
+    """Any text (a command line, a config value) with every URL's password and every `password=` value replaced by
+    `***`: what is stored, logged and printed, so that a `--db postgresql://user:PW@host/db` never leaks."""
+    return _KV_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
+
+
+def redact_values(value: Any) -> Any:
+    """`redact_text` applied to every string inside nested dicts, lists and tuples (a run's config)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_values(v) for v in value)
+    return value
+
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def _refuse_other_scheme(value: str, where: str) -> None:
+    match = _SCHEME.match(value)
+    if match and match.group(1).lower() not in URL_SCHEMES:
+        raise UserError(f"{where}: '{match.group(1)}://' is not a store linkscope can use (an SQLite file path, or "
+                        f"postgresql://user@host/db)")
+
+
 @dataclass(frozen=True)
 class DbLocation:
     """An SQLite file (`path`) or a PostgreSQL database (`url`)."""
@@ -71,12 +102,17 @@ class DbLocation:
 
     @classmethod
     def parse(cls, value: str | Path | None) -> DbLocation:
-        """`--db` as given; None means `$LINKSCOPE_DB`, else the file in the user data directory."""
+        """`--db` as given; None means `$LINKSCOPE_DB`, else the file in the user data directory. Both follow one
+        rule: a `postgresql://` URL, or a file path; any other `scheme://` is refused, not taken as a path."""
         if value is None or str(value) == "":
             env = os.environ.get(DB_ENV)
+            if env:
+                _refuse_other_scheme(env, DB_ENV)
             return cls(url=env) if env and is_url(env) else cls(path=default_db_path())
-        if isinstance(value, str) and is_url(value):
-            return cls(url=value)
+        if isinstance(value, str):
+            _refuse_other_scheme(value, "--db")
+            if is_url(value):
+                return cls(url=value)
         return cls(path=Path(value).expanduser())
 
     @property
@@ -296,8 +332,11 @@ def _configure_sqlite(conn: sqlite3.Connection) -> None:
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     # Reading the schema first makes a non-SQLite file fail here, before anything is written to it.
-    conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    _enable_wal(conn)
+    tables = conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    # Switching the journal rewrites the file's header: only a new file or one linkscope versioned is switched
+    # here, so that someone else's database is refused (by the migration's check) exactly as it was found.
+    if tables == 0 or conn.execute("PRAGMA user_version").fetchone()[0] > 0:
+        _enable_wal(conn)
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
 

@@ -12,13 +12,11 @@ gpu_device_id), which would make every scrape a new series. Check verdicts are `
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from linkscope.hardware.errors import UserError
+from linkscope.hardware.errors import write_output
 from linkscope.results.records import CollectiveRow, RunInfo
 
 OP_TO_NCCL = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
@@ -96,16 +94,14 @@ def textfile(samples: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+TEXTFILE_MODE = 0o644
+"""Readable by a node_exporter running as another user, as node_exporter's own textfile collectors write them."""
+
+
 def write_textfile(path: str | Path, samples: Sequence[str]) -> None:
-    """Write atomically (a temporary file renamed into place), so node_exporter never reads half a file."""
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(textfile(samples))
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise UserError(f"--prometheus {path}: cannot write ({exc.strerror or exc})") from None
+    """Write atomically (a temporary file renamed into place, never over a device or FIFO), so node_exporter never
+    reads half a file; mode 0644."""
+    write_output(path, textfile(samples), "--prometheus", mode=TEXTFILE_MODE)
 
 
 def stored_run_samples(info: RunInfo, rows: Sequence[CollectiveRow]) -> list[str]:

@@ -109,3 +109,16 @@ class PairRow:
     """src <-> dst at once, both directions added (as p2pBandwidthLatencyTest reports)."""
     latency_us: float | None
     """One small message src -> dst, half a round trip."""
+
+
+def bi_below_one_way(rows: list[PairRow]) -> set[tuple[int, int]]:
+    """The ordered pairs whose bidirectional figure (both directions at once, added) is below one direction
+    alone: the two directions contended for something (on gloo, the host's cores), so the figure says nothing
+    about the link. Printed flagged, never as if it were a link's bidirectional bandwidth."""
+    uni = {(r.src, r.dst): r.uni_gb_per_s for r in rows}
+    flagged = set()
+    for r in rows:
+        one_way = [v for v in (uni.get((r.src, r.dst)), uni.get((r.dst, r.src))) if v is not None]
+        if r.bi_gb_per_s is not None and one_way and r.bi_gb_per_s < max(one_way):
+            flagged.add((r.src, r.dst))
+    return flagged

@@ -26,7 +26,7 @@ from typing import Any
 from linkscope.hardware.errors import UserError
 from linkscope.results import codec
 from linkscope.results.database import (DB_ENV, Database, DbLocation, connect, default_db_path, error_line,
-                                        integrity_errors)
+                                        integrity_errors, redact_values)
 from linkscope.results.records import CollectiveRow, PairRow, RunInfo, RunKind, RunStatus
 from linkscope.results.schema import migrate, user_version
 
@@ -59,6 +59,9 @@ class RunSummary:
     """Collective rows plus pairwise rows."""
     ops: list[str] = field(default_factory=list)
     """Collective ops measured, sorted; `p2p` when the run has pairwise rows."""
+
+_REDACTED_FIELDS = frozenset({"command", "config", "extra", "error", "label"})
+"""Run fields that may hold a user-typed URL: passwords are removed from them before they are stored."""
 
 MAX_RUN_ID_CHARS = 64
 """Longer than any id linkscope writes (8 hex characters, or a uuid)."""
@@ -103,8 +106,10 @@ class ResultStore:
 
         `info` is updated in place too: its run_id is set, started_at to now unless given, status to running.
         """
+        # A password in a --db URL (or any URL) on the command line or in the options is never stored.
+        redacted = {k: redact_values(getattr(info, k)) for k in _REDACTED_FIELDS}
         for _ in range(5):
-            run = replace(info, run_id=uuid.uuid4().hex[:8], started_at=info.started_at or utc_now(),
+            run = replace(info, **redacted, run_id=uuid.uuid4().hex[:8], started_at=info.started_at or utc_now(),
                           status="running",
                           launcher_pid=info.launcher_pid if info.launcher_pid is not None else os.getpid(),
                           launcher_host=info.launcher_host or socket.gethostname())
@@ -141,7 +146,7 @@ class ResultStore:
         if not fields:
             self._require(run_id)
             return
-        values = {k: codec.run_field(k, v) for k, v in fields.items()}
+        values = {k: codec.run_field(k, redact_values(v) if k in _REDACTED_FIELDS else v) for k, v in fields.items()}
         assignments = ", ".join(f"{k} = :{k}" for k in values)
         # One round trip: the statement's own row count says whether the run exists.
         if self._conn.write(f"UPDATE runs SET {assignments} WHERE run_id = :run_id", {**values, "run_id": run_id}) == 0:
@@ -176,6 +181,32 @@ class ResultStore:
         row = self._conn.execute("SELECT run_id FROM runs WHERE source_sha256 = ? ORDER BY started_at LIMIT 1",
                                  (source_sha256,)).fetchone()
         return None if row is None else str(row["run_id"])
+
+    def create_import_run(self, info: RunInfo) -> tuple[str, bool]:
+        """Store an imported run unless a run of the same file content (`info.source_sha256`) is stored already:
+        (run id, True) for the new run, (the earlier run's id, False) otherwise. The look-up and the insert are one
+        transaction holding the write lock (SQLite) or a lock on the content hash (PostgreSQL), so concurrent
+        imports of one file store it once."""
+        digest = info.source_sha256
+        if not digest:
+            return self.create_run(info), True
+        redacted = {k: redact_values(getattr(info, k)) for k in _REDACTED_FIELDS}
+        pid = info.launcher_pid if info.launcher_pid is not None else os.getpid()
+        run = replace(info, **redacted, run_id=uuid.uuid4().hex[:8], started_at=info.started_at or utc_now(),
+                      status="running", launcher_pid=pid, launcher_host=info.launcher_host or socket.gethostname())
+        values = codec.run_values(run)
+        with self._write() as conn:
+            if conn.dialect == "postgresql":
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (int(digest[:15], 16),))
+            row = conn.execute("SELECT run_id FROM runs WHERE source_sha256 = ? ORDER BY started_at LIMIT 1",
+                               (digest,)).fetchone()
+            if row is not None:
+                return str(row["run_id"]), False
+            conn.execute(f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join(':' + n for n in values)})",
+                         values)
+        info.run_id, info.started_at, info.status = run.run_id, run.started_at, run.status
+        info.launcher_pid, info.launcher_host = run.launcher_pid, run.launcher_host
+        return run.run_id, True
 
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
         """Mark a run as ended now with `status` (complete, incomplete or failed) and an optional error."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
@@ -381,3 +382,132 @@ def test_fuzz_built_cache_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     result = _predict_train_from_cache()  # a damaged entry is validated again: the same answer
     assert_clean(result)
     assert result.exit_code == 0 and result.stdout == expected.stdout
+
+
+# Hardening III: secrets, devices as targets, printable output, bad profiles, bounded inputs, unused options,
+# contradictions. Each class a few deterministic examples.
+
+SECRET = "fuzzSecret42"
+
+
+@pytest.mark.parametrize("url", [f"postgresql://u:{SECRET}@127.0.0.1:1/db", f"postgres://u:{SECRET}@[::1/db",
+                                 f"postgresql://u:{SECRET}@127.0.0.1:1/db?password={SECRET}",
+                                 f"postgresql://127.0.0.1:1/db?password={SECRET}"])
+@pytest.mark.parametrize("command", [["runs"], ["bench", "-e", "1K"], ["check", "--quick"]])
+def test_fuzz_a_password_in_a_url_is_never_printed(url: str, command: list[str]) -> None:
+    result = invoke(*command, "--db", url)
+    assert_clean(result)
+    assert SECRET not in result.output
+
+
+@given(command=st.sampled_from([["report", "r", "-o"], ["export", "r", "--csv", "-o"], ["export", "r", "--prometheus"],
+                                ["catalog", "--html"], ["check", "--quick", "--junit"], ["bench", "-e", "1K", "-J"]]),
+       kind=st.sampled_from(["fifo", "dir", "socket"]))
+@FEW
+def test_fuzz_non_regular_output_targets_are_refused(tmp_path: Path, command: list[str], kind: str) -> None:
+    import socket
+
+    target = tmp_path / f"t-{kind}"
+    if not target.exists():
+        if kind == "fifo":
+            os.mkfifo(target)
+        elif kind == "dir":
+            target.mkdir()
+        else:
+            sock = socket.socket(socket.AF_UNIX)
+            sock.bind(str(target))
+            sock.close()
+    db = [] if command[0] == "catalog" else ["--db", str(tmp_path / "r.db")]
+    result = invoke(*command, str(target), *db)
+    assert_clean(result)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+
+
+CONTROL = st.text(alphabet=st.sampled_from(["\x1b", "\x07", "\x9b", "\u202e", "[", "]", "0", ";", "a", "\x00",
+                                            "\x08", "\r"]), min_size=1, max_size=12)
+
+
+@FEW
+@given(label=CONTROL)
+def test_fuzz_labels_with_control_characters_print_escaped(tmp_path: Path, label: str) -> None:
+    db = str(tmp_path / f"r{abs(hash(label))}.db")
+    imported = invoke("import", "nccl-tests", str(FIXTURES / "nccl_tests" / "v2.13_all_reduce_a100_8gpu_oci.txt"),
+                      "--db", db, "--label", label)
+    assert_clean(imported)
+    if imported.exit_code != 0:
+        return
+    for args in (["runs"], ["runs", "--json"]):
+        result = invoke(*args, "--db", db)
+        assert_clean(result)
+        if "--json" in args:
+            assert json.loads(result.stdout)[0]["label"] == label  # JSON stays exact
+        else:
+            assert not any(c in result.stdout for c in "\x1b\x07\x9b\u202e\x00\x08")
+
+
+PROFILE_VALUES = st.one_of(st.sampled_from(["banana", 1e308, -1, None, [], {}, True, float("nan")]),
+                           st.text(max_size=5), st.integers(-10, 10**30))
+
+
+@FEW
+@given(field=st.sampled_from(["train", "system", "kv", "train_compute", "fits", "ranks", "offering", "name"]),
+       value=PROFILE_VALUES)
+def test_fuzz_a_damaged_profile_never_breaks_offering_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               field: str, value: Any) -> None:
+    folder = tmp_path / f"profiles-{abs(hash((field, repr(value))))}"
+    folder.mkdir()
+    monkeypatch.setenv("LINKSCOPE_PROFILE_DIR", str(folder))
+    data = {"name": "bad", "run_id": "r", "created_at": "2026-01-01", "ranks": 2, "nodes": 1, "backend": "gloo",
+            "fits": {}, "system": None, "offering": "aws/p5.48xlarge", "label": ""}
+    data[field] = value
+    (folder / "bad.json").write_text(json.dumps(data))
+    result = invoke("predict", "collective", "-s", "aws/p5.48xlarge", "--json")
+    assert_clean(result)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("source", ["fifo", "/dev/zero", "/dev/null"])
+@pytest.mark.parametrize("command", [["catalog", "--catalog"], ["import", "nccl-tests"], ["predict", "train", "-s",
+                                                                                        "dgx-h100", "-m"]])
+def test_fuzz_endless_and_blocking_inputs_are_refused(tmp_path: Path, source: str, command: list[str]) -> None:
+    path = source
+    if source == "fifo":
+        path = str(tmp_path / "pipe.yaml")
+        os.mkfifo(path)
+    result = invoke(*command, path, "--db", str(tmp_path / "r.db")) if command[0] == "import" else \
+        invoke(*command, path)
+    assert_clean(result)
+    assert result.exit_code == 2, result.output
+
+
+@pytest.mark.parametrize("args", [["runs", "--limit"], ["report", "--fleet", "--limit"],
+                                  ["bench", "train", "-m", "llama2-7b", "--layers"],
+                                  ["bench", "train", "-m", "llama2-7b", "--hidden"],
+                                  ["check", "--quick", "--rounds"], ["check", "--quick", "--drop-pct"],
+                                  [*TRAIN, "--lora-rank"], [*ADVISE_TRAIN, "--budget"]])
+@pytest.mark.parametrize("value", ["99999999999999999999999", "-1", "nan", "1e308"])
+def test_fuzz_numbers_reach_neither_sqlite_nor_c_unchecked(tmp_path: Path, args: list[str], value: str) -> None:
+    result = invoke(*args, value, "--db", str(tmp_path / "r.db")) if "--json" not in args else invoke(*args, value)
+    assert_clean(result)
+    assert result.exit_code == 2, result.output
+
+
+@pytest.mark.parametrize("url", ["mysql://u@h/db", "sqlite:///x.db", "http://h/db", "file://x", "MySQL://x"])
+def test_fuzz_unknown_store_schemes_create_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    for env in (False, True):
+        if env:
+            monkeypatch.setenv("LINKSCOPE_DB", url)
+        result = invoke("import", "nccl-tests", str(FIXTURES / "nccl_tests" / "v2.13_all_reduce_a100_8gpu_oci.txt"),
+                        *([] if env else ["--db", url]))
+        assert_clean(result)
+        assert result.exit_code == 2 and "not a store" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@FEW
+@given(zero=st.sampled_from(["2", "3"]), pp=st.sampled_from(["2", "4", "8"]))
+def test_fuzz_deepspeed_pipelines_run_zero_0_1_only(zero: str, pp: str) -> None:
+    result = invoke(*TRAIN, "--global-batch", "64", "--framework", "deepspeed", "--zero", zero, "--pp", pp)
+    assert_clean(result)
+    assert result.exit_code == 2 and "ZeRO stages 0-1 only" in result.output

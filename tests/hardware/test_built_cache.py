@@ -115,3 +115,36 @@ def test_the_shipped_database_comes_back_equal(cache: Path) -> None:
     again = load_db(include_user=False)
     assert again == fresh and again.offerings == fresh.offerings
     assert {p.name.split("-")[0] for p in cache.glob("*.pickle")} == {"hardware"}
+
+
+def _one_entry(cache: Path, inputs: tuple[Path, Path]) -> tuple[Path, _Counted]:
+    data, code = inputs
+    build = _Counted()
+    built_cache.cached("t", [data], [code], build)
+    (entry,) = cache.glob("t-*.pickle")
+    return entry, build
+
+
+@pytest.mark.parametrize("payload", [{"calls": 99}, ["not", "ours"], ("linkscope.built_cache", "other", "dict", {})])
+def test_a_checksum_valid_entry_of_the_wrong_shape_is_rebuilt(cache: Path, inputs: tuple[Path, Path],
+                                                              payload: object) -> None:
+    entry, build = _one_entry(cache, inputs)
+    entry.unlink()
+    parsed_cache.write_checked(entry, pickle.dumps(payload))
+    assert built_cache.cached("t", list(inputs[:1]), list(inputs[1:]), build)["calls"] == 2
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge"])
+def test_an_entry_that_is_no_regular_file_of_bounded_size_is_never_read(cache: Path, inputs: tuple[Path, Path],
+                                                                        kind: str) -> None:
+    entry, build = _one_entry(cache, inputs)
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry)
+    elif kind == "dev-zero":
+        entry.symlink_to("/dev/zero")
+    else:
+        with open(entry, "wb") as fh:  # sparse: 2 GiB of size, no disk
+            fh.truncate(2 * 2**30)
+    assert parsed_cache.read_checked(entry) is None
+    assert built_cache.cached("t", list(inputs[:1]), list(inputs[1:]), build)["calls"] == 2

@@ -107,3 +107,11 @@ def test_a_file_that_is_not_a_catalog_is_named() -> None:
         parse_csv("a,b\n1,2\n", "aws", "x.csv")
     with pytest.raises(DataError, match="not readable as CSV"):
         parse_csv("InstanceType,Price\n" + "x" * 200_000 + ",1\n", "aws", "x.csv")
+
+
+@pytest.mark.parametrize("count", ["1_6", "inf", "nan", "1e9", "0x10"])
+def test_an_accelerator_count_is_read_as_strictly_as_a_price(count: str) -> None:
+    parsed = _parse(f"gpu_8x_h100,H100,{count},23.92,us-east-1,\n")
+    [bad] = parsed.rejected
+    assert bad.line == 2 and bad.blocking and "AcceleratorCount" in bad.reason
+    assert parsed.rows == []

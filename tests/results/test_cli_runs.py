@@ -70,8 +70,19 @@ def test_runs_lists_newest_first_and_filters(cli):
 
 
 def test_runs_on_an_empty_store(cli):
+    import os
+
+    ResultStore(os.environ["LINKSCOPE_DB"]).close()  # an existing store with nothing in it
     result = cli("runs")
     assert result.exit_code == 0 and "No runs stored yet" in result.stdout
+
+
+def test_a_missing_store_in_the_environment_is_refused_as_db_refuses_it(cli):
+    import os
+
+    result = cli("runs")  # $LINKSCOPE_DB names a file that does not exist: one rule for it and --db
+    assert result.exit_code == 2 and "no results database there" in result.stderr
+    assert not os.path.exists(os.environ["LINKSCOPE_DB"])
 
 
 def test_show_prints_metadata_and_the_nccl_tests_table(cli):
@@ -88,6 +99,9 @@ def test_show_prints_metadata_and_the_nccl_tests_table(cli):
 
 
 def test_show_unknown_id_is_exit_2(cli):
+    import os
+
+    ResultStore(os.environ["LINKSCOPE_DB"]).close()
     result = cli("runs", "show", "ffffffff")
     assert result.exit_code == 2 and "no run 'ffffffff'" in result.stderr
 

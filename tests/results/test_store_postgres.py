@@ -201,3 +201,28 @@ def test_every_reading_command_reads_a_postgres_store(pg_url: str, tmp_path, mon
     monkeypatch.setenv("LINKSCOPE_DB", pg_url)  # the environment variable takes a URL too
     calibrated = run_cli("calibrate", second, "--name", "pg-test")
     assert calibrated.exit_code == 0, calibrated.output
+
+
+def test_concurrent_imports_of_one_file_store_it_once_on_postgres(pg_url: str) -> None:
+    import threading
+
+    from linkscope.results.nccltests import import_nccl_tests_file
+    from tests.results.helpers import V2_13
+
+    ResultStore(pg_url).close()
+    start = threading.Barrier(6)
+    results: list[bool] = []
+
+    def one() -> None:
+        with ResultStore(pg_url) as store:
+            start.wait()
+            results.append(import_nccl_tests_file(V2_13, store, "").already_imported)
+
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [False] + [True] * 5
+    with ResultStore(pg_url) as store:
+        assert len(store.list_runs()) == 1

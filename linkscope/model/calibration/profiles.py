@@ -12,13 +12,15 @@ import math
 import os
 import re
 import sys
+import warnings
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from linkscope.hardware.errors import UserError
-from linkscope.hardware.loader import HardwareDB
+from linkscope.hardware.limits import MAX_GPUS
+from linkscope.hardware.loader import HardwareDB, read_data_text
 from linkscope.hardware.serialize import system_dict, system_from_dict
 from linkscope.hardware.system import System
 from linkscope.model.calibration.calibrate import OpFit, Segment
@@ -84,12 +86,23 @@ def _fit_from_json(data: dict[str, Any]) -> OpFit:
                  data["points"])
 
 
-def _number(value: Any, where: str, *, positive: bool) -> float:
-    """A stored coefficient as a finite float (positive, or at least not negative), else UserError naming it."""
+MAX_ALPHA_US = 1e6
+"""A fitted fixed cost per collective above one second is no interconnect's; 1e308 would reach every prediction."""
+MAX_BUSBW_GB_PER_S = 1e5
+"""100 TB/s per GPU: far above any link made (NVLink 5 is 1.8 TB/s per GPU)."""
+MAX_COEFFICIENT = 1e12
+"""Any other stored figure (sizes in bytes, errors, train coefficients): above it, sums overflow to infinity."""
+
+
+def _number(value: Any, where: str, *, positive: bool, high: float = MAX_COEFFICIENT) -> float:
+    """A stored coefficient as a finite float (positive, or at least not negative) at most `high`, else UserError
+    naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value < 0 or (positive and value == 0):
         need = "a finite number > 0" if positive else "a finite number >= 0"
         raise UserError(f"{where} must be {need}, got {value!r}")
+    if value > high:
+        raise UserError(f"{where} must be at most {high:g}, got {value!r}")
     return float(value)
 
 
@@ -100,13 +113,14 @@ def _check_fit(fit: OpFit, where: str) -> None:
         raise UserError(f"{where}: no fitted segments")
     previous = 0.0
     for i, seg in enumerate(fit.segments):
-        _number(seg.alpha_us, f"{where} segment {i} alpha_us", positive=False)
-        _number(seg.busbw_gb_per_s, f"{where} segment {i} busbw_gb_per_s", positive=True)
+        _number(seg.alpha_us, f"{where} segment {i} alpha_us", positive=False, high=MAX_ALPHA_US)
+        _number(seg.busbw_gb_per_s, f"{where} segment {i} busbw_gb_per_s", positive=True, high=MAX_BUSBW_GB_PER_S)
         last = i == len(fit.segments) - 1
         # Size ranges follow each other upwards; only the last one is open-ended.
         if last and seg.upper_bytes != math.inf:
             raise UserError(f"{where}: the last segment must be open-ended (upper_bytes null)")
-        if not last and not previous < _number(seg.upper_bytes, f"{where} segment {i} upper_bytes", positive=True):
+        if not last and not previous < _number(seg.upper_bytes, f"{where} segment {i} upper_bytes", positive=True,
+                                               high=float(2**63)):
             raise UserError(f"{where} segment {i} upper_bytes must grow from one segment to the next")
         previous = seg.upper_bytes
     _number(fit.median_error, f"{where} median_error", positive=False)
@@ -120,8 +134,19 @@ def check_profile(profile: Profile, where: str) -> None:
     or a negative coefficient."""
     for key in ("ranks", "nodes"):
         value = getattr(profile, key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UserError(f"{where}: {key} must be a whole number >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+            raise UserError(f"{where}: {key} must be a whole number from 1 to {MAX_GPUS}, got {value!r}")
+    # A hand-edited file can hold anything: each part is the type the predictions read, or the profile is refused.
+    for key in ("system", "train", "train_compute", "kv"):
+        if getattr(profile, key) is not None and not isinstance(getattr(profile, key), dict):
+            raise UserError(f"{where}: {key} must be a mapping or null, got {getattr(profile, key)!r:.40}")
+    for key in ("name", "run_id", "created_at", "backend", "label"):
+        if not isinstance(getattr(profile, key), str):
+            raise UserError(f"{where}: {key} must be text, got {getattr(profile, key)!r:.40}")
+    if profile.offering is not None and not isinstance(profile.offering, str):
+        raise UserError(f"{where}: offering must be text or null, got {profile.offering!r:.40}")
+    if not isinstance(profile.fits, dict):
+        raise UserError(f"{where}: fits must be a mapping of op to fit")
     for op, fit in profile.fits.items():
         _check_fit(fit, f"{where}: {op}")
     if profile.train is not None:
@@ -163,11 +188,11 @@ def save_profile(profile: Profile) -> Path:
 def load_profile(name: str) -> Profile:
     """Read a saved profile by name."""
     path = profile_dir() / f"{name}.json"
-    if not path.is_file():
+    if not path.exists():  # anything else there (a FIFO, a directory) is refused by name when read
         known = ", ".join(list_profiles()) or "none saved yet; run `linkscope calibrate RUN_ID`"
         raise UserError(f"unknown profile '{name}' (profiles: {known})")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_data_text(path))
         data["fits"] = {op: _fit_from_json(f) for op, f in data["fits"].items()}
         profile = Profile(**data)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -176,6 +201,24 @@ def load_profile(name: str) -> Profile:
         raise UserError(f"{path}: not a valid profile (nested too deeply)") from None
     check_profile(profile, f"profile '{name}' ({path})")
     return profile
+
+
+class ProfileWarning(UserWarning):
+    """A saved profile that cannot be read: it is left out, everything else keeps working."""
+
+    user_facing = True
+
+
+def usable_profiles() -> list[Profile]:
+    """Every saved profile that loads; each one that does not is named in one warning and left out, so one damaged
+    file never breaks the commands that look through them all (advise, predict on an offering)."""
+    loaded = []
+    for name in list_profiles():
+        try:
+            loaded.append(load_profile(name))
+        except UserError as exc:
+            warnings.warn(ProfileWarning(f"{exc}; left out (fix it, or delete it)"), stacklevel=2)
+    return loaded
 
 
 def list_profiles() -> list[str]:
@@ -220,14 +263,7 @@ def calibrated_tiers(profile: Profile, system: System) -> CommTiers:
 
 def profile_for_offering(offering_id: str) -> Profile | None:
     """The newest saved profile calibrated for a catalog offering, if any."""
-    matches = []
-    for name in list_profiles():
-        try:
-            profile = load_profile(name)
-        except UserError:
-            continue
-        if profile.offering == offering_id:
-            matches.append(profile)
+    matches = [profile for profile in usable_profiles() if profile.offering == offering_id]
     return max(matches, key=lambda p: p.created_at, default=None)
 
 

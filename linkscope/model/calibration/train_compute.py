@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 COMM_KEYS = ("tp_comm_exposed_s", "cp_comm_exposed_s", "pp_comm_exposed_s", "dp_comm_exposed_s")
 """The parts of `predict train`'s breakdown that are exposed communication; the rest is compute."""
 
+MAX_COMPUTE_TIME_RATIO = 1000.0
+"""Measured compute time over the datasheet model's: a GPU 1000 times slower than its datasheet is a broken
+calibration, and a larger stored ratio (1e308) would overflow the step time."""
+
 
 def measured_job(model: ModelConfig, micro_batch: int, ranks: int, tp: int, precision: str, overlap: bool,
                  peft: Peft | None = None) -> Job:
@@ -107,8 +111,9 @@ class ComputeScale:
                                  constants_as_of=str(data.get("constants_as_of", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"{where}: not a valid GPU training calibration ({type(exc).__name__}: {exc})") from None
-        if not math.isfinite(ratio) or ratio <= 0:
-            raise UserError(f"{where}: compute_time_ratio must be a positive number, got {data['compute_time_ratio']}")
+        if not math.isfinite(ratio) or ratio <= 0 or ratio > MAX_COMPUTE_TIME_RATIO:
+            raise UserError(f"{where}: compute_time_ratio must be a positive number <= {MAX_COMPUTE_TIME_RATIO:g}, "
+                            f"got {data['compute_time_ratio']}")
         return scale
 
 

@@ -153,6 +153,10 @@ def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
     if stages is not None and req.zero is not None and req.zero not in stages:
         raise UserError(f"{job.framework} does not run ZeRO stage {req.zero} (it runs "
                         f"{', '.join(map(str, stages))})", field="framework")
+    if job.framework == "deepspeed" and (req.zero or 0) >= 2 and (req.pp or 1) > 1:
+        # As the README says: DeepSpeed's pipeline engine runs ZeRO stages 0 and 1 only.
+        raise UserError(f"DeepSpeed's pipeline engine runs ZeRO stages 0-1 only, not ZeRO-{req.zero} with --pp "
+                        f"{req.pp} (use --zero 1, --pp 1, or --framework fsdp)", field="framework")
     # The deepest stage holds ceil(layers / pp) layers (the first and last may hold fewer); its chunks are equal.
     if req.interleave is not None and req.pp is not None and req.interleave > 1 and \
             (-(-m.layers // req.pp) % req.interleave):

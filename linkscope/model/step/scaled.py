@@ -10,20 +10,22 @@ from dataclasses import replace
 
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.limits import check_number
-from linkscope.model.step.transformer import MAX_EXPERTS, ModelConfig
+from linkscope.model.step.transformer import MAX_EXPERTS, MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB, MAX_WIDTH, ModelConfig
 
 
-def _check(value: int | None, flag: str) -> None:
-    if value is not None and value < 1:
-        raise UserError(f"{flag} must be at least 1 (got {value})")
+def _check(value: int | None, flag: str, high: int) -> None:
+    # The model file's own bounds: a larger figure would overflow numpy's integers, not describe a model.
+    if value is not None and not 1 <= value <= high:
+        raise UserError(f"{flag} must be from 1 to {high:,} (got {value})")
 
 
 def scaled_model(m: ModelConfig, layers: int | None = None, hidden: int | None = None, heads: int | None = None,
                  vocab: int | None = None, seq_len: int | None = None) -> ModelConfig:
     """`m` with the given dimensions replaced; None keeps the model's own."""
-    for value, flag in ((layers, "--layers"), (hidden, "--hidden"), (heads, "--heads"), (vocab, "--vocab"),
-                        (seq_len, "--seq-len")):
-        _check(value, flag)
+    for value, flag, high in ((layers, "--layers", MAX_LAYERS), (hidden, "--hidden", MAX_WIDTH),
+                              (heads, "--heads", MAX_WIDTH), (vocab, "--vocab", MAX_VOCAB),
+                              (seq_len, "--seq-len", MAX_SEQ_LEN)):
+        _check(value, flag, high)
     out = replace(m, layers=layers or m.layers, vocab=vocab or m.vocab, seq_len=seq_len or m.seq_len)
     if hidden is not None or heads is not None:
         out = _narrowed(m, out, hidden or m.hidden, heads)

@@ -145,6 +145,8 @@ def enumerate_layouts(job: Job, system: System, req: LayoutRequest, gpus: int | 
             for rec, zero, (ep, etp) in itertools.product(recomputes, zeros, _expert_options(job, tp, cp, dp, req)):
                 if zero == 3 and pp > 1 and req.zero is None:
                     continue
+                if zero >= 2 and pp > 1 and job.framework == "deepspeed":
+                    continue  # DeepSpeed's pipeline engine runs ZeRO 0-1 only
                 if zero > 0 and dp == 1 and req.zero is None:
                     continue
                 rows.append((tp, pp, dp, cp, v, mb, rec, zero, sp, ep, etp))

@@ -90,7 +90,9 @@ def import_nccl_tests_file(path: Path, store: ResultStore, label: str) -> Import
         return ImportResult(run_id=earlier, parsed=parsed, already_imported=True)
     info = run_info(parsed, label)
     info.source_sha256 = digest
-    run_id = store.create_run(info)
+    run_id, created = store.create_import_run(info)  # one transaction: a concurrent import of it stores nothing
+    if not created:
+        return ImportResult(run_id=run_id, parsed=parsed, already_imported=True)
     try:
         store.add_rows(run_id, parsed.rows)
     except BaseException as exc:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from linkscope.cli.main import app
 from linkscope.hardware.errors import UserError
 from linkscope.model.calibration.calibrate import OpFit, Segment
-from linkscope.model.calibration.profiles import load_profile, new_profile, save_profile
+from linkscope.model.calibration.profiles import ProfileWarning, load_profile, new_profile, save_profile
 from linkscope.model.calibration.train_fit import TrainFit
 from linkscope.model.step.transformer import load_model
 from linkscope.results.records import RunInfo
@@ -166,3 +166,56 @@ def test_an_older_gloo_profile_naming_an_offering_leaves_the_catalog_figures() -
     save_profile(new_profile("loopback", "r", 2, 1, "gloo", {"all_reduce": GOOD_FIT}, None, offering.id, ""))
     resolved = resolve_offering(offering)
     assert resolved.profile is None and "catalog figures used" in resolved.notes[0]
+
+
+def _saved(folder: Path, name: str, **changes: Any) -> Path:
+    good = new_profile(name, "r1", 2, 1, "gloo", {"all_reduce": GOOD_FIT}, None, "aws/p5.48xlarge", "")
+    save_profile(good)
+    path = folder / f"{name}.json"
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("changes", [{"train": "banana"}, {"system": [1, 2]}, {"kv": 3}, {"fits": []},
+                                     {"train_compute": {"compute_time_ratio": 1e308, "gpu": "H100",
+                                                        "precision": "bf16"}},
+                                     {"fits": {"all_reduce": {"op": "all_reduce", "ranks": 2, "nodes": 1,
+                                               "segments": [{"alpha_us": 1e308, "busbw_gb_per_s": 1.5,
+                                                             "upper_bytes": None}],
+                                               "median_error": 0.0, "max_error": 0.0, "points": 8}}}])
+def test_one_bad_profile_is_one_warning_and_every_offering_command_works(_profiles: Path,
+                                                                         changes: dict[str, Any]) -> None:
+    bad = _saved(_profiles, "bad", **changes)
+    with pytest.raises(UserError, match="bad"):
+        load_profile("bad")
+    for args in (["predict", "collective", "-s", "aws/p5.48xlarge"], ["profiles"],
+                 ["predict", "train", "-s", "aws/p5.48xlarge", "-m", "llama2-7b"]):
+        with pytest.warns(ProfileWarning) as record:
+            result = _cli(args)
+        assert result.exit_code == 0, (args, result.output)
+        messages = {str(w.message) for w in record if isinstance(w.message, ProfileWarning)}
+        assert len(messages) == 1 and str(bad) in messages.pop()
+
+
+def test_a_bad_profile_is_one_stderr_line_of_a_real_command(_profiles: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = _saved(_profiles, "bad", train="banana")
+    done = subprocess.run([sys.executable, "-m", "linkscope", "predict", "train", "-s", "aws/p5.48xlarge", "-m",
+                           "llama2-7b"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if line.startswith("warning: profile")]
+    assert len(warned) == 1 and str(bad) in warned[0]
+
+
+def test_a_fifo_in_the_profile_directory_is_left_out_without_blocking(_profiles: Path) -> None:
+    import os
+
+    _profiles.mkdir(parents=True)
+    os.mkfifo(_profiles / "pipe.json")
+    with pytest.warns(ProfileWarning, match="pipe.json: not a regular file"):
+        result = _cli(["profiles"])
+    assert result.exit_code == 0

@@ -438,3 +438,16 @@ def test_predict_train_takes_the_triton_attention_kernel_and_refuses_an_unknown_
     assert triton["step_time_s"] > flash["step_time_s"]
     bad = run_cli(*base, "--attention", "fa4")
     assert bad.exit_code == 2 and "--attention: 'fa4' is not one of flash, flash2, triton, unfused" in bad.output
+
+
+def test_deepspeed_zero_2_or_3_with_pipeline_stages_is_refused_and_never_searched() -> None:
+    from tests.cli.helpers import run_cli
+
+    for zero in ("2", "3"):
+        refused = run_cli("predict", "train", "-s", "dgx-h100", "--gpus", "64", "-m", "llama2-70b", "--framework",
+                          "deepspeed", "--zero", zero, "--pp", "4")
+        assert refused.exit_code == 2 and "ZeRO stages 0-1 only" in refused.output
+        searched = run_cli("predict", "train", "-s", "dgx-h100", "--gpus", "64", "-m", "llama2-70b", "--framework",
+                           "deepspeed", "--zero", zero, "--json")
+        assert searched.exit_code == 0, searched.output
+        assert __import__("json").loads(searched.stdout)["parallelism"]["pp"] == 1

@@ -84,3 +84,33 @@ def test_json_nested_thousands_deep_is_one_line_not_a_recursion_error(tmp_path: 
     path.write_text("[" * 5000 + "]" * 5000)
     with pytest.raises(UserError, match="nested too deeply"):
         parse_nccl_tests_file(path)
+
+
+def test_concurrent_imports_of_one_file_store_it_once(tmp_path: Path) -> None:
+    import threading
+
+    db = tmp_path / "r.db"
+    ResultStore(db).close()  # the schema first, so the writers race on the import alone
+    start = threading.Barrier(8)
+    results: list[tuple[str, bool]] = []
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            with ResultStore(db) as store:
+                start.wait()
+                imported = import_nccl_tests_file(V2_13, store, "")
+                results.append((imported.run_id, imported.already_imported))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len({run_id for run_id, _ in results}) == 1
+    assert sorted(already for _, already in results) == [False] + [True] * 7
+    with ResultStore(db) as store:
+        assert len(store.list_runs()) == 1
