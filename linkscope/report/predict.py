@@ -173,6 +173,8 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
             ("memory per GPU",
              f"{_gib(data['memory_gib_per_gpu'])} GiB ({'fits' if data['fits'] else 'DOES NOT FIT'})"),
             ("ranges from", data["range_basis"])]
+    if data.get("range_note"):
+        rows.append(("range note", data["range_note"]))
     if wide:
         rows.insert(-2, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))
     for what, value in rows:
@@ -219,6 +221,6 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
 
 def scaling_reasons(points: list[ScalingPoint]) -> list[str]:
     """One line per node count without figures, saying why, then one per evidence class the rows' ranges lack."""
-    missing = dict.fromkeys(p.range_basis for p in points if p.fits and p.range_basis.startswith("no "))
+    missing = dict.fromkeys(p.range_note for p in points if p.fits and p.range_note)
     return [*(f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason),
             *(f"ranges: {basis}" for basis in missing)]

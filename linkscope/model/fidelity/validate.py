@@ -314,9 +314,8 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
                                                priced_moe.fit(keep=_leaving_out(source)))):
             loso[i] = value
     results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, *evidence_class(e, db), loro=r,
-                           metric=getattr(e, "metric", ""),
-                           **dict(zip(("precision", "mode", "framework", "gpus"), evidence_features(e))))
-               for e, p, q, r in zip(entries, in_sample, loso, loro)]
+                           metric=getattr(e, "metric", ""), precision=f[0], mode=f[1], framework=f[2], gpus=f[3])
+               for e, p, q, r, f in zip(entries, in_sample, loso, loro, map(evidence_features, entries))]
     results = with_nested_ranges(results)
     return _summarise(results, evidence, constants, comm)
 

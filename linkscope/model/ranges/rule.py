@@ -25,11 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 RANGE_QUANTILES = (10.0, 90.0)
-QUANTILE_METHOD = "weibull"
+QUANTILE_METHOD: Literal["weibull"] = "weibull"
 """numpy's i/(n+1) plotting positions: the k-th smallest and largest of n residuals bracket the next one with
 probability (n + 1 - 2k) / (n + 1), so a small class's p10..p90 reaches its extremes instead of sitting inside
 them (the in-sample quantiles of 5 residuals cover about 60% of a sixth, not 80%)."""
