@@ -38,7 +38,8 @@ def _is_far(lo: float, hi: float) -> bool:
 
 def test_a_query_inside_its_class_gets_its_class_spread_without_a_note() -> None:
     s = spread_of(Query("training", NVS, "H100", "bf16", "full", "megatron", 8), _records())
-    assert s.evidence and s.note is None and s.basis == "training evidence for NVSwitch, one node (12 entries, 4 sources)"
+    assert s.evidence and s.note is None
+    assert s.basis == "training evidence for NVSwitch, one node (12 entries, 4 sources)"
     assert s.p10_log < 0 < s.p90_log and s.half_width_pct < 10.0
 
 
