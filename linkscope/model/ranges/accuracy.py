@@ -121,6 +121,12 @@ def spread(kind: str, system: System | None = None, nodes: int | None = None, tr
     else:
         query = Query(kind, fabric_class(system, nodes, trays), gpu_family(system), precision, mode, framework,
                       gpus)
+    return _packaged_spread(query)
+
+
+@functools.lru_cache(maxsize=4096)
+def _packaged_spread(query: Query) -> Spread:
+    """The rule on the packaged records; a search or an advise run asks the same few queries many times."""
     return spread_of(query, residuals())
 
 
