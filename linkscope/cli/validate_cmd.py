@@ -21,7 +21,9 @@ def validate_command(
     source: str | None = typer.Option(None, "--source", help="Only the entries of this source id."),
 ) -> None:
     """The model's error per kind, source and regime on the evidence set: in-sample, leave-one-source-out and
-    leave-one-regime-out; the coverage and half-width of the p10..p90 ranges; the worst regimes of each kind."""
+    leave-one-regime-out.
+
+    Also the coverage and half-width of the p10..p90 ranges, and the worst regimes of each kind."""
     if kind is not None and kind not in KINDS:
         raise UserError(f"unknown kind '{kind}' (choose from {', '.join(KINDS)})", field="kind")
     result = packaged_validation()
