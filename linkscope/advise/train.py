@@ -263,7 +263,8 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
     price = plan.offering.price_per_hour
     system = plan.system.with_nodes(nodes)
     booked = plan.booking.booked_nodes(nodes)
-    features: dict[str, Any] = {"precision": prediction.precision, "mode": "full" if prediction.peft is None else "lora",
+    features: dict[str, Any] = {"precision": prediction.precision,
+                                "mode": "full" if prediction.peft is None else "lora",
                                 "framework": prediction.framework, "gpus": prediction.gpus}
     time_range_s = list(time_range(time_s, "training", system, **features))
     evidence = spread("training", system, **features)
