@@ -26,6 +26,7 @@ from linkscope.advise.objective import Objective
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.offering import Offering
 from linkscope.hardware.system import System
+from linkscope.model.comm.moe import transport_problem
 from linkscope.model.ranges.accuracy import rate_range, spread
 from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES, PRECISIONS
 from linkscope.model.step.infer import (InferEstimate, InferJob, best_batch_for_budget, candidate_batches,
@@ -53,6 +54,8 @@ class InferRequest:
     """Serve at this tensor-parallel size only; None tries every size inside a node."""
     engine: str = DEFAULT_ENGINE
     """The serving engine's host loop (model/step/compute.py, ENGINES)."""
+    moe_transport: str = "auto"
+    """How wide EP's dispatch and combine reach other GPUs (model/comm/moe.py TRANSPORT_CHOICES)."""
 
 
 def validate_infer_request(request: InferRequest) -> None:
@@ -165,8 +168,11 @@ def _try_ep(offering: Offering, resolved: ResolvedSystem, request: InferRequest,
     block = multi_node_block(offering, resolved.tiers, nodes, resolved.system)
     if block is not None:
         return block
+    problem = transport_problem(resolved.tiers, "low-latency", request.moe_transport, nodes)
+    if problem is not None:
+        return problem
     job = InferJob(request.model, 1, 1, request.input_tokens, request.output_tokens, request.precision, ep=ep,
-                   engine=request.engine)
+                   engine=request.engine, moe_transport=request.moe_transport)
     system = resolved.system.with_nodes(nodes)
     est = estimate_inference(job, system, candidate_batches(job, system), resolved.tiers)
     return _Try(1, 1, est, best_batch_for_budget(est, request.tokens_per_s_per_user), ep)

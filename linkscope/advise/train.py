@@ -56,11 +56,14 @@ class TrainRequest:
     peft: Peft | None = None
     """A LoRA fine-tune of the frozen model (None: full training)."""
     framework: str = "auto"
+    moe_transport: str = "auto"
+    """How the dispatcher's all-to-alls reach other GPUs (model/comm/moe.py TRANSPORT_CHOICES)."""
 
     def job(self) -> Job:
         """The model's view of one step."""
         return Job(model=self.model, global_batch=self.global_batch, seq_len=self.seq_len, precision=self.precision,
-                   moe_dispatcher=self.moe_dispatcher, peft=self.peft, framework=self.framework)
+                   moe_dispatcher=self.moe_dispatcher, peft=self.peft, framework=self.framework,
+                   moe_transport=self.moe_transport)
 
     def layout_request(self) -> LayoutRequest:
         """What the layout search may not choose: the expert parallelism given."""
@@ -223,8 +226,22 @@ def _plan(offering: Offering, request: TrainRequest, booking: Booking) -> _Plan:
     base_problem = check_peft_gpu(request.peft, node.gpu.id, node.gpu.fp8_dense_tflops is not None)
     if base_problem:
         return _Plan(offering, resolved, key, [], base_problem.removeprefix("--base-precision "), booking)
+    problem = _transport_problem(request, resolved)
+    if problem:
+        return _Plan(offering, resolved, key, [], problem, booking)
     counts, reason = bookable_node_counts(offering, resolved.tiers, request.gpus, booking.system)
     return _Plan(offering, resolved, key, counts, reason, booking)
+
+
+def _transport_problem(request: TrainRequest, resolved: ResolvedSystem) -> str | None:
+    """Why the --transport asked for cannot carry this offering's expert all-to-alls across its nodes (nvlink
+    only rules out layouts whose experts cross nodes, which the search leaves out)."""
+    if not request.model.is_moe or request.moe_transport in ("auto", "nvlink"):
+        return None
+    from linkscope.model.comm.moe import transport_problem
+
+    kernel = "deepep-normal" if request.moe_dispatcher == "deepep" else "nccl"
+    return transport_problem(resolved.tiers, kernel, request.moe_transport, 2)
 
 
 def _evaluate(pool: LayoutPool, plans: list[_Plan]) -> dict[Hashable, NodeTypeResult]:

@@ -24,8 +24,8 @@ from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, CatalogOpt
                                    FrameworkOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, LoraRankOpt,
                                    LoraTargetsOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt, MoeDispatcherOpt,
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, OutputTokensOpt, PeftOpt, PrecisionOpt,
-                                   ProviderOpt, RdmaOpt, SeqLenOpt, auto_int, check_framework, check_option, choice,
-                                   peft_of)
+                                   ProviderOpt, RdmaOpt, SeqLenOpt, TransportOpt, auto_int, check_framework,
+                                   check_option, choice, peft_of, transport_choice)
 from linkscope.cli.catalog_cmd import warn_stale
 from linkscope.cli.disagg_cmd import check_disaggregated_only, kv_options
 from linkscope.hardware.catalog import OfferingFilter, filter_offerings
@@ -95,7 +95,8 @@ def _gpu_request(gpus: int | None, gpus_range: str | None) -> GpuRequest:
 def _train_request(config: ModelConfig, tokens: str, gpus: int | None, gpus_range: str | None,
                    seq_len: int | None, global_batch: int | None, deadline: str | None, budget: str | None,
                    objective: str | None, precision: str, peft: Peft | None = None, framework: str = "auto",
-                   ep: int | None = None, etp: int | None = 1, moe_dispatcher: str = "alltoall") -> TrainRequest:
+                   ep: int | None = None, etp: int | None = 1, moe_dispatcher: str = "alltoall",
+                   moe_transport: str = "auto") -> TrainRequest:
     """The job, its layout constraints and its limits as one request."""
     batch, length = batch_and_length(config.seq_len, global_batch, seq_len)
     # The budget is written in the shown currency; plans are costed in USD.
@@ -105,7 +106,8 @@ def _train_request(config: ModelConfig, tokens: str, gpus: int | None, gpus_rang
         gpus=_gpu_request(gpus, gpus_range),
         objective=parse_objective(objective) if objective is not None else Objective.COST,
         limits=limits, precision=precision, global_batch_is_default=global_batch is None, peft=peft,
-        framework=check_framework(framework), ep=ep, etp=etp, moe_dispatcher=moe_dispatcher)
+        framework=check_framework(framework), ep=ep, etp=etp, moe_dispatcher=moe_dispatcher,
+        moe_transport=moe_transport)
 
 
 def _print_train(advice: TrainAdvice, selection: TrainSelection) -> None:
@@ -192,6 +194,7 @@ def train(
     ep: Optional[str] = EpOpt,
     etp: str = EtpOpt,
     moe_dispatcher: str = MoeDispatcherOpt,
+    transport: str = TransportOpt,
     peft: Optional[str] = PeftOpt,
     lora_rank: int = LoraRankOpt,
     lora_targets: str = LoraTargetsOpt,
@@ -222,7 +225,8 @@ def train(
         request = _train_request(config, tokens, gpus, gpus_range, seq_len, global_batch, deadline, budget,
                                  objective, precision, peft_of(peft, lora_rank, lora_targets, base_precision, config),
                                  framework, ep=auto_int(ep, "--ep"), etp=auto_int(etp, "--etp"),
-                                 moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS))
+                                 moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
+                                 moe_transport=transport_choice(transport))
         check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
         wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                                 fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
@@ -277,6 +281,7 @@ def infer(
     price_per_gpu_hour: Optional[float] = PricePerGpuHourOpt,
     precision: str = PrecisionOpt,
     engine: str = EngineOpt,
+    transport: str = TransportOpt,
     gpu: Optional[str] = GpuOpt, min_gpus: Optional[int] = MinGpusOpt, nvlink: bool = NvlinkOpt,
     nvswitch: bool = NvswitchOpt, ib: bool = IbOpt, rdma: bool = RdmaOpt, fabric: Optional[str] = FabricOpt,
     min_scale_out_gbit: Optional[float] = MinScaleOutOpt, provider: Optional[str] = ProviderOpt,
@@ -311,7 +316,7 @@ def infer(
         db = priced_in_usd(load_db(extra or []))  # advise compares prices; they must share a currency
         request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
                                parse_objective(objective) if objective is not None else Objective.COST, tp,
-                               choice(engine, "--engine", ENGINES))
+                               choice(engine, "--engine", ENGINES), moe_transport=transport_choice(transport))
         check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
         wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
                                 fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,

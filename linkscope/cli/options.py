@@ -126,6 +126,22 @@ MoeA2aOverlapOpt = typer.Option(False, "--moe-a2a-overlap/--no-moe-a2a-overlap",
 MoeImbalanceOpt = typer.Option(1.0, "--moe-imbalance",
                                help="MoE routing imbalance: the busiest EP rank's tokens over the mean (1 = forced "
                                     "balance; dropless routing runs above 1).")
+TransportOpt = typer.Option("auto", "--transport",
+                            help="How expert-parallel kernels reach other GPUs: ibgda (GPU-initiated RDMA), proxy (a "
+                                 "host proxy thread over InfiniBand/RoCE), efa (AWS EFA through a host proxy), "
+                                 "nvlink (one node), or auto (from the System: EFA -> efa; InfiniBand/RoCE with "
+                                 "GPUDirect -> ibgda; one node -> nvlink).")
+
+
+def transport_choice(transport: str) -> str:
+    """--transport checked against the transports of hardware/data/moe_transports.yaml or auto (one line naming
+    them)."""
+    # The hardware module, not the MoE model: a dense model's step never loads the model of dispatch and combine.
+    from linkscope.hardware.moe_transports import AUTO, TRANSPORTS
+
+    return choice(transport, "--transport", (AUTO, *TRANSPORTS))
+
+
 AttentionOpt = typer.Option("flash", "--attention",
                             help="flash (fused, tuned for the GPU), flash2 (FlashAttention-2, and PyTorch SDPA's "
                                  "default before 2.9), triton (FlashAttention's Triton kernel) or unfused (scores "

@@ -17,8 +17,9 @@ from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, CatalogOpt, D
                                    LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, ModelOpt,
                                    MoeA2aOverlapOpt, MoeDispatcherOpt, MoeImbalanceOpt, OutputTokensOpt, PeftOpt,
                                    PrecisionOpt, PrefillInterferenceOpt, RecomputeOpt, SeqLenOpt, SequenceParallelOpt,
-                                   SystemOpt, TpOverlapOpt, ZeroOpt, auto_int, check_framework, check_option,
-                                   check_zero, choice, layout_request, peft_of, pp_opt, tp_opt, training_job)
+                                   SystemOpt, TpOverlapOpt, TransportOpt, ZeroOpt, auto_int, check_framework,
+                                   check_option, check_zero, choice, layout_request, peft_of, pp_opt, tp_opt,
+                                   training_job, transport_choice)
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.calibration.systems import ResolvedSystem, resolve, split_profile
@@ -111,6 +112,7 @@ def train(
     moe_dispatcher: str = MoeDispatcherOpt,
     moe_a2a_overlap: bool = MoeA2aOverlapOpt,
     moe_imbalance: float = MoeImbalanceOpt,
+    transport: str = TransportOpt,
     precision: str = PrecisionOpt,
     attention: str = AttentionOpt,
     framework: str = FrameworkOpt,
@@ -139,7 +141,7 @@ def train(
     else:
         job = training_job(spec, global_batch, seq_len, precision, attention, moe_dispatcher, moe_imbalance,
                            dp_overlap=dp_overlap, tp_overlap=tp_overlap, moe_a2a_overlap=moe_a2a_overlap,
-                           peft=adapters, framework=framework)
+                           peft=adapters, framework=framework, moe_transport=transport_choice(transport))
         req = layout_request(tp, pp, dp, cp, interleave, micro_batch, recompute, zero, sequence_parallel, ep, etp)
         prediction = predict_train_on(job, resolved, req)
     if as_json:
@@ -184,6 +186,7 @@ def infer(
     precision: str = PrecisionOpt,
     prefill_interference: bool = PrefillInterferenceOpt,
     engine: str = EngineOpt,
+    transport: str = TransportOpt,
     disaggregated: bool = typer.Option(False, "--disaggregated",
                                        help="Prefill and decode on separate pools, the KV cache between them; "
                                             "beside it colocated serving on the same GPUs."),
@@ -263,7 +266,7 @@ def infer(
     resolved = _resolved(system, ep if ep > per_node else None, None, extra or [])
     job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
                    output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS), ep=ep,
-                   engine=choice(engine, "--engine", ENGINES))
+                   engine=choice(engine, "--engine", ENGINES), moe_transport=transport_choice(transport))
     check_experts_fit(job, resolved.system)
     # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
     batches = None if latency_budget is not None else np.asarray([batch])
@@ -345,9 +348,11 @@ def moe(
     experts: int = typer.Option(..., help="Routed experts, sharded evenly over the --ep ranks."),
     precision: str = typer.Option("fp8", help="Dispatch precision: fp8 (with its 1x128 scales) or bf16; combine "
                                               "is always bf16."),
-    kernel: str = typer.Option("normal", help="normal (hierarchical RDMA then NVLink forwarding, for training and "
-                                              "prefill), low-latency (direct per-expert messages, for decode) or "
-                                              "nccl (an all-to-allv)."),
+    kernel: str = typer.Option("deepep-normal", help="deepep-normal or uccl-ep-normal (hierarchical RDMA then NVLink "
+                                                     "forwarding, for training and prefill), deepep-ll, uccl-ep-ll or "
+                                                     "pplx (direct per-expert messages, for decode), nccl (an "
+                                                     "all-to-allv); normal and low-latency name DeepEP's."),
+    transport: str = TransportOpt,
     max_nodes_per_token: Optional[int] = typer.Option(None, help="Node-limited routing: a token reaches at most "
                                                                  "this many nodes (DeepSeek-V3: 4)."),
     imbalance: float = typer.Option(1.0, help="Routing imbalance: the busiest rank's tokens over the mean (>= 1)."),
@@ -357,12 +362,11 @@ def moe(
     """One MoE dispatch and combine on EP ranks. Bandwidth follows DeepEP's convention: inside the NVLink domain,
     bytes of token copies a rank receives over the time; across nodes, bytes counted once per destination node
     (the sender's own included) over the time."""
-    from linkscope.model.comm.moe import KERNELS, MOE_PRECISIONS, MoeRequest, check_request, predict_moe
+    from linkscope.model.comm.moe import MOE_PRECISIONS, MoeRequest, check_request, predict_moe
 
     req = MoeRequest(ep=ep, tokens_per_rank=tokens_per_rank, hidden=hidden, topk=topk, experts=experts,
-                     precision=choice(precision, "--precision", MOE_PRECISIONS),
-                     kernel=choice(kernel, "--kernel", KERNELS), max_nodes_per_token=max_nodes_per_token,
-                     imbalance=imbalance)
+                     precision=choice(precision, "--precision", MOE_PRECISIONS), kernel=kernel,
+                     max_nodes_per_token=max_nodes_per_token, imbalance=imbalance, transport=transport)
     check_request(req)
     per_node = _resolved(system, None, 1, extra or []).system.node.gpus
     if ep > per_node and ep % per_node:
@@ -374,11 +378,15 @@ def moe(
     else:
         from linkscope.report.predict import moe_table
 
-        console.print(moe_table(prediction, f"MoE {kernel} on {system}: ep {ep} ({prediction.nodes} node"
+        console.print(moe_table(prediction, f"MoE {prediction.kernel} over {prediction.transport} on {system}: ep {ep} "
+                                            f"({prediction.nodes} node"
                                             f"{'s' * (prediction.nodes > 1)}), {tokens_per_rank} tokens x top-"
                                             f"{topk} of {experts} experts, hidden {hidden}, {precision} dispatch"))
         console.print(f"{prediction.ranks_per_token:.2f} ranks and {prediction.nodes_per_token:.2f} nodes per token",
                       highlight=False)
+        console.print(f"transport {prediction.transport} ({prediction.transport_reason})"
+                      + (f"; {prediction.peer_us:.0f} us of each is per-peer cost" if prediction.peer_us else ""),
+                      highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

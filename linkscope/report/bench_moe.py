@@ -32,6 +32,8 @@ def moe_lines(doc: dict[str, Any]) -> list[str]:
             f"{_pct(errors.get(phase)):>8}")
     lines.append(f"# median over {doc['iters']} iterations of the slowest rank's time; GB/s in DeepEP's convention "
                  "(token copies a rank receives inside a node, once per destination node across nodes)")
+    if doc.get("ran_over"):
+        lines.append(f"# ran over {doc['ran_over']}")
     if predicted:
         lines.append(f"# predicted with {predicted['source']}")
     if doc.get("note"):

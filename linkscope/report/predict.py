@@ -177,6 +177,9 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
         rows.append(("range note", data["range_note"]))
     if wide:
         rows.insert(-2, ("EP all-to-all share of decode", f"{data['ep_all_to_all_share_decode']:.0%}"))
+    if "moe_transport" in data:
+        rows.insert(-2, ("EP kernel and transport", f"{data['moe_kernel']} over {data['moe_transport']} "
+                                                     f"({data['moe_transport_reason']})"))
     for what, value in rows:
         table.add_row(what, value)
     return table

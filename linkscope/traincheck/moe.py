@@ -10,7 +10,8 @@ The document (`--json`, and `extra["moe_summary"]` of the stored run): `dispatch
 the timed iterations of the slowest rank's time), their min/max, `dispatch_gb_per_s` and `combine_gb_per_s`
 (DeepEP's convention: `model.comm.moe.convention_bytes` over the time), `dispatch_bytes_per_rank` and
 `combine_bytes_per_rank` (the bytes the convention counts), `ranks_per_token`, `nodes_per_token`, `imbalance`,
-`rows_sent`/`rows_received` per rank, `predicted` (or None) with `dispatch_us`, `combine_us`, bandwidths in the
+`rows_sent`/`rows_received` per rank, `ran_over` (what torch.distributed ran: backend and transport, ran_over),
+`predicted` (or None) with `dispatch_us`, `combine_us`, bandwidths in the
 same convention and `source`, `error_pct` for both (None where the prediction is not for the ranks measured: a GPU
 System beside CPU ranks), and `note`.
 """
@@ -76,7 +77,7 @@ def run_moe_check(cfg: MoeConfig, system_spec: str | None = None, emit: Emit | N
     if recorder is None or not recorder.timings.get("dispatch_s"):
         return outcome  # a torchrun rank other than 0, or a run that ended before timing
     outcome.document = document(resolved_cfg, recorder.routing, recorder.timings, resolved, result.run_id,
-                                recorder.info.backend)
+                                recorder.info.backend, recorder.info.nccl_env)
     recorder.attach("moe_summary", outcome.document)
     return outcome
 
@@ -86,8 +87,24 @@ def _us(seconds: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+def ran_over(backend: str, nodes: int, nccl_env: dict[str, str] | None = None) -> str:
+    """What torch.distributed's all_to_all_single ran over, as far as the backend and NCCL's environment tell:
+    gloo's TCP sockets, NCCL inside one node, or NCCL's network transport (sockets where IB is disabled, the
+    network plugin or IB otherwise; NCCL_DEBUG=INFO's NET/ lines and `linkscope nccl-log` say which for sure)."""
+    env = nccl_env or {}
+    if backend != "nccl":
+        return f"{backend}: TCP sockets through the host, no GPU transport (a host proxy's cost, not a GPU kernel's)"
+    if nodes == 1:
+        return "nccl inside one node: P2P over NVLink/PCIe or shared memory, as NCCL picks (NCCL_P2P_DISABLE=" \
+               f"{env.get('NCCL_P2P_DISABLE', 'unset')})"
+    if env.get("NCCL_NET", "").lower() == "socket" or env.get("NCCL_IB_DISABLE") == "1":
+        return "nccl across nodes over sockets (NCCL_NET=Socket or NCCL_IB_DISABLE=1): its proxy thread, no RDMA"
+    plugin = env.get("NCCL_NET_PLUGIN") or env.get("NCCL_NET") or "IB verbs or the network plugin NCCL found"
+    return f"nccl across nodes through its net proxy thread over {plugin} (transport proxy or efa in predict moe)"
+
+
 def document(cfg: MoeConfig, routing: dict[str, Any], timings: dict[str, Any], resolved: ResolvedSystem | None,
-             run_id: str, backend: str) -> dict[str, Any]:
+             run_id: str, backend: str, nccl_env: dict[str, str] | None = None) -> dict[str, Any]:
     """The measured figures in DeepEP's convention beside the prediction for the same shape."""
     counts = routing["counts"]
     world = len(counts)
@@ -102,6 +119,7 @@ def document(cfg: MoeConfig, routing: dict[str, Any], timings: dict[str, Any], r
     c_bytes = convention_bytes(cfg.tokens_per_rank, cfg.combine_bytes, rpt, npt, nodes)
     doc: dict[str, Any] = {
         "run_id": run_id, "backend": backend, "ranks": world, "nodes": nodes,
+        "ran_over": ran_over(backend, nodes, nccl_env),
         "shape": {"tokens_per_rank": cfg.tokens_per_rank, "hidden": cfg.hidden, "topk": cfg.topk,
                   "experts": cfg.experts, "skew": cfg.skew, "precision": cfg.precision, "seed": cfg.seed},
         "iters": len(timings["dispatch_s"]),
@@ -145,7 +163,7 @@ def _predict(cfg: MoeConfig, doc: dict[str, Any], resolved: ResolvedSystem | Non
     name = resolved.profile_name and f"profile {resolved.profile_name}" or f"system {resolved.system.id}"
     note = "" if backend == "nccl" else (f"the prediction is for {resolved.system.id}'s GPUs, not for this host's "
                                          f"{backend} CPU ranks")
-    return _prediction(doc, p.dispatch_us, p.combine_us, f"{name} (all-to-allv through NCCL)"), note
+    return _prediction(doc, p.dispatch_us, p.combine_us, f"{name} (all-to-allv through NCCL over {p.transport})"), note
 
 
 def _prediction(doc: dict[str, Any], dispatch_us: float, combine_us: float, source: str) -> dict[str, Any]:

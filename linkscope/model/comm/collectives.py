@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from linkscope.hardware.errors import UserError
 from linkscope.model.comm.params import PROTOCOLS, comm_fit, nccl_tuning
@@ -404,11 +405,23 @@ def direct(op: str, t: CommTiers, s: _Shape) -> Candidate:
         intra_bw = t.intra_bw(s.ppn)
     intra_t = np.where(intra_bytes > 0, intra_bytes / (1000.0 * intra_bw), 0.0)
     inter_t = np.where(inter_bytes > 0, inter_bytes / (1000.0 * np.where(s.nn > 1, nic_per_gpu, INF)), 0.0)
-    lat = _p2p_latency(t, s.nn > 1)
+    lat = _p2p_latency(t, s.nn > 1) + all_to_all_peer_us(op, t, s.n, s.ppn, s.nn)
     time = lat + np.maximum(intra_t, inter_t)
     limit = _label(s, inter_t > intra_t, f"network ({t.fabric})", "nvlink" if t.intra_hw == "nvlink" else "pcie")
     limit = _label(s, lat > np.maximum(intra_t, inter_t), "latency", limit)
     return Candidate("direct", time, _simple(s), limit)
+
+
+def all_to_all_peer_us(op: str, t: CommTiers, ranks: ArrayLike, ppn: ArrayLike, nodes: ArrayLike) -> np.ndarray:
+    """What an all-to-all's remote peers add to its latency: NCCL runs it as a send and a receive to every peer,
+    and one proxy thread per rank posts the network ones and polls their completions one peer after another, so
+    each remote peer costs a network operation's CPU time (the tuner's per-op `net_overhead_us`, the LL rate:
+    the work of one post and its completion). Peers inside the node go over NVLink/PCIe from the GPU's own
+    channels and add nothing; other ops add nothing."""
+    if op != "all_to_all":
+        return np.zeros_like(np.asarray(ranks, dtype=float))
+    remote = np.asarray(ranks, dtype=float) - np.asarray(ppn, dtype=float)
+    return np.where(np.asarray(nodes) > 1, remote * t.net_overhead_us(), 0.0)
 
 
 _IMPLS = {"ring": ring, "tree": tree, "nvls": nvls, "nvls_tree": nvls_tree, "collnet": collnet,

@@ -49,6 +49,9 @@ class CommTiers:
     """The protocols the fabric's standard setup lets NCCL run across nodes (FabricTraits.net_protocols)."""
     domain_spans_nodes: bool = False
     """The NVLink domain joins several hosts (NCCL's multi-node NVLink): a node here is a whole domain."""
+    net_transport: str | None = None
+    """The System's `scale_out.transport` (`srd`, `tcpx`, `proxy`...): how its RDMA is driven where the fabric's
+    name does not say."""
 
     @property
     def node_word(self) -> str:
@@ -159,7 +162,7 @@ def comm_tiers(system: System) -> CommTiers:
         gdr=node.scale_out.gpudirect_rdma, cpu=cpu if cpu in ("intel", "amd") else "other",
         net_simple_flush=traits.simple_flush if traits else False,
         net_protocols=tuple(traits.net_protocols) if traits and traits.net_protocols else PROTOCOLS,
-        domain_spans_nodes=system.domain_spans_nodes,
+        domain_spans_nodes=system.domain_spans_nodes, net_transport=node.scale_out.transport,
     )
 
 

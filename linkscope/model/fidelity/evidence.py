@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
+from linkscope.hardware.moe_transports import AUTO, TRANSPORTS, moe_transport_facts
 from linkscope.model.calibration.calibration_set import CASES, SEQ_LEN, SYSTEM
 from linkscope.model.step.compute import DEFAULT_ENGINE, ENGINES
 from linkscope.model.step.layout import Recompute
@@ -179,13 +180,26 @@ class MoeEntry(_Strict):
     topk: int = Field(ge=1)
     experts: int = Field(ge=1)
     precision: Literal["fp8", "bf16"] = "fp8"
-    kernel: Literal["normal", "low-latency", "nccl"]
+    kernel: str
+    """A kernel name or alias of hardware/data/moe_transports.yaml (deepep-ll, uccl-ep-normal, low-latency...)."""
+    transport: str = AUTO
+    """What the run used (hardware/data/moe_transports.yaml) where `auto`, what the System and the kernel give,
+    would not say it."""
     max_nodes_per_token: int | None = Field(default=None, ge=1)
     op: Literal["dispatch", "combine"]
     metric: Literal["time_us", "gb_per_s"]
     value: float = Field(gt=0)
     where: str
     assumed: list[str] = []
+
+    @model_validator(mode="after")
+    def _known_kernel(self) -> MoeEntry:
+        names = moe_transport_facts().all_kernel_names()
+        if self.kernel not in names:
+            raise ValueError(f"kernel '{self.kernel}' is not one of {', '.join(names)}")
+        if self.transport not in (AUTO, *TRANSPORTS):
+            raise ValueError(f"transport '{self.transport}' is not one of {', '.join((AUTO, *TRANSPORTS))}")
+        return self
 
 
 class DisaggEntry(_Entry):

@@ -10,7 +10,7 @@ import numpy as np
 from linkscope.hardware.loader import HardwareDB, load_system_file
 from linkscope.hardware.resolve import resolve_system
 from linkscope.hardware.system import System
-from linkscope.model.comm.moe import MoeRequest, predict_moe
+from linkscope.model.comm.moe import MoePrediction, MoeRequest, predict_moe
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.model.fidelity.evidence import (CollectiveEntry, DisaggEntry, Entry, InferenceEntry, MoeEntry,
@@ -106,14 +106,23 @@ def predicted_inference(entry: InferenceEntry, db: HardwareDB) -> float:
     return float(est.cycle_s[0]) / entry.output_tokens
 
 
-def predicted_moe(entry: MoeEntry, db: HardwareDB) -> float:
-    """Time (us) or DeepEP-convention bandwidth (GB/s) of the entry's dispatch or combine."""
+def _moe_prediction(entry: MoeEntry, db: HardwareDB) -> MoePrediction:
     system = evidence_system(entry.system, db)
     system = system.with_gpus(entry.ep) if entry.ep > system.node.gpus else system
     req = MoeRequest(ep=entry.ep, tokens_per_rank=entry.tokens_per_rank, hidden=entry.hidden, topk=entry.topk,
                      experts=entry.experts, precision=entry.precision, kernel=entry.kernel,
-                     max_nodes_per_token=entry.max_nodes_per_token)
-    p = predict_moe(comm_tiers(system), req)
+                     max_nodes_per_token=entry.max_nodes_per_token, transport=entry.transport)
+    return predict_moe(comm_tiers(system), req)
+
+
+def moe_transport(entry: MoeEntry, db: HardwareDB) -> str:
+    """The transport the entry's dispatch or combine ran on: its own, or what `auto` gives on its System."""
+    return _moe_prediction(entry, db).transport
+
+
+def predicted_moe(entry: MoeEntry, db: HardwareDB) -> float:
+    """Time (us) or DeepEP-convention bandwidth (GB/s) of the entry's dispatch or combine."""
+    p = _moe_prediction(entry, db)
     if entry.metric == "time_us":
         return p.dispatch_us if entry.op == "dispatch" else p.combine_us
     return p.dispatch_gb_per_s if entry.op == "dispatch" else p.combine_gb_per_s

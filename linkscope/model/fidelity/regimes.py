@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from linkscope.hardware.loader import HardwareDB
-from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, TrainingEntry
-from linkscope.model.fidelity.evidence_predict import across_trays, evidence_system, memory_share
+from linkscope.model.fidelity.evidence import CollectiveEntry, Entry, InferenceEntry, MoeEntry, TrainingEntry
+from linkscope.model.fidelity.evidence_predict import across_trays, evidence_system, memory_share, moe_transport
 from linkscope.model.step.transformer import model_presets
 
 SMALL_MODEL_PARAMS = 3e9
@@ -54,6 +54,10 @@ def _inference(test: Callable[[InferenceEntry], bool]) -> Callable[[Entry, Hardw
     return lambda e, db: isinstance(e, InferenceEntry) and test(e)
 
 
+def _moe_on(transport: str) -> Callable[[Entry, HardwareDB], bool]:
+    return lambda e, db: isinstance(e, MoeEntry) and moe_transport(e, db) == transport
+
+
 REGIMES = (
     Regime("fsdp-multi-node", "training", "fully sharded data parallel (ZeRO-3) across nodes",
            _training(lambda e, db: e.zero >= 3 and e.dp > 1 and e.gpus > _gpus_per_node(e, db))),
@@ -86,4 +90,10 @@ REGIMES = (
            _inference(lambda e: e.batch is None)),
     Regime("long-prompts", "inference", f"prompts of {LONG_PROMPT_TOKENS:,} tokens or more",
            _inference(lambda e: e.input_tokens >= LONG_PROMPT_TOKENS)),
+    Regime("moe-ibgda", "moe", "expert-parallel dispatch/combine over GPU-initiated RDMA (IBGDA)", _moe_on("ibgda")),
+    Regime("moe-proxy", "moe", "expert-parallel dispatch/combine through a host proxy over InfiniBand/RoCE",
+           _moe_on("proxy")),
+    Regime("moe-efa", "moe", "expert-parallel dispatch/combine over AWS EFA (host proxy, SRD)", _moe_on("efa")),
+    Regime("moe-nvlink", "moe", "expert-parallel dispatch/combine inside one NVLink or xGMI domain",
+           _moe_on("nvlink")),
 )

@@ -37,7 +37,7 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.system import System
 from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.comm.collectives import collective_time
-from linkscope.model.comm.moe import MoeRequest, predict_moe
+from linkscope.model.comm.moe import MoeRequest, moe_path, predict_moe, runnable_kernel
 from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (DEFAULT_ENGINE, ENGINES, compute_constants, gemm_time_s, peak_tflops,
                                          usable_memory_gib)
@@ -69,6 +69,8 @@ class InferJob:
     engine: str = DEFAULT_ENGINE
     """The serving engine's host loop (compute.ENGINES): whether its host work per sequence is on the critical
     path."""
+    moe_transport: str = "auto"
+    """How wide EP's dispatch and combine reach other GPUs (model/comm/moe.py TRANSPORT_CHOICES)."""
 
     @property
     def replicas(self) -> int:
@@ -210,10 +212,13 @@ def _ep_a2a_s(job: InferJob, tiers: CommTiers, gpus_per_node: int, tokens_per_re
         return np.zeros_like(tokens)
     precision = "fp8" if job.precision == "fp8" else "bf16"
 
+    per_node = min(job.ep, gpus_per_node)
+    runs = runnable_kernel(tiers, kernel, job.moe_transport, -(-job.ep // per_node))
+
     def layer_s(per_rank: int) -> float:
         req = MoeRequest(ep=job.ep, tokens_per_rank=per_rank, hidden=m.hidden, topk=m.topk, experts=m.experts,
-                         precision=precision, kernel=kernel)
-        p = predict_moe(tiers, req, per_node=min(job.ep, gpus_per_node))
+                         precision=precision, kernel=runs, transport=job.moe_transport)
+        p = predict_moe(tiers, req, per_node=per_node)
         return (p.dispatch_us + p.combine_us) * 1e-6
 
     # The MoE model is a fixed cost plus a time proportional to the tokens (every term scales with them), so two
@@ -429,7 +434,17 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
         "ep_all_to_all_share_decode": float(est.ep_a2a_decode_s[i] / step) if len(est.ep_a2a_decode_s) else 0.0,
         "memory_gib_per_gpu": float(est.memory_gib_per_gpu[i]), "fits": bool(est.fits[i]),
+        **_moe_path(job, system),
     }
+
+
+def _moe_path(job: InferJob, system: System) -> dict[str, str]:
+    """Wide EP's decode kernel and the transport it runs on, with why (empty without wide EP)."""
+    if job.ep <= 1 or not job.model.is_moe:
+        return {}
+    per_node = min(job.ep, system.max_nccl_node_gpus)
+    kernel, transport, why = moe_path(comm_tiers(system), "low-latency", job.moe_transport, -(-job.ep // per_node))
+    return {"moe_kernel": kernel, "moe_transport": transport, "moe_transport_reason": why}
 
 
 def tp_options(model: ModelConfig, gpus_per_node: int) -> list[int]:

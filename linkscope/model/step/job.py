@@ -35,6 +35,9 @@ class Job:
     moe_dispatcher: str = "alltoall"
     """How MoE layers move tokens: `alltoall` (NCCL all-to-allv, Megatron's alltoall dispatcher) or `deepep`
     (DeepEP's hierarchical kernels, Megatron's flex dispatcher)."""
+    moe_transport: str = "auto"
+    """How the dispatcher's kernels reach other GPUs (model/comm/moe.py TRANSPORT_CHOICES): ibgda, proxy, efa,
+    nvlink, or auto (from the System)."""
     moe_a2a_overlap: bool = False
     """Hide MoE dispatch and combine behind another micro-batch's compute (Megatron-Core's 1F1B A2A overlap,
     --overlap-moe-expert-parallel-comm): only what outlasts a layer's forward plus backward compute shows."""

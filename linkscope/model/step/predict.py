@@ -180,13 +180,24 @@ def _flags(job: Job, system: System, row: Layout, est: StepEstimate, i: int) -> 
     return flags
 
 
+def _moe_path_text(job: Job, system: System, row: Layout) -> str:
+    """` (kernel over transport: why)` for the dispatcher's all-to-alls."""
+    from linkscope.model.comm.moe import moe_path
+    from linkscope.model.comm.tiers import comm_tiers
+
+    kernel = "deepep-normal" if job.moe_dispatcher == "deepep" else "nccl"
+    nodes = -(-row.ep * row.etp // system.nccl_node_gpus)
+    runs, transport, why = moe_path(comm_tiers(system), kernel, job.moe_transport, nodes)
+    return f" ({runs} over {transport}: {why})"
+
+
 def _ep_reason(job: Job, system: System, row: Layout, given: bool = False) -> str:
     """Where the chosen expert parallelism sits and what it trades (or that the user chose it)."""
     m, per_node = job.model, system.nccl_node_gpus
     where = "inside one NVLink domain" if row.ep * row.etp <= per_node else \
         f"across {-(-row.ep * row.etp // per_node)} {_unit(system)}s (dispatch and combine cross the network)"
     return (f"ep {row.ep} x etp {row.etp} {where}: {m.experts // row.ep} of {m.experts} experts per GPU, "
-            f"{job.moe_dispatcher} dispatcher; " + ("as given (--ep)" if given else
+            f"{job.moe_dispatcher} dispatcher{_moe_path_text(job, system, row)}; " + ("as given (--ep)" if given else
             "the fastest fitting of the ep sizes searched (a smaller ep keeps all-to-all on NVLink but holds more "
             "expert weights per GPU)"))
 

@@ -10,6 +10,7 @@ last backward pass, and the optimizer step. Memory follows Korthikanti et al. 20
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -166,7 +167,7 @@ def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
     if not m.is_moe:
         return out
     # Imported here: a dense model's step never needs the MoE model or its data file.
-    from linkscope.model.comm.moe import MoeRequest, predict_moe
+    from linkscope.model.comm.moe import MoeRequest, predict_moe, runnable_kernel, transport_problem
 
     kernel, precision = ("normal", "fp8" if ctx.job.precision == "fp8" else "bf16") \
         if ctx.job.moe_dispatcher == "deepep" else ("nccl", "bf16")
@@ -179,8 +180,16 @@ def _ep_comm_s(ctx: _Ctx) -> np.ndarray:
             continue
         key = (ep, int(per_node[i]), max(1, round(float(tokens[i]))))
         if key not in cache:
+            problem = transport_problem(ctx.tiers, kernel, ctx.job.moe_transport, -(-ep // key[1]))
+            if problem is not None:
+                # A layout whose expert group the transport cannot carry (nvlink across nodes) does not run.
+                cache[key] = math.inf
+                out[i] = math.inf
+                continue
+            runs = runnable_kernel(ctx.tiers, kernel, ctx.job.moe_transport, -(-ep // key[1]))
             req = MoeRequest(ep=ep, tokens_per_rank=key[2], hidden=m.hidden, topk=m.topk, experts=m.experts,
-                             precision=precision, kernel=kernel, imbalance=ctx.job.moe_imbalance)
+                             precision=precision, kernel=runs, imbalance=ctx.job.moe_imbalance,
+                             transport=ctx.job.moe_transport)
             p = predict_moe(ctx.tiers, req, per_node=key[1])
             cache[key] = (p.dispatch_us + p.combine_us) * 1e-6
         out[i] = cache[key]

@@ -52,6 +52,17 @@ def test_a_gpu_systems_prediction_beside_cpu_ranks_says_so_and_claims_no_error(m
     assert doc["error_pct"] is None and "not for this host" in doc["note"]
 
 
+def test_the_document_says_what_torch_distributed_ran_over(measured: tuple[Path, dict]) -> None:
+    from linkscope.traincheck.moe import ran_over
+
+    _, doc = measured
+    assert doc["ran_over"].startswith("gloo: TCP sockets")
+    assert "over nvlink" in doc["predicted"]["source"]
+    assert ran_over("nccl", 1).startswith("nccl inside one node")
+    assert "sockets" in ran_over("nccl", 2, {"NCCL_IB_DISABLE": "1"})
+    assert "net proxy thread over aws-ofi-nccl" in ran_over("nccl", 2, {"NCCL_NET_PLUGIN": "aws-ofi-nccl"})
+
+
 def test_the_run_is_stored_and_read_back(measured: tuple[Path, dict]) -> None:
     db, doc = measured
     with ResultStore(str(db)) as store:

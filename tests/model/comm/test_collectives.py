@@ -392,3 +392,23 @@ def test_tcpx_runs_simple_across_nodes_and_every_protocol_inside_one(db) -> None
     assert {row.protocol for row in two} == {"Simple"}
     one = predict_sizes(system, "all_reduce", [64], 8)[0]
     assert one.protocol == "LL"
+
+
+def test_all_to_all_at_128_ranks_pays_for_every_remote_peer() -> None:
+    from linkscope.hardware.loader import load_db
+    from linkscope.model.calibration.systems import resolve
+    from linkscope.model.comm.collectives import all_to_all_peer_us, collective_time
+
+    small = 128 * 7168  # one token of 7168 bytes to each of 128 ranks: the bytes take no time
+    times = {}
+    for gpus in (16, 128):
+        tiers = resolve("dgx-h100", load_db([]), gpus, None).tiers
+        times[gpus] = float(collective_time("all_to_all", tiers, [small], gpus, gpus // 8).time_us[0])
+        peer = float(all_to_all_peer_us("all_to_all", tiers, gpus, 8, gpus // 8))
+        assert peer == (gpus - 8) * tiers.net_overhead_us()
+        assert float(all_to_all_peer_us("all_gather", tiers, gpus, 8, gpus // 8)) == 0.0
+    # 112 more remote peers at the tuner's per-operation CPU cost (1 us on Intel hosts): the per-peer term, not
+    # the bytes, separates the two.
+    assert times[128] - times[16] == pytest.approx(112 * 1.0, rel=0.1)
+    one_node = resolve("dgx-h100", load_db([]), 8, None).tiers
+    assert float(all_to_all_peer_us("all_to_all", one_node, 8, 8, 1)) == 0.0
