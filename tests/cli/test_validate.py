@@ -30,7 +30,7 @@ def test_validate_json_has_kinds_and_sources() -> None:
         assert r["kind"] in data["kinds"] and r["n"] >= 1 and r["loro_max_pct"] >= r["loro_median_pct"]
         assert 0 <= r["coverage_pct"] <= 100 and r["half_width_pct"] > 0
     worst = data["worst_regimes"]
-    assert set(worst) == {"training", "collectives", "inference"}
+    assert set(worst) == {r["kind"] for r in regimes.values()} >= {"training", "collectives", "inference"}
     for kind, w in worst.items():
         assert len(w["largest_error"]) == len(w["least_coverage"]) == 3
         assert all(regimes[r["regime"]]["kind"] == kind for r in w["largest_error"] + w["least_coverage"])
