@@ -5,19 +5,28 @@ The evidence fit prints the value comm_fit.yaml carries (the NVLS per-chunk over
 collectives first, since training and inference predictions use the collective model), the values compute.yaml
 carries (gemm shares per generation and format, ZeRO-3 and TP comm overlap, serving GEMM shares, decode
 kernel and host times) and the content
-of accuracy.yaml (leave-one-source-out residual quantiles); the three files are edited by hand from this
-output, and tests/model/fidelity/test_validate.py checks that they agree with a fresh fit. Nothing outside the
+of accuracy.yaml (each entry's class and out-of-sample errors); comm_fit.yaml and compute.yaml are edited by hand
+from this output. --write-accuracy rewrites accuracy.yaml from `linkscope validate` of the packaged constants
+(keeping its header comments, validated before it is written, written atomically), and
+tests/model/fidelity/test_validate.py checks that the three files agree with a fresh fit. Nothing outside the
 evidence set (model/data/evidence.yaml plus the calibration set) enters any fit.
 
     python benchmarks/fit_calibration.py
     python benchmarks/fit_calibration.py --calibration-only
+    python benchmarks/fit_calibration.py --write-accuracy
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import json
+import os
 import statistics
 import sys
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +83,40 @@ def evidence_fit() -> None:
               f"LOSO median {s.loso_median_pct:5.1f}%  LOSO max {s.loso_max_pct:5.1f}%")
 
 
+def accuracy_text(header: str, data: dict[str, Any], as_of: dt.date) -> str:
+    """accuracy.yaml's text: `header` (its comments), source and date, then one record per line."""
+    lines = [header.rstrip("\n"),
+             'source: "linkscope validate, leave-one-source-out and leave-one-regime-out residuals on '
+             'linkscope/model/data/evidence.yaml and evidence/*.yaml"',
+             f"as_of: {as_of.isoformat()}", "residuals:"]
+    for kind, records in data["residuals"].items():
+        lines.append(f"  {kind}:")
+        # JSON is YAML: class names with commas stay one quoted string.
+        lines.extend(f"    - {{{', '.join(f'{k}: {json.dumps(v)}' for k, v in r.items())}}}" for r in records)
+    return "\n".join(lines) + "\n"
+
+
+def write_accuracy() -> None:
+    """Rewrite accuracy.yaml from `validate` of the packaged constants, validated before it replaces the file."""
+    from linkscope.model.fidelity.validate import packaged_validation, range_file
+    from linkscope.model.ranges.accuracy import ACCURACY_FILE, read_accuracy_file
+
+    text = ACCURACY_FILE.read_text()
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    new = accuracy_text(header, range_file(packaged_validation()), dt.date.today())
+    fd, tmp = tempfile.mkstemp(dir=ACCURACY_FILE.parent, suffix=".yaml")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(new)
+        read_accuracy_file(Path(tmp))
+        os.replace(tmp, ACCURACY_FILE)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    print(f"wrote {ACCURACY_FILE} ({sum(len(v) for v in range_file(packaged_validation())['residuals'].values())} "
+          "records)")
+
+
 def calibration_only_fit() -> None:
     system = load_db(include_user=False).systems[SYSTEM]
     base = compute.packaged_constants()
@@ -96,6 +139,8 @@ def calibration_only_fit() -> None:
 def main() -> None:
     if "--calibration-only" in sys.argv[1:]:
         calibration_only_fit()
+    elif "--write-accuracy" in sys.argv[1:]:
+        write_accuracy()
     else:
         evidence_fit()
 

@@ -234,10 +234,13 @@ def _fill(option: InferOption, best: _Try, request: InferRequest, offering: Offe
     option.memory_gib_per_gpu = float(est.memory_gib_per_gpu[i])
     option.tp_allreduce_share_decode = float(est.tp_comm_decode_s[i] / est.decode_step_s[i])
     system = offering.system.with_nodes(math.ceil(best.tp * best.pp / offering.system.node.gpus))
-    option.tokens_per_s_per_gpu_range = list(rate_range(option.tokens_per_s_per_gpu, "inference", system))
-    evidence = spread("inference", system)
-    if not evidence.evidence and evidence.basis not in option.notes:
-        option.notes.append(evidence.basis)
+    features: dict[str, Any] = {"precision": request.precision, "framework": request.engine,
+                                "gpus": best.tp * best.pp}
+    option.tokens_per_s_per_gpu_range = list(rate_range(option.tokens_per_s_per_gpu, "inference", system,
+                                                        **features))
+    evidence = spread("inference", system, **features)
+    if evidence.note and evidence.note not in option.notes:
+        option.notes.append(evidence.note)
     if option.price_per_gpu_hour is not None:
         option.usd_per_million_tokens = option.price_per_gpu_hour / (option.tokens_per_s_per_gpu * 3600.0) * 1e6
         option.usd_per_million_tokens_range = [option.price_per_gpu_hour / (rate * 3600.0) * 1e6

@@ -291,8 +291,11 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
     price = plan.offering.price_per_hour
     system = plan.system.with_nodes(nodes)
     booked = plan.booking.booked_nodes(nodes)
-    time_range_s = list(time_range(time_s, "training", system))
-    evidence = spread("training", system)
+    features: dict[str, Any] = {"precision": prediction.precision,
+                                "mode": "full" if prediction.peft is None else "lora",
+                                "framework": prediction.framework, "gpus": prediction.gpus}
+    time_range_s = list(time_range(time_s, "training", system, **features))
+    evidence = spread("training", system, **features)
     unconfirmed_booking = nodes > 1 and plan.offering.multi_node is None
     idle = []
     if prediction.gpus < system.gpus:
@@ -311,7 +314,7 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
         bottleneck_detail=prediction.bottleneck,
         notes=[*base.notes, *([booking] if booking else []), *idle,
                *(["multi-node booking unconfirmed"] if unconfirmed_booking else []),
-               *([] if evidence.evidence else [evidence.basis]), *prediction.physical_flags])
+               *([evidence.note] if evidence.note else []), *prediction.physical_flags])
 
 
 def _best(options: list[TrainOption], objective: Objective) -> TrainOption:

@@ -81,6 +81,8 @@ def collective(
                                              f"{where}"))
         if rows[0].range_basis:
             console.print(f"ranges from {rows[0].range_basis}", highlight=False, markup=False, soft_wrap=True)
+        if rows[0].range_note:
+            console.print(f"range note: {rows[0].range_note}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _resolved(spec: str, gpus: int | None, nodes: int | None, extra: list[Path]) -> ResolvedSystem:

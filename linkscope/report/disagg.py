@@ -94,6 +94,8 @@ def disagg_lines(d: dict[str, Any]) -> list[str]:
     ]
     if d.get("range_basis"):
         lines.append(f"ranges from {d['range_basis']}")
+    if d.get("range_note"):
+        lines.append(f"range note: {d['range_note']}")
     return lines
 
 

@@ -182,6 +182,8 @@ def infer_table(data: dict[str, Any], budget: float | None) -> Table:
     if "moe_transport" in data:
         rows.insert(-2, ("EP kernel and transport", f"{data['moe_kernel']} over {data['moe_transport']} "
                                                      f"({data['moe_transport_reason']})"))
+    if data.get("range_note"):
+        rows.append(("range note", data["range_note"]))
     rows += [("[yellow]warning[/]", flag) for flag in data.get("flags", [])]
     for what, value in rows:
         table.add_row(what, value)
@@ -230,6 +232,6 @@ def scaling_table(points: list[ScalingPoint], title: str, width: int = SCALING_W
 
 def scaling_reasons(points: list[ScalingPoint]) -> list[str]:
     """One line per node count without figures, saying why, then one per evidence class the rows' ranges lack."""
-    missing = dict.fromkeys(p.range_basis for p in points if p.fits and p.range_basis.startswith("no "))
+    missing = dict.fromkeys(p.range_note for p in points if p.fits and p.range_note)
     return [*(f"{p.nodes} node{'s' * (p.nodes > 1)}: {p.reason}" for p in points if p.reason),
             *(f"ranges: {basis}" for basis in missing)]

@@ -20,5 +20,6 @@ def forget_packaged_data() -> None:
     from linkscope.model.step import compute, transformer
 
     for loader in (compute.packaged_constants, params.nccl_tuning, params.packaged_comm_fit, params.fabric_traits,
-                   accuracy.accuracy_file, transformer.model_presets):
+                   accuracy.accuracy_file, accuracy.residuals, accuracy._packaged_spread,
+                   transformer.model_presets):
         loader.cache_clear()

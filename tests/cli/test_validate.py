@@ -14,9 +14,9 @@ def test_validate_json_has_kinds_and_sources() -> None:
     assert set(data["kinds"]) == {"training", "collectives", "inference", "moe", "disaggregated", "memory"}
     for summary in data["kinds"].values():
         assert {"n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct", "loro_median_pct",
-                "coverage_pct"} <= set(summary)
+                "coverage_pct", "half_width_pct"} <= set(summary)
         assert summary["n"] >= 1 and summary["loso_max_pct"] >= summary["loso_median_pct"]
-        assert 0 <= summary["coverage_pct"] <= 100
+        assert 0 <= summary["coverage_pct"] <= 100 and summary["half_width_pct"] > 0
     verdicts = data["kinds"]["disaggregated"]["verdicts"]
     assert verdicts["n"] >= 3 and verdicts["right"] == verdicts["n"]
     sources = {s["source"]: s for s in data["sources"]}
@@ -28,10 +28,43 @@ def test_validate_json_has_kinds_and_sources() -> None:
     assert {"fsdp-multi-node", "small-messages", "small-batch-decode"} <= set(regimes)
     for r in regimes.values():
         assert r["kind"] in data["kinds"] and r["n"] >= 1 and r["loro_max_pct"] >= r["loro_median_pct"]
+        assert 0 <= r["coverage_pct"] <= 100 and r["half_width_pct"] > 0
+    worst = data["worst_regimes"]
+    assert set(worst) == {r["kind"] for r in regimes.values()} >= {"training", "collectives", "inference"}
+    for kind, w in worst.items():
+        assert len(w["largest_error"]) == len(w["least_coverage"]) == 3
+        assert all(regimes[r["regime"]]["kind"] == kind for r in w["largest_error"] + w["least_coverage"])
 
 
 def test_validate_table_and_entries() -> None:
     result = run_cli("validate", "--entries")
     assert result.exit_code == 0
-    assert "LOSO median" in result.stdout and "Per entry" in result.stdout
+    assert "LOSO" in result.stdout and "median" in result.stdout and "Per entry" in result.stdout
     assert "Per regime" in result.stdout and "small-batch-decode" in result.stdout
+
+
+def test_validate_ends_with_the_worst_regimes_and_shows_coverage() -> None:
+    text = run_cli("validate").stdout
+    assert "coverage" in text and "half-width" in text
+    tail = text[text.index("Worst regimes"):]
+    assert "training: largest LORO error:" in tail and "least coverage:" in tail
+
+
+def test_validate_filters_by_kind_and_source() -> None:
+    data = json.loads(run_cli("validate", "--kind", "moe", "--json", "--entries").stdout)
+    assert set(data["kinds"]) == {"moe"} and {e["kind"] for e in data["entries"]} == {"moe"}
+    one = json.loads(run_cli("validate", "--source", "korthikanti-2022", "--json").stdout)
+    assert [s["source"] for s in one["sources"]] == ["korthikanti-2022"] and one["kinds"]["training"]["n"] == 8
+
+
+def test_validate_with_a_filter_selecting_nothing_says_so_and_exits_0() -> None:
+    result = run_cli("validate", "--source", "no-such-source")
+    assert result.exit_code == 0 and "no evidence entry matches --source no-such-source" in result.stdout
+    data = json.loads(run_cli("validate", "--kind", "moe", "--source", "korthikanti-2022", "--json").stdout)
+    assert data["kinds"] == {} and "no evidence entry matches" in data["note"]
+
+
+def test_validate_with_an_unknown_kind_is_one_line_and_exit_2() -> None:
+    result = run_cli("validate", "--kind", "nope")
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0 and "unknown kind 'nope'" in result.stderr

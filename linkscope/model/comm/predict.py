@@ -34,6 +34,8 @@ class CollectivePrediction:
     """p10..p90 of the time, from the leave-one-source-out errors of collective predictions of its class."""
     range_basis: str = ""
     """What evidence the range comes from (`model.ranges.accuracy.spread`), or that there is none."""
+    range_note: str | None = None
+    """What a user must know about the range (far from all evidence, widened outside its class)."""
     nvlink_domains: int | None = None
     """NVLink domains the GPUs span where a domain joins several nodes (NCCL's nodes there); None otherwise."""
 
@@ -99,7 +101,7 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
     host = f"host (issuing {gpus_per_thread} GPU{'s' if gpus_per_thread > 1 else ''} from one thread)"
     factor = float(bus_factors(op, ranks))
     out = []
-    basis = spread("collectives", system, nodes, sized.nodes).basis
+    evidence = spread("collectives", system, nodes, sized.nodes, gpus=ranks)
     for i, nbytes in enumerate(sizes_bytes):
         time_us = float(times_us[i])
         bottleneck = host if time_us > gpu_time_us[i] else str(result.bottleneck[i])
@@ -108,7 +110,8 @@ def predict_sizes(system: System, op: str, sizes_bytes: list[int], gpus: int | N
                                         algorithm=str(result.algorithm[i]), protocol=str(result.protocol[i]),
                                         time_us=time_us, algbw=algbw, busbw=algbw * factor,
                                         bottleneck=bottleneck,
-                                        time_us_range=time_range(time_us, "collectives", system, nodes, sized.nodes),
-                                        range_basis=basis,
+                                        time_us_range=time_range(time_us, "collectives", system, nodes, sized.nodes,
+                                                                 gpus=ranks),
+                                        range_basis=evidence.basis, range_note=evidence.note,
                                         nvlink_domains=nodes if sized.domain_spans_nodes else None))
     return out

@@ -16,6 +16,7 @@ from linkscope.model.comm.tiers import comm_tiers
 from linkscope.model.fidelity.evidence import (CollectiveEntry, DisaggEntry, Entry, InferenceEntry, MemoryEntry,
                                                MoeEntry, TrainingEntry)
 from linkscope.model.ranges.classes import fabric_class, gpu_family
+from linkscope.model.step.job import framework_for
 from linkscope.model.step.disagg import DisaggJob, Pool, speedup_at
 from linkscope.model.step.infer import InferJob, batched_prefill_s, candidate_batches, estimate_inference
 from linkscope.model.step.kv_transfer import link, stream_s
@@ -194,3 +195,21 @@ def evidence_class(entry: Entry, db: HardwareDB) -> tuple[str, str]:
     else:
         system = system.with_nodes(max(1, -(-entry.tp * entry.pp // system.node.gpus)))
     return fabric_class(system), gpu_family(system)
+
+
+def evidence_features(entry: Entry) -> tuple[str | None, str | None, str | None, int | None]:
+    """(precision, mode, framework, GPUs) of the entry as the range rule (model/ranges/rule.py) compares them:
+    training's full or LoRA mode and framework (`auto` resolved for its ZeRO stage), serving's engine; None where
+    a kind has no such thing (a collective's precision) or the entry does not say (a KV transfer's GPUs)."""
+    if isinstance(entry, TrainingEntry):
+        return (entry.precision, "lora" if entry.lora_rank is not None else "full",
+                framework_for(entry.framework, entry.zero, entry.pp), entry.gpus)
+    if isinstance(entry, CollectiveEntry):
+        return None, None, None, entry.gpus
+    if isinstance(entry, MoeEntry):
+        return entry.precision, None, None, entry.ep
+    if isinstance(entry, InferenceEntry):
+        return entry.precision, None, entry.engine, entry.tp * entry.pp
+    if entry.metric == "speedup":
+        return entry.precision, None, None, entry.prefill_gpus + entry.decode_gpus
+    return None, None, None, None

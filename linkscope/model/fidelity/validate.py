@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,12 +38,16 @@ from linkscope.model.fidelity.evidence import (
     load_evidence,
 )
 from linkscope.model.fidelity.comm_fit import PricedCollectives
-from linkscope.model.fidelity.evidence_predict import evidence_class, measured, predicted
+from linkscope.model.fidelity.evidence_predict import evidence_class, evidence_features, measured, predicted
 from linkscope.model.fidelity.fit import PricedSet, sources_of
 from linkscope.model.fidelity.moe_fit import PricedMoeTraining, moe_training_entries, overhead_override
 from linkscope.model.fidelity.regimes import REGIMES
+from linkscope.model.ranges.rule import Query, Residual, spread_of
 
-RANGE_QUANTILES = (10.0, 90.0)
+RATE_METRICS = frozenset({"busbw_gb_per_s", "gb_per_s", "kv_gb_per_s", "output_tokens_per_s", "speedup"})
+"""Metrics of collectives, serving, MoE and disaggregated entries that are rates. Training entries are compared as
+step times whatever metric their source printed (`evidence_predict.measured`)."""
+WORST_REGIMES = 3
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,46 @@ class EntryResult:
     loro: dict[str, float] = field(default_factory=dict)
     """Per regime the entry belongs to, its prediction with that regime left out of the fit."""
     metric: str = ""
+    precision: str | None = None
+    mode: str | None = None
+    framework: str | None = None
+    gpus: int | None = None
+    range_p10_log: float | None = None
+    range_p90_log: float | None = None
+    """The p10..p90 (log of a time over its prediction) the range rule gives the entry's LOSO prediction from
+    every other source's records: the range a user would have had without this entry's source (`nested`)."""
+    range_note: str | None = None
+
+    @property
+    def is_rate(self) -> bool:
+        """The entry's metric grows as time shrinks (a bandwidth, tokens/s, a speedup)."""
+        return self.kind != "training" and self.metric in RATE_METRICS
+
+    @property
+    def time_log_residual(self) -> float:
+        """log(measured / LOSO prediction) of a time: a rate's sign turned, so that + means too fast."""
+        value = float(np.log(self.measured / self.loso))
+        return -value if self.is_rate else value
+
+    def time_loro_residuals(self) -> tuple[float, ...]:
+        """The same for each regime's leave-one-regime-out prediction."""
+        sign = -1.0 if self.is_rate else 1.0
+        return tuple(sign * float(np.log(self.measured / v)) for v in self.loro.values())
+
+    @property
+    def covered(self) -> bool | None:
+        """Whether the measured value lies inside the nested p10..p90 range (None before it is computed)."""
+        if self.range_p10_log is None or self.range_p90_log is None:
+            return None
+        return self.range_p10_log <= self.time_log_residual <= self.range_p90_log
+
+    @property
+    def half_width_pct(self) -> float | None:
+        """Half the nested p10..p90 width, percent of the central value, in the entry's own metric."""
+        if self.range_p10_log is None or self.range_p90_log is None:
+            return None
+        lo, hi = self.range_p10_log, self.range_p90_log
+        return float((np.exp(-lo) - np.exp(-hi)) * 50.0 if self.is_rate else (np.exp(hi) - np.exp(lo)) * 50.0)
 
     @property
     def in_sample_err_pct(self) -> float:
@@ -103,14 +147,16 @@ class Validation:
 
     def as_dict(self, with_entries: bool = False) -> dict[str, Any]:
         """JSON-ready dict."""
-        kinds = {k: {**asdict(v), "loro_median_pct": self.loro_median_pct(k), "coverage_pct": coverage_pct(self, k)}
+        kinds = {k: {**asdict(v), "loro_median_pct": self.loro_median_pct(k), "coverage_pct": coverage_pct(self, k),
+                     "half_width_pct": half_width_pct(self, k)}
                  for k, v in self.kinds.items()}
         kinds.get("disaggregated", {}).update(verdicts=verdicts(self))
         out: dict[str, Any] = {"kinds": kinds, "sources": self.sources, "regimes": self.regimes,
-                               "fitted": self.fitted}
+                               "worst_regimes": worst_regimes(self), "fitted": self.fitted}
         if with_entries:
             out["entries"] = [{**asdict(r), "in_sample_err_pct": r.in_sample_err_pct,
-                               "loso_err_pct": r.loso_err_pct,
+                               "loso_err_pct": r.loso_err_pct, "covered": r.covered,
+                               "half_width_pct": r.half_width_pct,
                                "loro_err_pct": {k: loro_err_pct(r, k) for k in r.loro}} for r in self.entries]
         return out
 
@@ -119,23 +165,56 @@ class Validation:
         errs = [abs(loro_err_pct(r, k)) for r in self.entries if r.kind == kind for k in r.loro]
         return float(np.median(errs)) if errs else None
 
+    def selected(self, kind: str | None = None, source: str | None = None) -> Validation:
+        """The same results restricted to the entries of `kind` and/or `source` (their ranges and coverage stay
+        those computed with every other source's records); possibly empty."""
+        keep = [r for r in self.entries if (kind is None or r.kind == kind) and (source is None or r.source == source)]
+        kinds = {k: ErrorSummary.of(rs) for k in KINDS if (rs := [r for r in keep if r.kind == k])}
+        ids = {r.source for r in keep}
+        return Validation(kinds=kinds, sources=[s for s in self.sources if s["source"] in ids],
+                          regimes=_regime_rows(keep), entries=keep, fitted=self.fitted)
 
-def coverage_pct(validation: Validation, kind: str) -> float | None:
-    """Share of the kind's entries (percent) whose measured value lies inside the p10..p90 range the packaged
-    ranges (data/accuracy.yaml) give their leave-one-source-out prediction: their class's, or the kind's widest
-    where the class has too few entries (`model.ranges.accuracy.spread`'s rule)."""
-    from linkscope.model.ranges.accuracy import MIN_CLASS_ENTRIES, accuracy_file
 
-    data = accuracy_file()
-    results = [r for r in validation.entries if r.kind == kind]
-    if not results or kind not in data.kinds:
-        return None
-    inside = 0
-    for r in results:
-        own = data.classes.get(kind, {}).get(r.fabric_class)
-        span = own if own is not None and own.n >= MIN_CLASS_ENTRIES else data.widest.get(kind, data.kinds[kind])
-        inside += min(span.p10_log, 0.0) <= float(np.log(r.measured / r.loso)) <= max(span.p90_log, 0.0)
-    return 100.0 * inside / len(results)
+def _covered(results: list[EntryResult]) -> tuple[float | None, float | None]:
+    flags = [c for r in results if (c := r.covered) is not None]
+    widths = [w for r in results if (w := r.half_width_pct) is not None]
+    if not flags:
+        return None, None
+    return 100.0 * sum(flags) / len(flags), float(np.median(widths))
+
+
+def coverage_pct(validation: Validation, kind: str, regime: str | None = None) -> float | None:
+    """Share of the kind's entries (of `regime`'s, if given), percent, whose measured value lies inside the
+    p10..p90 range the range rule (model/ranges/rule.py) gives their leave-one-source-out prediction from every
+    other source's records: the range a user would have been given had that source not been in the repository."""
+    return _covered(_members(validation, kind, regime))[0]
+
+
+def half_width_pct(validation: Validation, kind: str, regime: str | None = None) -> float | None:
+    """Median half-width of those same ranges, percent of the central value."""
+    return _covered(_members(validation, kind, regime))[1]
+
+
+def _members(validation: Validation, kind: str, regime: str | None) -> list[EntryResult]:
+    return [r for r in validation.entries if r.kind == kind and (regime is None or regime in r.loro)]
+
+
+def worst_regimes(validation: Validation, count: int = WORST_REGIMES) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per kind with regimes, the `count` regimes with the largest leave-one-regime-out median error and the
+    `count` with the least coverage: where the next fix of the model (or of its evidence) should look."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for kind in validation.kinds:
+        rows = [r for r in validation.regimes if r["kind"] == kind]
+        if not rows:
+            continue
+        by_error = sorted(rows, key=lambda r: -r["loro_median_pct"])[:count]
+        by_cover = sorted((r for r in rows if r.get("coverage_pct") is not None),
+                          key=lambda r: (r["coverage_pct"], -r["loro_median_pct"]))[:count]
+        out[kind] = {"largest_error": [{"regime": r["regime"], "loro_median_pct": r["loro_median_pct"]}
+                                       for r in by_error],
+                     "least_coverage": [{"regime": r["regime"], "coverage_pct": r["coverage_pct"],
+                                         "half_width_pct": r["half_width_pct"]} for r in by_cover]}
+    return out
 
 
 def verdicts(validation: Validation) -> dict[str, int]:
@@ -252,8 +331,9 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
                                                priced_moe.fit(keep=_leaving_out(source)))):
             loso[i] = value
     results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, *evidence_class(e, db), loro=r,
-                           metric=getattr(e, "metric", ""))
-               for e, p, q, r in zip(entries, in_sample, loso, loro)]
+                           metric=getattr(e, "metric", ""), precision=f[0], mode=f[1], framework=f[2], gpus=f[3])
+               for e, p, q, r, f in zip(entries, in_sample, loso, loro, map(evidence_features, entries))]
+    results = with_nested_ranges(results)
     return _summarise(results, evidence, constants, comm)
 
 
@@ -283,47 +363,63 @@ def _summarise(results: list[EntryResult], evidence: EvidenceSet, constants: Com
         rs = [r for r in results if r.source == source]
         sources.append({"source": source, "kind": rs[0].kind, "citation": evidence.sources[source].citation,
                         **asdict(ErrorSummary.of(rs))})
+    return Validation(kinds=kinds, sources=sources, regimes=_regime_rows(results), entries=results,
+                      fitted=fitted_summary(constants, comm))
+
+
+def _regime_rows(results: list[EntryResult]) -> list[dict[str, Any]]:
+    """Per regime with entries among `results`: its errors, and the coverage and half-width of its entries'
+    nested ranges."""
     regimes = []
     for regime in REGIMES:
         rs = [r for r in results if regime.id in r.loro]
         if rs:
             loro = [abs(loro_err_pct(r, regime.id)) for r in rs]
+            cover, width = _covered(rs)
             regimes.append({"regime": regime.id, "kind": regime.kind, "description": regime.description,
                             "n": len(rs), "sources": len({r.source for r in rs}),
                             "in_sample_median_pct": float(np.median([abs(r.in_sample_err_pct) for r in rs])),
                             "loso_median_pct": float(np.median([abs(r.loso_err_pct) for r in rs])),
-                            "loro_median_pct": float(np.median(loro)), "loro_max_pct": float(np.max(loro))})
-    return Validation(kinds=kinds, sources=sources, regimes=regimes, entries=results,
-                      fitted=fitted_summary(constants, comm))
+                            "loro_median_pct": float(np.median(loro)), "loro_max_pct": float(np.max(loro)),
+                            "coverage_pct": cover, "half_width_pct": width})
+    return regimes
 
 
-def _quantiles(logs: list[float]) -> dict[str, Any]:
-    lo, hi = np.percentile(logs, RANGE_QUANTILES)
-    return {"n": len(logs), "p10_log": round(float(lo), 4), "p90_log": round(float(hi), 4)}
+def residual_of(result: EntryResult) -> Residual:
+    """The entry as a record of the range rule: its class and its time-oriented out-of-sample errors."""
+    query = Query(result.kind, result.fabric_class or None, result.gpu_family or None, result.precision,
+                  result.mode, result.framework, result.gpus)
+    return Residual(result.source, query, result.time_log_residual, result.time_loro_residuals())
 
 
-def range_quantiles(validation: Validation) -> dict[str, dict[str, Any]]:
-    """Per kind, the p10 and p90 of log(measured / LOSO prediction): a prediction x spans
-    x * exp(p10) .. x * exp(p90) for times (the inverse for rates)."""
-    out = {}
-    for kind in KINDS:
-        logs = [float(np.log(r.measured / r.loso)) for r in validation.entries if r.kind == kind]
-        if logs:
-            out[kind] = _quantiles(logs)
+def with_nested_ranges(results: list[EntryResult]) -> list[EntryResult]:
+    """Each entry with the range the rule gives its query from the records of every other source: what a user
+    asking about that entry's configuration would have been told had its source not been in the repository."""
+    records = [residual_of(r) for r in results]
+    out = []
+    for result, record in zip(results, records):
+        others = [x for x in records if x.source != result.source]
+        sp = spread_of(record.query, others)
+        out.append(replace(result, range_p10_log=sp.p10_log, range_p90_log=sp.p90_log, range_note=sp.note))
     return out
+
+
+def _rounded(value: float) -> float:
+    return round(float(value), 4)
 
 
 def range_file(validation: Validation) -> dict[str, Any]:
-    """What data/accuracy.yaml holds besides its source: per kind the pooled p10/p90 (`kinds`), the widest
-    spread (smallest and largest residual), p10/p90 per fabric class and size regime, and the GPU families with
-    evidence."""
-    out: dict[str, Any] = {"kinds": range_quantiles(validation), "widest": {}, "classes": {}, "families": {}}
-    for kind in out["kinds"]:
-        results = [r for r in validation.entries if r.kind == kind]
-        logs = [float(np.log(r.measured / r.loso)) for r in results]
-        out["widest"][kind] = {"n": len(logs), "p10_log": round(min(logs), 4), "p90_log": round(max(logs), 4)}
-        classes = sorted({r.fabric_class for r in results})
-        out["classes"][kind] = {c: _quantiles([float(np.log(r.measured / r.loso)) for r in results
-                                               if r.fabric_class == c]) for c in classes}
-        out["families"][kind] = sorted({r.gpu_family for r in results})
-    return out
+    """What data/accuracy.yaml holds besides its source and date: per kind, one record per evidence entry with
+    its class (the features left out where the entry has none) and its time-oriented LOSO and LORO errors."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in validation.entries:
+        record = residual_of(r)
+        q = record.query
+        row: dict[str, Any] = {"source": r.source, "class": q.fabric_class, "family": q.gpu_family,
+                               "precision": q.precision, "mode": q.mode, "framework": q.framework, "gpus": q.gpus}
+        row = {k: v for k, v in row.items() if v is not None}
+        row["loso"] = _rounded(record.loso_log)
+        if record.loro_logs:
+            row["loro"] = [_rounded(x) for x in record.loro_logs]
+        out.setdefault(r.kind, []).append(row)
+    return {"residuals": out}

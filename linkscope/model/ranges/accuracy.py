@@ -1,21 +1,19 @@
-"""Prediction ranges: the spread of the model's leave-one-source-out errors on the evidence set.
+"""Prediction ranges: the model's out-of-sample errors on the evidence set, applied to a prediction.
 
-data/accuracy.yaml holds the p10 and p90 of log(measured / predicted) per kind (training steps, collectives,
-inference, MoE dispatch/combine) and, within a kind, per evidence class (`classes.fabric_class`: fabric class and
-size regime), the GPU families each kind has evidence for, and each kind's widest spread (its smallest and largest
-residual).
-`linkscope validate` computes them (model/fidelity/validate.py, range_file) and a test keeps the file equal to
-what it computes. A predicted time t spans t * exp(p10) .. t * exp(p90); a rate the inverse.
-
-A prediction on a System takes the range of its own class. Where that class has too little evidence, or the
-GPU family has none of the kind, it takes the kind's widest spread and says so: never another class's misses.
+data/accuracy.yaml holds, per kind (training steps, collectives, serving, MoE dispatch/combine, disaggregated
+serving), one record per evidence entry: its evidence class (fabric class and size regime, GPU family, precision,
+full training or LoRA, framework, GPU count) and its leave-one-source-out and leave-one-regime-out errors as
+log(measured / predicted) of a time. `linkscope validate` computes them (model/fidelity/validate.py, range_file),
+`benchmarks/fit_calibration.py --write-accuracy` writes them and a test keeps the file equal to what validate
+computes. Which records a prediction's range is made of, and how wide it is, is `rule.spread_of`'s job: the same
+rule validate applies with each source left out to measure the coverage. A predicted time t spans
+t * exp(p10) .. t * exp(p90); a rate the inverse.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -25,101 +23,125 @@ from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import parse_yaml_text, read_data_text
 from linkscope.hardware.system import System
 from linkscope.model.ranges.classes import fabric_class, gpu_family
+from linkscope.model.ranges.rule import Query, Residual, Spread, spread_of
+
+__all__ = ["ACCURACY_FILE", "AccuracyFile", "KindRange", "ResidualRecord", "Spread", "accuracy_file",
+           "accuracy_ranges", "rate_range", "residuals", "spread", "time_range"]
 
 ACCURACY_FILE = Path(__file__).parents[1] / "data" / "accuracy.yaml"
-MIN_CLASS_ENTRIES = 3
-"""Fewer residuals than this in a class say nothing about its p10 and p90: the range is then the widest."""
 
 
-class KindRange(BaseModel):
-    """One kind's (or one class's) residual quantiles."""
-
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+class ResidualRecord(_Strict):
+    """One evidence entry's class and out-of-sample errors (log of measured / predicted time)."""
+
+    source: str
+    fabric_class: str | None = Field(default=None, alias="class")
+    family: str | None = None
+    precision: str | None = None
+    mode: str | None = None
+    framework: str | None = None
+    gpus: int | None = Field(default=None, ge=1)
+    loso: float
+    loro: list[float] = []
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, populate_by_name=True)
+
+
+class KindRange(_Strict):
+    """One kind's pooled residual quantiles (what a prediction without a System gets)."""
 
     n: int = Field(ge=1)
     p10_log: float
     p90_log: float
 
 
-class AccuracyFile(BaseModel):
+class AccuracyFile(_Strict):
     """data/accuracy.yaml, validated."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: str
     as_of: object
-    kinds: dict[str, KindRange]
-    widest: dict[str, KindRange] = {}
-    classes: dict[str, dict[str, KindRange]] = {}
-    families: dict[str, list[str]] = {}
+    residuals: dict[str, list[ResidualRecord]]
 
 
 @functools.cache
 def accuracy_file() -> AccuracyFile:
-    """The packaged residual quantiles, validated (and kept so between starts)."""
+    """The packaged residual records, validated (and kept so between starts)."""
     return built_cache.cached("accuracy", [ACCURACY_FILE], (Path(__file__),), _validated_file)
 
 
 def _validated_file() -> AccuracyFile:
-    raw = parse_yaml_text(read_data_text(ACCURACY_FILE), str(ACCURACY_FILE))
+    return read_accuracy_file(ACCURACY_FILE)
+
+
+def read_accuracy_file(path: Path) -> AccuracyFile:
+    """An accuracy file, validated: a malformed one is a DataError naming the file and field."""
+    raw = parse_yaml_text(read_data_text(path), str(path))
     try:
         return AccuracyFile.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise DataError(str(ACCURACY_FILE), err["msg"], field=".".join(map(str, err["loc"]))) from None
+        raise DataError(str(path), err["msg"], field=".".join(map(str, err["loc"]))) from None
+
+
+def residuals_of(data: AccuracyFile) -> tuple[Residual, ...]:
+    """The records of `data` as the range rule takes them."""
+    return tuple(Residual(r.source, Query(kind, r.fabric_class, r.family, r.precision, r.mode, r.framework, r.gpus),
+                          r.loso, tuple(r.loro))
+                 for kind, records in data.residuals.items() for r in records)
+
+
+@functools.cache
+def residuals() -> tuple[Residual, ...]:
+    """The packaged records as the range rule takes them."""
+    return residuals_of(accuracy_file())
 
 
 def accuracy_ranges() -> dict[str, KindRange]:
-    """The packaged residual quantiles by kind, every class pooled (training, collectives, inference,
-    moe)."""
-    return dict(accuracy_file().kinds)
+    """Per kind, the pooled spread (every class together) a prediction without a System gets."""
+    out = {}
+    for kind in accuracy_file().residuals:
+        s = spread(kind)
+        out[kind] = KindRange(n=len(accuracy_file().residuals[kind]), p10_log=s.p10_log, p90_log=s.p90_log)
+    return out
 
 
-@dataclass(frozen=True)
-class Spread:
-    """The residual quantiles a prediction's range is made of, and what evidence they come from."""
-
-    p10_log: float
-    p90_log: float
-    basis: str
-    """`NVSwitch, one node (12 entries)` or why there is no evidence."""
-    evidence: bool
-    """False: no evidence of this class or GPU family; the kind's widest spread stands in."""
-
-
-def spread(kind: str, system: System | None = None, nodes: int | None = None, trays: int | None = None) -> Spread:
+def spread(kind: str, system: System | None = None, nodes: int | None = None, trays: int | None = None, *,
+           precision: str | None = None, mode: str | None = None, framework: str | None = None,
+           gpus: int | None = None) -> Spread:
     """The spread for a prediction of `kind` on `system` (on `nodes` nodes as NCCL counts them and `trays` of its
-    nodes; default its own counts); without a System, the kind's pooled spread."""
-    data = accuracy_file()
-    pooled = data.kinds[kind]
+    nodes; default its own counts) in `precision`, `mode` (training: full or lora), `framework` (training's, or
+    the serving engine) on `gpus` GPUs; without a System, the kind's pooled spread. A feature left None is not
+    compared."""
     if system is None:
-        return Spread(pooled.p10_log, pooled.p90_log, f"all {kind} evidence ({pooled.n} entries)", True)
-    widest = data.widest.get(kind, pooled)
-    label = {"training": "training", "collectives": "collective", "inference": "serving",
-             "moe": "MoE dispatch/combine"}.get(kind, kind)
-    family = gpu_family(system)
-    families = data.families.get(kind)
-    if families is not None and family not in families:
-        return Spread(widest.p10_log, widest.p90_log, f"no {label} evidence for {family}: the widest range", False)
-    key = fabric_class(system, nodes, trays)
-    own = data.classes.get(kind, {}).get(key)
-    if own is None or own.n < MIN_CLASS_ENTRIES:
-        have = f"{own.n} entries" if own is not None else "none"
-        return Spread(widest.p10_log, widest.p90_log,
-                      f"no {label} evidence for {key} ({have}): the widest range", False)
-    # A handful of residuals on one side of zero must not make a range that excludes the prediction itself.
-    return Spread(min(own.p10_log, 0.0), max(own.p90_log, 0.0), f"{label} evidence for {key} ({own.n} entries)", True)
+        query = Query(kind, precision=precision, mode=mode, framework=framework, gpus=gpus)
+    else:
+        query = Query(kind, fabric_class(system, nodes, trays), gpu_family(system), precision, mode, framework,
+                      gpus)
+    return _packaged_spread(query)
 
 
-def time_range(value: float, kind: str, system: System | None = None,
-               nodes: int | None = None, trays: int | None = None) -> tuple[float, float]:
-    """p10..p90 of what a predicted time (or any quantity that grows with time) turns out to be."""
-    r = spread(kind, system, nodes, trays)
+@functools.lru_cache(maxsize=4096)
+def _packaged_spread(query: Query) -> Spread:
+    """The rule on the packaged records; a search or an advise run asks the same few queries many times."""
+    return spread_of(query, residuals())
+
+
+def time_range(value: float, kind: str, system: System | None = None, nodes: int | None = None,
+               trays: int | None = None, *, precision: str | None = None, mode: str | None = None,
+               framework: str | None = None, gpus: int | None = None) -> tuple[float, float]:
+    """p10..p90 of what a predicted time (or any quantity that grows with time) turns out to be (the
+    arguments as `spread` takes them)."""
+    r = spread(kind, system, nodes, trays, precision=precision, mode=mode, framework=framework, gpus=gpus)
     return value * math.exp(r.p10_log), value * math.exp(r.p90_log)
 
 
-def rate_range(value: float, kind: str, system: System | None = None,
-               nodes: int | None = None, trays: int | None = None) -> tuple[float, float]:
+def rate_range(value: float, kind: str, system: System | None = None, nodes: int | None = None,
+               trays: int | None = None, *, precision: str | None = None, mode: str | None = None,
+               framework: str | None = None, gpus: int | None = None) -> tuple[float, float]:
     """p10..p90 of what a predicted rate (tokens/s, bandwidth) turns out to be."""
-    r = spread(kind, system, nodes, trays)
+    r = spread(kind, system, nodes, trays, precision=precision, mode=mode, framework=framework, gpus=gpus)
     return value * math.exp(-r.p90_log), value * math.exp(-r.p10_log)

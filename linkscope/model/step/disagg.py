@@ -487,7 +487,8 @@ def _ranges(out: dict[str, Any], system: System) -> dict[str, Any]:
     return {"tpot_s_range": list(time_range(out["tpot_s"], "inference", system)),
             "tokens_per_s_per_gpu_range": list(rate_range(out["tokens_per_s_per_gpu"], "inference", system)),
             "kv_transfer_s_range": list(time_range(out["kv_transfer_s"], "disaggregated", system)),
-            "range_basis": f"{serving.basis}; KV transfer: {kv.basis}"}
+            "range_basis": f"{serving.basis}; KV transfer: {kv.basis}",
+            "range_note": "; ".join(n for n in (serving.note, kv.note and f"KV transfer: {kv.note}") if n) or None}
 
 
 def _colocated_dict(beside: ColocatedEstimate | None, rate: float) -> dict[str, Any] | None:

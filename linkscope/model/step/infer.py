@@ -427,7 +427,8 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
     # Under wide EP the expert group, not one attention replica, sets the nodes the serving spans.
     span = max(job.tp * job.pp, job.ep)
     nodes, trays = -(-span // system.max_nccl_node_gpus), -(-span // system.node.gpus)
-    evidence = spread("inference", system, nodes, trays)
+    features: dict[str, Any] = {"precision": job.precision, "framework": job.engine, "gpus": job.tp * job.pp}
+    evidence = spread("inference", system, nodes, trays, **features)
     return {
         "system": system.id, "model": job.model.id, "tp": job.tp, "pp": job.pp, "ep": job.ep, "engine": job.engine,
         "batch": int(est.batch[i]),
@@ -435,13 +436,13 @@ def summary(job: InferJob, system: System, est: InferEstimate, i: int) -> dict[s
         "prefill_interference": est.prefill_interference,
         "prefill_s": float(est.prefill_s[i]), "ttft_s": float(est.prefill_s[i]), "decode_step_s": step,
         "tpot_s": per_token_s, "time_per_output_token_s": per_token_s,
-        "time_per_output_token_s_range": list(time_range(per_token_s, "inference", system, nodes, trays)),
+        "time_per_output_token_s_range": list(time_range(per_token_s, "inference", system, nodes, trays, **features)),
         "tokens_per_s_per_user": float(est.tokens_per_s_per_user[i]),
         "tokens_per_s_per_user_range": list(rate_range(float(est.tokens_per_s_per_user[i]), "inference", system,
-                                                       nodes, trays)),
+                                                       nodes, trays, **features)),
         "tokens_per_s_per_gpu": per_gpu,
-        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference", system, nodes, trays)),
-        "range_basis": evidence.basis, "range_evidence": evidence.evidence,
+        "tokens_per_s_per_gpu_range": list(rate_range(per_gpu, "inference", system, nodes, trays, **features)),
+        "range_basis": evidence.basis, "range_evidence": evidence.evidence, "range_note": evidence.note,
         "tp_allreduce_share_prefill": float(est.tp_comm_prefill_s[i] / est.prefill_s[i]),
         "tp_allreduce_share_decode": float(est.tp_comm_decode_s[i] / step),
         "ep_all_to_all_share_decode": float(est.ep_a2a_decode_s[i] / step) if len(est.ep_a2a_decode_s) else 0.0,

@@ -92,6 +92,8 @@ class TrainPrediction:
     """Weights a token's matmuls use (topk routed experts of an MoE model; all weights of a dense one)."""
     range_basis: str = ""
     """What evidence the ranges come from (`model.ranges.accuracy.spread`), or that there is none."""
+    range_note: str | None = None
+    """What a user must know about the ranges: far from all evidence, widened outside its class (also a flag)."""
     rank_kind: str = "GPU"
     """What one rank is: `GPU`, or `CPU rank` for a prediction from a profile fitted on CPU ranks."""
     peft: dict[str, Any] | None = None
@@ -263,9 +265,10 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
     step = float(est.step_time_s[i])
     gpus = row.tp * row.pp * row.dp * row.cp
     flags = _flags(job, system, row, est, i)
-    evidence = spread("training", system)
-    if not evidence.evidence:
-        flags.append(evidence.basis)
+    features = training_range_features(job, framework_for(job.framework, row.zero, row.pp), gpus)
+    evidence = spread("training", system, **features)
+    if evidence.note:
+        flags.append(evidence.note)
     if gpus < system.gpus:
         flags.insert(0, idle_gpus_note(system, gpus))
     peak = mfu_peak(system.node.gpu, job.precision)
@@ -282,9 +285,9 @@ def summarize(job: Job, system: System, result: SearchResult, i: int | None = No
         bottleneck=bottleneck_sentence(breakdown, step), flags=flags,
         layouts_evaluated=result.evaluated, framework=framework_for(job.framework, row.zero, row.pp),
         framework_given=job.framework != "auto",
-        step_time_s_range=list(time_range(step, "training", system)),
-        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system)),
-        range_basis=evidence.basis, **_param_counts(job),
+        step_time_s_range=list(time_range(step, "training", system, **features)),
+        tokens_per_s_range=list(rate_range(float(est.tokens_per_s[i]), "training", system, **features)),
+        range_basis=evidence.basis, range_note=evidence.note, **_param_counts(job),
         active_params=job.model.active_params(),
         expert_layout=_ep_reason(job, system, row) if job.model.is_moe else "",
         mfu_peak_tflops=peak.tflops, mfu_precision=peak.precision,
@@ -301,6 +304,13 @@ def _physical_flags(est: StepEstimate, i: int, peak: MfuPeak) -> list[str]:
     if above:
         flags.append(above)
     return flags
+
+
+def training_range_features(job: Job, framework: str, gpus: int) -> dict[str, Any]:
+    """What a training prediction's range compares with the evidence besides its System: precision, full
+    training or LoRA, the framework the layout runs under and the GPUs it uses (`model.ranges.rule.Query`)."""
+    return {"precision": job.precision, "mode": "full" if job.peft is None else "lora", "framework": framework,
+            "gpus": gpus}
 
 
 def _param_counts(job: Job) -> dict[str, Any]:

@@ -49,6 +49,8 @@ class ScalingPoint:
     """Why a count has no figures: nothing fits in memory, or no layout divides the job."""
     range_basis: str = ""
     """What evidence the ranges come from, or that there is none (`model.ranges.accuracy.spread`)."""
+    range_note: str | None = None
+    """What a user must know about the ranges (far from all evidence, widened), as `predict train` flags it."""
     breakdown: dict[str, float] = field(default_factory=dict)
     """Where the step time goes (`predict train`'s breakdown)."""
     mfu_peak_tflops: float = 0.0
@@ -99,8 +101,8 @@ def _point(job: Job, resolved: SystemInForce, req: LayoutRequest) -> ScalingPoin
                                     f"{p.memory_gib_available:.0f} GiB usable")
     return replace(base, gpus=p.gpus, fits=True, step_time_s=p.step_time_s, tokens_per_s=p.tokens_per_s, mfu=p.mfu,
                    parallelism=p.parallelism, step_time_s_range=p.step_time_s_range,
-                   tokens_per_s_range=p.tokens_per_s_range, range_basis=p.range_basis, breakdown=p.breakdown,
-                   mfu_peak_tflops=p.mfu_peak_tflops, mfu_precision=p.mfu_precision)
+                   tokens_per_s_range=p.tokens_per_s_range, range_basis=p.range_basis, range_note=p.range_note,
+                   breakdown=p.breakdown, mfu_peak_tflops=p.mfu_peak_tflops, mfu_precision=p.mfu_precision)
 
 
 def held(layout: Layout) -> LayoutRequest:
