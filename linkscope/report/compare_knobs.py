@@ -23,12 +23,12 @@ SAME_LAYOUT_KEYS = ("layout", "tp", "zero", "micro_batch", "precision")
 
 
 def knob_label(par: dict[str, Any]) -> str:
-    """`powersgd:4 bucket 25 MB`: the hook as `--comm-hook` spells it, and the bucket."""
+    """`powersgd:4, 25 MB`: the hook as `--comm-hook` spells it, and the bucket."""
     hook = str(par.get("grad_compression") or "none")
     if hook == "powersgd" and par.get("powersgd_rank"):
         hook = f"powersgd:{par['powersgd_rank']}"
-    return f"{hook} bucket {float(par.get('bucket_mb') or 0):g} MB" + ("" if par.get("overlap", True) else
-                                                                        " no-overlap")
+    return f"{hook}, {float(par.get('bucket_mb') or 0):g} MB" + ("" if par.get("overlap", True) else
+                                                               ", no-overlap")
 
 
 def _points(info: RunInfo) -> list[dict[str, Any]]:
@@ -37,7 +37,8 @@ def _points(info: RunInfo) -> list[dict[str, Any]]:
         raise UserError(f"run {info.run_id} is not a training run (kind {info.kind}); compare takes either "
                         "collective runs or bench train runs, not both")
     points = (info.extra.get("train_summary") or {}).get("points") or []
-    measured = [p for p in points if p.get("step_time_s")]
+    # Named by the run they are stored in (a copied or imported run keeps its documents' old id).
+    measured = [{**p, "run_id": info.run_id} for p in points if p.get("step_time_s")]
     if not measured:
         raise UserError(f"run {info.run_id} has no measured training steps (status {info.status}); nothing to "
                         "compare")
@@ -126,16 +127,16 @@ def knob_table(data: dict[str, Any]) -> Table:
     base = data["baseline"]
     several = len({r["run_id"] for r in data["rows"]}) > 1
     table = Table(title=f"{data['model']}, {data['ranks']} {data['backend']} ranks: step time s, measured (meas) "
-                        f"vs predicted (pred); speedup (x) over {base['run_id']} {base['label']}".rstrip(),
+                        f"vs predicted (pred), m/p their ratio; speedup (x) over {base['run_id']} {base['label']}".rstrip(),
                   show_edge=False)
     if several:
         table.add_column("run", no_wrap=True)
-    table.add_column("knob", overflow="fold", min_width=12)
-    for name in ("meas s", "pred s", "meas/pred", "meas x", "pred x", "ratio"):
+    table.add_column("knob", overflow="fold", min_width=10)
+    for name in ("meas s", "pred s", "m/p", "meas x", "pred x", "ratio"):
         table.add_column(name, justify="right", no_wrap=True)
     for r in data["rows"]:
         table.add_row(*[r["run_id"]] * several, escape(r["knob"] + (" (base)" if r["baseline"] else "")),
-                      _num(r["measured_step_time_s"]), _num(r["predicted_step_time_s"]),
+                      _num(r["measured_step_time_s"], ".3g"), _num(r["predicted_step_time_s"], ".3g"),
                       _num(r["measured_over_predicted"], ".3g"), _num(r["measured_speedup"], ".3f"),
                       _num(r["predicted_speedup"], ".3f"), _num(r["speedup_ratio"], ".3f"))
     return table
