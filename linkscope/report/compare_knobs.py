@@ -126,9 +126,9 @@ def knob_table(data: dict[str, Any]) -> Table:
     column only when several runs are compared, so that the table fits 80 columns)."""
     base = data["baseline"]
     several = len({r["run_id"] for r in data["rows"]}) > 1
-    table = Table(title=f"{data['model']}, {data['ranks']} {data['backend']} ranks: step time s, measured (meas) "
-                        f"vs predicted (pred), m/p their ratio; speedup (x) over {base['run_id']} {base['label']}".rstrip(),
-                  show_edge=False)
+    title = (f"{data['model']}, {data['ranks']} {data['backend']} ranks: step time s, measured (meas) vs predicted "
+             f"(pred), m/p their ratio; speedup (x) over {base['run_id']} {base['label']}")
+    table = Table(title=title.rstrip(), show_edge=False)
     if several:
         table.add_column("run", no_wrap=True)
     table.add_column("knob", overflow="fold", min_width=10)
