@@ -63,7 +63,7 @@ def _model(args: argparse.Namespace) -> Any:
                         vocab=1024, seq_len=128)
 
 
-def _rank(rank: int, init: str, args: argparse.Namespace, q: mp.Queue) -> None:  # type: ignore[type-arg]
+def _rank(rank: int, init: str, args: argparse.Namespace, q: mp.Queue) -> None:
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
@@ -109,7 +109,8 @@ def _rank(rank: int, init: str, args: argparse.Namespace, q: mp.Queue) -> None: 
         if block > 0:
             block_ratios.append(statistics.median(times["bench"][-args.steps:]) /
                                 statistics.median(times["bare"][-args.steps:]))
-    hooks = (ours.wrapped.module._get_ddp_logging_data().get("comm_hook", ""),
+    ddp: Any = ours.wrapped.module
+    hooks = (ddp._get_ddp_logging_data().get("comm_hook", ""),
              bare._get_ddp_logging_data().get("comm_hook", ""))
     q.put((rank, {**times, "hooks": hooks, "block_ratios": block_ratios}))
     ctx.close()
