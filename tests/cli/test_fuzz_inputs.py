@@ -124,3 +124,39 @@ def test_future_dates_and_repeated_keys_in_data_files_are_refused(tmp_path: Path
     result = invoke("predict", "collective", "--system", str(path))
     assert_clean(result)
     assert result.exit_code == 2 and why in result.output and str(path) in result.output, result.output
+
+
+PLAN = ["plan", "-s", "dgx-a100", "--nodes", "2", "-m", "llama2-13b"]
+ADVISE = ["advise", "train", "-m", "llama2-13b", "--tokens", "1e9"]
+TINY = ["bench", "train", "-m", "llama2-7b", "--layers", "1", "--hidden", "64", "--heads", "2", "--vocab", "128",
+        "--seq-len", "16", "--nproc", "2", "--profile-steps", "0", "--backend", "gloo"]
+
+
+@pytest.mark.parametrize("args, says", [
+    # The list: a compression the framework cannot run, a PowerSGD rank out of range, a bucket of 0 or above
+    # the model, on every command that takes the knobs (predict train's are in test_knob_options.py) ...
+    ([*PLAN, "--grad-compression", "powersgd:4", "--framework", "fsdp"], "powersgd:4 does not run under fsdp"),
+    ([*PLAN, "--grad-compression", "onebit", "--zero", "3"], "onebit does not run with ZeRO stage 3"),
+    ([*PLAN, "--bucket-mb", "0"], "--bucket-mb: must be above 0"),
+    ([*ADVISE, "--grad-compression", "powersgd:0"], "PowerSGD rank must be at least 1"),
+    ([*ADVISE, "--grad-compression", "powersgd:-1"], "PowerSGD rank must be at least 1 (got -1)"),
+    ([*ADVISE, "--bucket-mb", "1000000"], "is above the 49653 MB of gradients of llama2-13b"),
+    # ... and on bench train, refused before any rank starts.
+    ([*TINY, "--fsdp", "--comm-hook", "powersgd:2"], "cannot be combined with --fsdp/--zero"),
+    ([*TINY, "--comm-hook", "powersgd:0"], "--comm-hook: PowerSGD rank must be at least 1"),
+    ([*TINY, "--comm-hook", "powersgd:65", "--bucket-mb", "100"], "above the smallest matrix dimension 64"),
+    ([*TINY, "--bucket-mb", "0"], "--bucket-mb must be more than 0"),
+    ([*TINY, "--comm-hook", "onebit"], "'onebit' is not one of fp16, bf16, powersgd:RANK"),
+    # A hook the backend cannot run names what is missing, on --comm-hook and on a sweep's point alike.
+    ([*TINY, "--comm-hook", "bf16"], "bf16_compress_hook runs on the nccl backend only"),
+    ([*TINY, "--comm-hook", "powersgd:2", "--bucket-mb", "0.01"], "gloo cannot order PowerSGD's per-bucket"),
+    ([*TINY, "--bucket-mb", "0.01", "--sweep", "grad-compression=none,powersgd:2"],
+     "gloo cannot order PowerSGD's per-bucket"),
+    ([*TINY, "--sweep", "grad-compression=none,bf16"], "bf16 needs the nccl backend"),
+])
+def test_a_knob_the_job_cannot_run_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    result = invoke(*args, *(["--db", str(tmp_path / "r.db")] if args[0] == "bench" else []))
+    assert_clean(result)
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "r.db").exists()  # refused before a run was stored
