@@ -160,3 +160,38 @@ def test_a_knob_the_job_cannot_run_is_one_line(tmp_path: Path, args: list[str], 
     assert result.exit_code == 2 and says in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "r.db").exists()  # refused before a run was stored
+
+
+def test_a_build_without_the_hook_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import types
+
+    real = importlib.import_module
+
+    def without_hooks(name: str, package: str | None = None) -> types.ModuleType:
+        if name.endswith("ddp_comm_hooks.default_hooks"):
+            raise ImportError(f"No module named '{name}'")
+        if name.endswith("ddp_comm_hooks.powerSGD_hook"):
+            return types.ModuleType(name)  # the module is there, the hook is not
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", without_hooks)
+    for hook, says in (("fp16", "this PyTorch build has no torch.distributed.algorithms.ddp_comm_hooks.default_hooks"),
+                       ("powersgd:2", "this PyTorch build has no powerSGD_hook.powerSGD_hook")):
+        result = invoke(*TINY, "--comm-hook", hook, "--bucket-mb", "100", "--db", str(tmp_path / "r.db"))
+        assert_clean(result)
+        assert result.exit_code == 2 and f"--comm-hook {hook}: {says}" in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_bf16_on_an_nccl_older_than_2_10_names_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from linkscope.bench.train.config import missing_hook
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 9, 9))
+    assert missing_hook("bf16", "nccl") == "bf16_compress_hook needs NCCL 2.10 or later; this build has NCCL 2.9.9"
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 18, 1))
+    assert missing_hook("bf16", "nccl") is None
