@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from linkscope.bench.config import RunOptions
 from linkscope.bench.faults import ENV_VAR
@@ -32,7 +32,7 @@ def _cfg(db: Path, **kw: object) -> TrainConfig:
     return TrainConfig(model=m, **{**base, **kw})  # type: ignore[arg-type]
 
 
-def _cli(args: list[str]) -> object:
+def _cli(args: list[str]) -> Result:
     return CliRunner().invoke(app, args)
 
 
