@@ -69,7 +69,8 @@ def _check_comparable(runs: list[tuple[RunInfo, list[CollectiveRow]]]) -> None:
         if info.kind in NOT_A_SWEEP:
             what = NOT_A_SWEEP[info.kind]
             raise UserError(f"run {info.run_id} is {what}, not a collective sweep; compare compares bench, check and "
-                            f"import runs (see `linkscope runs show {info.run_id}`)")
+                            f"import runs with each other, or bench train runs with each other (see `linkscope runs "
+                            f"show {info.run_id}`)")
         if not rows:
             raise UserError(f"run {info.run_id} has no collective measurements (status {info.status}); "
                             "nothing to compare")

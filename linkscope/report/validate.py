@@ -23,12 +23,18 @@ def kinds_table(v: Validation) -> Table:
         loro = v.loro_median_pct(kind)
         table.add_row(kind, str(s.n), f"{s.in_sample_median_pct:.1f}%", f"{s.loso_median_pct:.1f}%",
                       f"{s.loso_max_pct:.1f}%", _pct(loro), _pct(coverage_pct(v, kind)), _pct(half_width_pct(v, kind)))
+    for kind in v.empty_kinds:  # listed so that the kind is seen to exist; why it is empty goes below the table
+        if kind not in v.kinds:
+            table.add_row(kind, "0", "-", "-", "-", "-", "-", "-")
     caption = ("coverage: share of entries inside the p10..p90 range made without their own source; half-width: "
                "median, % of the central value")
     if "disaggregated" in v.kinds:
         counts = verdicts(v)
         caption += (f"; disaggregated vs colocated: {counts['right']} of {counts['n']} published verdicts called the "
                     "same way")
+    for kind, why in v.empty_kinds.items():
+        if kind not in v.kinds:
+            caption += f"\n{kind}: {why}"
     table.caption = caption
     return table
 

@@ -36,7 +36,8 @@ def _parallelism(settings: dict[str, Any]) -> dict[str, Any]:
     ranks, tp = settings["ranks"], settings["tp"]
     return {"layout": settings["layout"], "dp": max(ranks // tp, 1), "tp": tp, "zero": settings["zero"],
             "bucket_mb": settings["bucket_mb"], "overlap": settings["overlap"],
-            "grad_compression": settings["grad_compression"], "recompute": settings["recompute"],
+            "grad_compression": settings["grad_compression"], "powersgd_rank": settings.get("powersgd_rank", 0),
+            "recompute": settings["recompute"],
             "precision": settings["precision"], "micro_batch": settings["micro_batch"],
             "lora_rank": settings.get("lora_rank", 0), "ep": settings.get("ep", 1)}
 

@@ -95,8 +95,11 @@ def _on_system(cfg: TrainConfig, ranks: int, precision: str, resolved: ResolvedS
 
 def _on_fit(cfg: TrainConfig, ranks: int, precision: str, name: str, fit: TrainFit) -> Prediction:
     shape = shape_of(cfg, ranks, precision)
+    # Said beside the number, so that `compare` on a hooked sweep is not read as a model of the hook.
+    notes = [] if cfg.grad_compression == "none" else [
+        f"the fitted profile has no compression term: {cfg.grad_compression} is priced as no hook"]
     return Prediction(source=f"profile {name}", step_time_s=fit.predict_s(shape), breakdown=fit.breakdown(shape),
-                      memory_gib_per_gpu=host_memory_gib_per_rank(cfg, ranks, precision),
+                      notes=notes, memory_gib_per_gpu=host_memory_gib_per_rank(cfg, ranks, precision),
                       memory_gib_available=available_host_gib(), parallelism=predicted_layout(cfg, ranks))
 
 

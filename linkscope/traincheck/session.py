@@ -81,6 +81,11 @@ def _swept(cfg: TrainConfig, key: str, value: str) -> TrainConfig:
             return replace(cfg, bucket_mb=float(value))
         except ValueError:
             raise UserError(f"--sweep bucket-mb: '{value}' is not a number") from None
+    if value.startswith("powersgd:"):  # a sweep over PowerSGD ranks reads like --comm-hook powersgd:R
+        from linkscope.bench.train.config import parse_comm_hook
+
+        name, rank = parse_comm_hook(value)
+        return replace(cfg, grad_compression=name, powersgd_rank=rank)
     return replace(cfg, grad_compression=value)
 
 
@@ -109,7 +114,9 @@ def _settings(plan: TrainPlan, ranks: int, precision: str) -> dict[str, Any]:
     return {**plan.settings, "model": asdict(cfg.model), "micro_batch": cfg.micro_batch, "ranks": ranks,
             "tp": cfg.tp, "zero": cfg.zero, "recompute": cfg.recompute, "precision": precision,
             "layout": cfg.layout_on(ranks), "bucket_mb": cfg.bucket_mb, "overlap": cfg.overlap,
-            "grad_compression": cfg.grad_compression, "lora_rank": cfg.lora_rank, "lora_targets": cfg.lora_targets,
+            "grad_compression": cfg.grad_compression,
+            "powersgd_rank": cfg.powersgd_rank if cfg.grad_compression == "powersgd" else 0,
+            "lora_rank": cfg.lora_rank, "lora_targets": cfg.lora_targets,
             "ep": cfg.ep}
 
 

@@ -124,3 +124,74 @@ def test_future_dates_and_repeated_keys_in_data_files_are_refused(tmp_path: Path
     result = invoke("predict", "collective", "--system", str(path))
     assert_clean(result)
     assert result.exit_code == 2 and why in result.output and str(path) in result.output, result.output
+
+
+PLAN = ["plan", "-s", "dgx-a100", "--nodes", "2", "-m", "llama2-13b"]
+ADVISE = ["advise", "train", "-m", "llama2-13b", "--tokens", "1e9"]
+TINY = ["bench", "train", "-m", "llama2-7b", "--layers", "1", "--hidden", "64", "--heads", "2", "--vocab", "128",
+        "--seq-len", "16", "--nproc", "2", "--profile-steps", "0", "--backend", "gloo"]
+
+
+@pytest.mark.parametrize("args, says", [
+    # The list: a compression the framework cannot run, a PowerSGD rank out of range, a bucket of 0 or above
+    # the model, on every command that takes the knobs (predict train's are in test_knob_options.py) ...
+    ([*PLAN, "--grad-compression", "powersgd:4", "--framework", "fsdp"], "powersgd:4 does not run under fsdp"),
+    ([*PLAN, "--grad-compression", "onebit", "--zero", "3"], "onebit does not run with ZeRO stage 3"),
+    ([*PLAN, "--bucket-mb", "0"], "--bucket-mb: must be above 0"),
+    ([*ADVISE, "--grad-compression", "powersgd:0"], "PowerSGD rank must be at least 1"),
+    ([*ADVISE, "--grad-compression", "powersgd:-1"], "PowerSGD rank must be at least 1 (got -1)"),
+    ([*ADVISE, "--bucket-mb", "1000000"], "is above the 49653 MB of gradients of llama2-13b"),
+    # ... and on bench train, refused before any rank starts.
+    ([*TINY, "--fsdp", "--comm-hook", "powersgd:2"], "cannot be combined with --fsdp/--zero"),
+    ([*TINY, "--comm-hook", "powersgd:0"], "--comm-hook: PowerSGD rank must be at least 1"),
+    ([*TINY, "--comm-hook", "powersgd:65", "--bucket-mb", "100"], "above the smallest matrix dimension 64"),
+    ([*TINY, "--bucket-mb", "0"], "--bucket-mb must be more than 0"),
+    ([*TINY, "--comm-hook", "onebit"], "'onebit' is not one of fp16, bf16, powersgd:RANK"),
+    # A hook the backend cannot run names what is missing, on --comm-hook and on a sweep's point alike.
+    ([*TINY, "--comm-hook", "bf16"], "bf16_compress_hook runs on the nccl backend only"),
+    ([*TINY, "--comm-hook", "powersgd:2", "--bucket-mb", "0.01"], "gloo cannot order PowerSGD's per-bucket"),
+    ([*TINY, "--bucket-mb", "0.01", "--sweep", "grad-compression=none,powersgd:2"],
+     "gloo cannot order PowerSGD's per-bucket"),
+    ([*TINY, "--sweep", "grad-compression=none,bf16"], "bf16 needs the nccl backend"),
+])
+def test_a_knob_the_job_cannot_run_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    result = invoke(*args, *(["--db", str(tmp_path / "r.db")] if args[0] == "bench" else []))
+    assert_clean(result)
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "r.db").exists()  # refused before a run was stored
+
+
+def test_a_build_without_the_hook_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import types
+
+    real = importlib.import_module
+
+    def without_hooks(name: str, package: str | None = None) -> types.ModuleType:
+        if name.endswith("ddp_comm_hooks.default_hooks"):
+            raise ImportError(f"No module named '{name}'")
+        if name.endswith("ddp_comm_hooks.powerSGD_hook"):
+            return types.ModuleType(name)  # the module is there, the hook is not
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", without_hooks)
+    for hook, says in (("fp16", "this PyTorch build has no torch.distributed.algorithms.ddp_comm_hooks.default_hooks"),
+                       ("powersgd:2", "this PyTorch build has no powerSGD_hook.powerSGD_hook")):
+        result = invoke(*TINY, "--comm-hook", hook, "--bucket-mb", "100", "--db", str(tmp_path / "r.db"))
+        assert_clean(result)
+        assert result.exit_code == 2 and f"--comm-hook {hook}: {says}" in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_bf16_on_an_nccl_older_than_2_10_names_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from linkscope.bench.train.config import missing_hook
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 9, 9))
+    assert missing_hook("bf16", "nccl") == "bf16_compress_hook needs NCCL 2.10 or later; this build has NCCL 2.9.9"
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 18, 1))
+    assert missing_hook("bf16", "nccl") is None

@@ -11,7 +11,11 @@ def test_validate_json_has_kinds_and_sources() -> None:
     result = run_cli("validate", "--json")
     assert result.exit_code == 0
     data = json.loads(result.stdout)
-    assert set(data["kinds"]) == {"training", "collectives", "inference", "moe", "disaggregated", "memory"}
+    assert set(data["kinds"]) == {"training", "collectives", "inference", "moe", "disaggregated", "memory",
+                                  "tuning"}
+    # tuning is listed with no entries and says why (no allowed source; CPU sweeps the fit cannot price).
+    tuning = data["kinds"].pop("tuning")
+    assert tuning["n"] == 0 and "held out" in tuning["why"] and "compression term" in tuning["why"]
     for summary in data["kinds"].values():
         assert {"n", "in_sample_median_pct", "loso_median_pct", "loso_max_pct", "loro_median_pct",
                 "coverage_pct", "half_width_pct"} <= set(summary)
@@ -41,6 +45,7 @@ def test_validate_table_and_entries() -> None:
     assert result.exit_code == 0
     assert "LOSO" in result.stdout and "median" in result.stdout and "Per entry" in result.stdout
     assert "Per regime" in result.stdout and "small-batch-decode" in result.stdout
+    assert "tuning: a knob's speedup" in result.stdout
 
 
 def test_validate_ends_with_the_worst_regimes_and_shows_coverage() -> None:

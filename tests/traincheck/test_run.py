@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from linkscope.bench.config import RunOptions
 from linkscope.bench.faults import ENV_VAR
@@ -32,7 +32,7 @@ def _cfg(db: Path, **kw: object) -> TrainConfig:
     return TrainConfig(model=m, **{**base, **kw})  # type: ignore[arg-type]
 
 
-def _cli(args: list[str]) -> object:
+def _cli(args: list[str]) -> Result:
     return CliRunner().invoke(app, args)
 
 
@@ -130,7 +130,7 @@ def test_a_hung_rank_is_named_within_the_timeout(tmp_path: Path, monkeypatch: py
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     db = str(tmp_path / "r.db")
     cases = [(["--tp", "3"], "--tp: 3 does not divide the 2 ranks"),
-             (["--grad-compression", "bf16"], "bf16 needs the nccl backend"),
+             (["--grad-compression", "bf16"], "bf16_compress_hook runs on the nccl backend only"),
              (["--sweep", "lr=1,2"], "--sweep: expected KEY=V1,V2"),
              (["--scaling", "2,1"], "--scaling: expected at least two ascending"),
              (["--tp", "2", "--dp", "2", "--nproc", "2"], "--dp 2 x --tp 2 is 4 ranks, but --nproc is 2")]

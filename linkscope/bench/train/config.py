@@ -227,6 +227,11 @@ def check_backend(cfg: TrainConfig, backend: str) -> None:
     if cfg.grad_compression == "bf16" and backend != "nccl":
         raise UserError("bf16 needs the nccl backend (PyTorch's bf16 hook is NCCL-only); "
                         "use fp16 on CPU ranks", field="grad_compression")
+    if cfg.grad_compression == "powersgd":
+        # Per point, so that a --sweep's PowerSGD point is refused like --comm-hook's before any rank starts.
+        problem = missing_hook("powersgd", backend, cfg.model.total_params() * 4 / 2**20, cfg.bucket_mb)
+        if problem:
+            raise UserError(problem, field="grad_compression")
     resolved_precision(cfg, backend)
 
 

@@ -26,6 +26,16 @@ EVIDENCE_FILE = Path(__file__).parents[1] / "data" / "evidence.yaml"
 EVIDENCE_DIR = Path(__file__).parents[1] / "data" / "evidence"
 """More evidence files of the same schema, one per topic, so that one topic's entries can grow on their own."""
 KINDS = ("training", "collectives", "inference", "moe", "disaggregated", "memory")
+EMPTY_KINDS = {
+    "tuning": "a knob's speedup over its baseline (ratio of ratios) has no entries yet: the published sources the "
+              "rules allow give no transformer knob speedups (PyTorch's communication-hook docs carry no figures; "
+              "PowerSGD's paper measures ResNet and LSTM, which the step model does not price; the PyTorch DDP "
+              "benchmark README and DeepSpeed's 1-bit Adam and ZeRO++ results are held out), and linkscope's own "
+              "CPU-rank sweeps cannot be predicted: the fitted CPU step model (`calibrate`, `--system "
+              "profile:NAME`) has no compression term. `linkscope compare` on bench train runs shows a knob's "
+              "measured speedup against the predicted one where a System predicts them.",
+}
+"""Kinds `validate` lists with no entries, and why (what is missing for them to have some)."""
 CALIBRATION_SOURCE = "korthikanti-2022"
 
 

@@ -27,6 +27,7 @@ from linkscope.model.step.compute import (
     packaged_constants,
 )
 from linkscope.model.fidelity.evidence import (
+    EMPTY_KINDS,
     KINDS,
     CollectiveEntry,
     DisaggEntry,
@@ -144,6 +145,8 @@ class Validation:
     regimes: list[dict[str, Any]] = field(default_factory=list)
     entries: list[EntryResult] = field(default_factory=list)
     fitted: dict[str, Any] = field(default_factory=dict)
+    empty_kinds: dict[str, str] = field(default_factory=lambda: dict(EMPTY_KINDS))
+    """Kinds with no entries yet, and why (listed, never summarised)."""
 
     def as_dict(self, with_entries: bool = False) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -151,6 +154,7 @@ class Validation:
                      "half_width_pct": half_width_pct(self, k)}
                  for k, v in self.kinds.items()}
         kinds.get("disaggregated", {}).update(verdicts=verdicts(self))
+        kinds.update({k: {"n": 0, "why": why} for k, why in self.empty_kinds.items() if k not in kinds})
         out: dict[str, Any] = {"kinds": kinds, "sources": self.sources, "regimes": self.regimes,
                                "worst_regimes": worst_regimes(self), "fitted": self.fitted}
         if with_entries:

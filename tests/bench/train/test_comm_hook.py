@@ -84,3 +84,16 @@ def test_the_prediction_beside_a_hook_prices_the_same_hook() -> None:
     assert hooked is not None and plain is not None
     assert hooked.breakdown["knob_compute_s"] > 0 == plain.breakdown["knob_compute_s"]
     assert any("changes the optimisation" in note for note in hooked.notes)
+
+
+def test_a_fitted_cpu_profile_says_it_prices_no_hook() -> None:
+    # The CPU fit has no compression term: the number beside a hooked run is the plain step's, and says so.
+    from linkscope.model.calibration.train_fit import TrainFit
+    from linkscope.traincheck.predict import _on_fit
+
+    fit = TrainFit(coefficients={"flops": 1e-11, "step": 0.01}, points=3, median_error=0.0, max_error=0.0)
+    hooked = _on_fit(_config(grad_compression="fp16"), 2, "fp32", "cpu", fit)
+    plain = _on_fit(_config(), 2, "fp32", "cpu", fit)
+    assert hooked.step_time_s == plain.step_time_s
+    assert hooked.notes == ["the fitted profile has no compression term: fp16 is priced as no hook"]
+    assert plain.notes == []
