@@ -115,6 +115,38 @@ def write_accuracy() -> None:
             os.unlink(tmp)
     print(f"wrote {ACCURACY_FILE} ({sum(len(v) for v in range_file(packaged_validation())['residuals'].values())} "
           "records)")
+    write_records()
+
+
+RECORDS_HEADER = """\
+# The best recorded run per GPU family and number format: each evidence entry's measured MFU (training) or
+# serving MFU (output tokens x 2 x active weights), from its own configuration, over the dense peak of its format
+# (model/ranges/mfu.py). A prediction above its record is flagged (model/ranges/records.py).
+# Computed by model/fidelity/records.py from linkscope/model/data/evidence.yaml and evidence/*.yaml; written by
+# `python benchmarks/fit_calibration.py --write-accuracy`; tests/model/fidelity/test_records.py keeps it equal to a
+# fresh computation."""
+
+
+def write_records() -> None:
+    """Rewrite records.yaml from the evidence set, validated before it replaces the file."""
+    import yaml
+
+    from linkscope.model.fidelity.records import records_document
+    from linkscope.model.ranges.records import RECORDS_FILE, read_records_file
+
+    body = {"source": "linkscope/model/data/evidence.yaml and evidence/*.yaml, model/fidelity/records.py",
+            "as_of": dt.date.today(), **records_document()}
+    new = RECORDS_HEADER + "\n" + yaml.safe_dump(body, sort_keys=False, width=120)
+    fd, tmp = tempfile.mkstemp(dir=RECORDS_FILE.parent, suffix=".yaml")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(new)
+        read_records_file(Path(tmp))
+        os.replace(tmp, RECORDS_FILE)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    print(f"wrote {RECORDS_FILE} ({len(body['records'])} records)")
 
 
 def calibration_only_fit() -> None:

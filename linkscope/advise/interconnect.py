@@ -49,7 +49,7 @@ class VariantResult:
     tokens_per_s_per_gpu: float | None = None
     cost_usd: float | None = None
     mfu: float | None = None
-    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/step/mfu.py)."""
+    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/ranges/mfu.py)."""
     mfu_peak_tflops: float | None = None
     mfu_precision: str | None = None
     tp: int | None = None

@@ -124,7 +124,7 @@ class TrainOption:
     """p10..p90 from the training predictions' leave-one-source-out errors; ranking uses the central value."""
     cost_usd_range: list[float] | None = None
     mfu: float | None = None
-    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/step/mfu.py); not a ranking input:
+    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/ranges/mfu.py); not a ranking input:
     plans rank on time and cost."""
     mfu_peak_tflops: float | None = None
     mfu_precision: str | None = None

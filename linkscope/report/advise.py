@@ -16,7 +16,7 @@ from linkscope.advise.placement import DIMS, Placement, group_dims
 from linkscope.advise.plan import PlanResult
 from linkscope.advise.train import TrainAdvice, TrainOption
 from linkscope.model.step.layout import Layout
-from linkscope.model.step.mfu import PRECISION_NAMES, MfuPeak
+from linkscope.model.ranges.mfu import PRECISION_NAMES, MfuPeak
 from linkscope.report.money import UNKNOWN, amount_text, current_currency, money_text
 from linkscope.report.predict import link_text, range_text
 

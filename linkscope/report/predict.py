@@ -9,7 +9,7 @@ from rich.table import Table
 
 from linkscope.model.comm.moe import MoePrediction
 from linkscope.model.comm.predict import CollectivePrediction
-from linkscope.model.step.mfu import MfuPeak
+from linkscope.model.ranges.mfu import MfuPeak
 from linkscope.model.step.predict import TrainPrediction
 from linkscope.model.step.scaling import ScalingPoint
 

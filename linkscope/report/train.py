@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from linkscope.model.step.mfu import MfuPeak
+from linkscope.model.ranges.mfu import MfuPeak
 
 
 def _num(value: float | None, fmt: str = ".4g") -> str:

@@ -9,14 +9,14 @@ from linkscope.bench.train.runner import TrainRunResult
 from linkscope.bench.train.stats import rates, stats_dict, step_stats
 from linkscope.bench.train.trace_comm import TraceReport
 from linkscope.hardware.loader import load_db
-from linkscope.model.step.mfu import MfuPeak, mfu_peak
+from linkscope.model.ranges.mfu import MfuPeak, mfu_peak
 from linkscope.model.step.peft import Peft
 from linkscope.model.step.transformer import ModelConfig
 from linkscope.traincheck.predict import Prediction
 
 
 def _peak(result: TrainRunResult, precision: str) -> MfuPeak | None:
-    """The MFU peak (model/step/mfu.py) of the ranks' GPU in the run's format (bf16 or fp16; fp32 runs only on
+    """The MFU peak (model/ranges/mfu.py) of the ranks' GPU in the run's format (bf16 or fp16; fp32 runs only on
     CPU ranks); None on CPU ranks, which have no datasheet peak."""
     system = result.system or {}
     if result.backend != "nccl" or system.get("gpu") in (None, "CPU"):

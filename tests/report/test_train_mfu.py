@@ -1,4 +1,4 @@
-"""`bench train`'s comparison block names the peak a measured MFU is of (model/step/mfu.py)."""
+"""`bench train`'s comparison block names the peak a measured MFU is of (model/ranges/mfu.py)."""
 
 from __future__ import annotations
 

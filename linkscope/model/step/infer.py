@@ -39,8 +39,8 @@ from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.moe import MoeRequest, moe_path, predict_moe, runnable_kernel
 from linkscope.model.comm.params import CommFit, comm_fit
-from linkscope.model.ranges.records import above_record_flag, serving_tflops_per_gpu
-from linkscope.model.step.mfu import mfu_peak
+from linkscope.model.ranges.records import above_record_flag
+from linkscope.model.ranges.mfu import mfu_peak
 from linkscope.model.step.compute import (DEFAULT_ENGINE, ENGINES, compute_constants, gemm_time_s, peak_tflops,
                                          usable_memory_gib)
 from linkscope.model.step.layout import group_span
@@ -461,8 +461,14 @@ def _moe_path(job: InferJob, system: System) -> dict[str, str]:
     return {"moe_kernel": kernel, "moe_transport": transport, "moe_transport_reason": why}
 
 
+def serving_tflops_per_gpu(model: ModelConfig, output_tokens_per_s_per_gpu: float) -> float:
+    """Model TFLOP/s per GPU of serving: each output token runs 2 FLOPs per weight its matmuls use (serving MFU's
+    numerator; prompt tokens are not counted)."""
+    return output_tokens_per_s_per_gpu * 2.0 * model.active_params() / 1e12
+
+
 def _serving_mfu(job: InferJob, system: System, tokens_per_s_per_gpu: float) -> dict[str, Any]:
-    """Serving MFU (model/ranges/records.py: output tokens x 2 x active weights over the dense peak of the
+    """Serving MFU (serving_tflops_per_gpu: output tokens x 2 x active weights over the dense peak of the
     format), its peak, and a flag where it is above every serving run the evidence set records on the GPU
     family in that format."""
     peak = mfu_peak(system.node.gpu, job.precision)

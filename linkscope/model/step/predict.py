@@ -19,7 +19,7 @@ from linkscope.model.ranges.accuracy import rate_range, spread, time_range
 from linkscope.model.ranges.records import above_record_flag, best_record
 from linkscope.model.step.compute import usable_memory_gib
 from linkscope.model.step.layout import Layout
-from linkscope.model.step.mfu import MfuPeak, mfu_peak
+from linkscope.model.ranges.mfu import MfuPeak, mfu_peak
 from linkscope.model.step.search import LayoutRequest, SearchResult, search
 from linkscope.model.comm.tiers import CommTiers
 from linkscope.model.step.job import FRAMEWORK_ZERO_STAGES, Job, framework_for
@@ -69,7 +69,7 @@ class TrainPrediction:
     tokens_per_s: float
     tflops_per_gpu: float
     mfu: float
-    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/step/mfu.py)."""
+    """Against `mfu_peak_tflops`, the dense peak of `mfu_precision` (model/ranges/mfu.py)."""
     memory_gib_per_gpu: float
     memory_gib_available: float
     fits: bool

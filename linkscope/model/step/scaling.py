@@ -19,7 +19,7 @@ from typing import Any
 
 from linkscope.hardware.errors import UserError
 from linkscope.model.step.layout import Layout
-from linkscope.model.step.mfu import MfuPeak
+from linkscope.model.ranges.mfu import MfuPeak
 from linkscope.model.step.predict import SystemInForce, predict_train_on
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.job import Job
@@ -54,7 +54,7 @@ class ScalingPoint:
     breakdown: dict[str, float] = field(default_factory=dict)
     """Where the step time goes (`predict train`'s breakdown)."""
     mfu_peak_tflops: float = 0.0
-    """The dense peak the MFU is taken against (model/step/mfu.py); 0 without figures."""
+    """The dense peak the MFU is taken against (model/ranges/mfu.py); 0 without figures."""
     mfu_precision: str = ""
 
     @property

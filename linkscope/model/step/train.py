@@ -20,7 +20,7 @@ from linkscope.model.comm.collectives import collective_time
 from linkscope.model.comm.params import CommFit, comm_fit
 from linkscope.model.step.compute import (ComputeConstants, compute_constants, gemm_half_gflop, gemm_time_s,
                                           memory_time_s, sustained_tflops, usable_memory_gib)
-from linkscope.model.step.mfu import mfu_peak
+from linkscope.model.ranges.mfu import mfu_peak
 from linkscope.model.step.job import (FRAMEWORK_DP_OVERLAP, Job, framework_for, fused_attention, per_framework,
                                       recomputed_layers)
 from linkscope.model.step.layout import MEGATRON_ORDER, Layouts, order_spans
@@ -700,5 +700,5 @@ def _add_rates(est: StepEstimate, job: Job, system: System, lay: Layouts) -> Non
         est.peak_bound = np.zeros(np.shape(est.step_time_s), dtype=bool)
     est.tokens_per_s = tokens / est.step_time_s
     est.tflops_per_gpu = flops / est.step_time_s / gpus / 1e12
-    # MFU against the dense peak of the format the GEMMs run at (model/step/mfu.py), named wherever it prints.
+    # MFU against the dense peak of the format the GEMMs run at (model/ranges/mfu.py), named wherever it prints.
     est.mfu = peak.mfu(est.tflops_per_gpu)

@@ -1,11 +1,11 @@
-"""The best recorded run per GPU family and format, derived from the evidence set (model/ranges/records.py)."""
+"""The best recorded run per GPU family and format (data/records.yaml, read by model/ranges/records.py)."""
 
 from __future__ import annotations
 
 from linkscope.hardware.loader import load_db
 from linkscope.model.fidelity.evidence import TrainingEntry, load_evidence
 from linkscope.model.ranges.records import above_record_flag, best_record, best_records
-from linkscope.model.step.mfu import mfu_peak
+from linkscope.model.ranges.mfu import mfu_peak
 from linkscope.model.step.transformer import model_presets
 
 
@@ -51,13 +51,3 @@ def test_no_record_no_flag() -> None:
     peak = mfu_peak(mi355x, "bf16")
     if best_record("training", peak) is None:
         assert above_record_flag("training", 0.99, peak) is None
-
-
-def test_the_cached_records_are_keyed_on_the_evidence_systems_the_predictions_read() -> None:
-    from linkscope.model.fidelity.evidence_predict import EVIDENCE_SYSTEMS
-    from linkscope.model.ranges.records import EVIDENCE_SYSTEMS_DIR, _inputs
-
-    assert EVIDENCE_SYSTEMS_DIR == EVIDENCE_SYSTEMS
-    files, code = _inputs()
-    assert all(p.exists() for p in [*files, *code])
-    assert any(p.parent == EVIDENCE_SYSTEMS for p in files)

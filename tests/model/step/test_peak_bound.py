@@ -11,7 +11,7 @@ from linkscope.hardware.specs import GpuSpec
 from linkscope.model.step import predict as predict_module
 from linkscope.model.step import train
 from linkscope.model.step.job import Job
-from linkscope.model.step.mfu import MfuPeak, mfu_peak
+from linkscope.model.ranges.mfu import MfuPeak, mfu_peak
 from linkscope.model.step.predict import predict_train
 from linkscope.model.step.search import LayoutRequest
 from linkscope.model.step.transformer import model_presets

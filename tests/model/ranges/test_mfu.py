@@ -1,4 +1,4 @@
-"""The one owner of the peak an MFU is taken against (model/step/mfu.py)."""
+"""The one owner of the peak an MFU is taken against (model/ranges/mfu.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.specs import host_cpu_spec
-from linkscope.model.step.mfu import mfu_peak
+from linkscope.model.ranges.mfu import mfu_peak
 
 
 def test_an_fp8_job_is_measured_against_the_fp8_dense_peak() -> None:

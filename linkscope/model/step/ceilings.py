@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from linkscope.hardware.system import System
 from linkscope.model.step.infer import BYTES_PER_WEIGHT, InferJob, kv_cache_bytes_per_token
-from linkscope.model.step.mfu import mfu_peak
+from linkscope.model.ranges.mfu import mfu_peak
 
 IN_NETWORK_OPS = ("all_reduce",)
 """Collectives an in-network reduction (NVLink SHARP) serves: each GPU sends its data once and receives the

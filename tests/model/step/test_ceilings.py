@@ -12,13 +12,12 @@ from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.hardware.system import System
 from linkscope.model.comm.predict import predict_sizes
-from linkscope.model.ranges.ceilings import (busbw_ceiling_gb_per_s, decode_tokens_per_s_per_gpu_ceiling,
+from linkscope.model.step.ceilings import (busbw_ceiling_gb_per_s, decode_tokens_per_s_per_gpu_ceiling,
                                              train_step_floor_s)
-from linkscope.model.ranges.records import serving_tflops_per_gpu
 from linkscope.model.step.compute import PRECISIONS
-from linkscope.model.step.infer import InferJob, estimate_inference, tp_options
+from linkscope.model.step.infer import InferJob, estimate_inference, serving_tflops_per_gpu, tp_options
 from linkscope.model.step.job import Job
-from linkscope.model.step.mfu import mfu_peak
+from linkscope.model.ranges.mfu import mfu_peak
 from linkscope.model.step.peft import training_flops_per_token
 from linkscope.model.step.predict import predict_train
 from linkscope.model.step.search import LayoutRequest
