@@ -17,9 +17,9 @@ def table_fits(table: Table, width: int) -> bool:
     """Whether `table` at its natural width (every cell on its lines, nothing folded, wrapped or cut) fits in
     `width` columns: ids, money and speeds stay whole only then, so one that does not drops its least important
     column instead."""
-    console = Console(width=10_000, file=io.StringIO(), color_system=None, highlight=False)
-    console.print(table, crop=False)
-    text = console.file.getvalue()  # type: ignore[attr-defined]
+    out = io.StringIO()
+    Console(width=10_000, file=out, color_system=None, highlight=False).print(table, crop=False)
+    text = out.getvalue()
     return all(cell_len(line.rstrip()) <= width for line in text.splitlines())
 
 

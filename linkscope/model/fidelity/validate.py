@@ -175,8 +175,10 @@ class Validation:
         keep = [r for r in self.entries if (kind is None or r.kind == kind) and (source is None or r.source == source)]
         kinds = {k: ErrorSummary.of(rs) for k in KINDS if (rs := [r for r in keep if r.kind == k])}
         ids = {r.source for r in keep}
+        # A kind with no entries yet is listed only where the filter asks for it (no source holds it).
+        empty = {k: why for k, why in self.empty_kinds.items() if source is None and kind in (None, k)}
         return Validation(kinds=kinds, sources=[s for s in self.sources if s["source"] in ids],
-                          regimes=_regime_rows(keep), entries=keep, fitted=self.fitted)
+                          regimes=_regime_rows(keep), entries=keep, fitted=self.fitted, empty_kinds=empty)
 
 
 def _covered(results: list[EntryResult]) -> tuple[float | None, float | None]:

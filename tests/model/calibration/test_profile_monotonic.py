@@ -44,5 +44,5 @@ def test_corrupt_profile_file_is_a_user_error(tmp_path, monkeypatch, content: by
 
     monkeypatch.setenv("LINKSCOPE_PROFILE_DIR", str(tmp_path))
     (tmp_path / "bad.json").write_bytes(content)
-    with pytest.raises(UserError, match="not a valid profile"):
+    with pytest.raises(UserError, match="not a valid profile|not a text file"):
         load_profile("bad")
