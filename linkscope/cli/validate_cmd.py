@@ -13,19 +13,22 @@ from linkscope.report.validate import (entries_table, kinds_table, regimes_table
                                        worst_regimes_lines)
 
 
+CHOICES = (*KINDS, *EMPTY_KINDS)
+"""What --kind takes: the kinds with entries and those listed without any yet."""
+
 @user_errors
 def validate_command(
     as_json: bool = typer.Option(False, "--json", help="JSON: kinds, sources, regimes, fitted constants."),
     entries: bool = typer.Option(False, "--entries", help="Also every entry's measured and predicted value."),
-    kind: str | None = typer.Option(None, "--kind", help=f"Only entries of this kind ({', '.join((*KINDS, *EMPTY_KINDS))})."),
+    kind: str | None = typer.Option(None, "--kind", help=f"Only entries of this kind ({', '.join(CHOICES)})."),
     source: str | None = typer.Option(None, "--source", help="Only the entries of this source id."),
 ) -> None:
     """The model's error per kind, source and regime on the evidence set: in-sample, leave-one-source-out and
     leave-one-regime-out.
 
     Also the coverage and half-width of the p10..p90 ranges, and the worst regimes of each kind."""
-    if kind is not None and kind not in (*KINDS, *EMPTY_KINDS):
-        raise UserError(f"unknown kind '{kind}' (choose from {', '.join((*KINDS, *EMPTY_KINDS))})", field="kind")
+    if kind is not None and kind not in CHOICES:
+        raise UserError(f"unknown kind '{kind}' (choose from {', '.join(CHOICES)})", field="kind")
     result = packaged_validation()
     if kind is not None or source is not None:
         # Ranges and coverage stay those computed from every source: a filter chooses what is shown.
