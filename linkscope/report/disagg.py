@@ -94,7 +94,7 @@ def disagg_lines(d: dict[str, Any]) -> list[str]:
     ]
     if d.get("range_basis"):
         lines.append(f"ranges from {d['range_basis']}")
-    if d.get("range_note"):
+    if d.get("range_note") and d["range_note"] != d.get("range_basis"):  # said once where the basis is the note
         lines.append(f"range note: {d['range_note']}")
     return lines
 
