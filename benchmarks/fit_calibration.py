@@ -19,6 +19,7 @@ evidence set (model/data/evidence.yaml plus the calibration set) enters any fit.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 import itertools
 import json
 import os
@@ -96,6 +97,20 @@ def accuracy_text(header: str, data: dict[str, Any], as_of: dt.date) -> str:
     return "\n".join(lines) + "\n"
 
 
+def replace_validated(path: Path, text: str, check: Callable[[Path], object]) -> None:
+    """Write `text` beside `path`, validate it with `check` (which raises on a bad file), then rename it over
+    `path`: a packaged data file is never left half-written or invalid."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".yaml")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        check(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def write_accuracy() -> None:
     """Rewrite accuracy.yaml from `validate` of the packaged constants, validated before it replaces the file."""
     from linkscope.model.fidelity.validate import packaged_validation, range_file
@@ -103,16 +118,8 @@ def write_accuracy() -> None:
 
     text = ACCURACY_FILE.read_text()
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-    new = accuracy_text(header, range_file(packaged_validation()), dt.date.today())
-    fd, tmp = tempfile.mkstemp(dir=ACCURACY_FILE.parent, suffix=".yaml")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(new)
-        read_accuracy_file(Path(tmp))
-        os.replace(tmp, ACCURACY_FILE)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    replace_validated(ACCURACY_FILE, accuracy_text(header, range_file(packaged_validation()), dt.date.today()),
+                      read_accuracy_file)
     print(f"wrote {ACCURACY_FILE} ({sum(len(v) for v in range_file(packaged_validation())['residuals'].values())} "
           "records)")
     write_records()
@@ -136,16 +143,8 @@ def write_records() -> None:
 
     body = {"source": "linkscope/model/data/evidence.yaml and evidence/*.yaml, model/fidelity/records.py",
             "as_of": dt.date.today(), **records_document()}
-    new = RECORDS_HEADER + "\n" + yaml.safe_dump(body, sort_keys=False, width=120)
-    fd, tmp = tempfile.mkstemp(dir=RECORDS_FILE.parent, suffix=".yaml")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(new)
-        read_records_file(Path(tmp))
-        os.replace(tmp, RECORDS_FILE)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    replace_validated(RECORDS_FILE, RECORDS_HEADER + "\n" + yaml.safe_dump(body, sort_keys=False, width=120),
+                      read_records_file)
     print(f"wrote {RECORDS_FILE} ({len(body['records'])} records)")
 
 

@@ -64,8 +64,8 @@ class _Entry(_Strict):
     assumed: list[str] = []
 
 
-class TrainingEntry(_Entry):
-    """A training step measurement: tokens/s (per GPU or in all) or seconds per step of the global batch."""
+class _RunLayout(_Entry):
+    """A training run's model, size and layout, as a step time and a memory figure both record them."""
 
     model: str
     gpus: int = Field(ge=1)
@@ -78,15 +78,28 @@ class TrainingEntry(_Entry):
     interleave: int = Field(default=1, ge=1)
     zero: int = Field(default=1, ge=0, le=3)
     recompute: Recompute = "none"
-    recompute_layers: int | None = Field(default=None, ge=1)
-    """Full recomputation of this many layers per stage only (block method); None: all of them."""
     sequence_parallel: bool | None = None
     """Default: on whenever tp > 1 (Megatron-LM and NeMo recipes)."""
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    framework: Literal["auto", "megatron", "fsdp", "deepspeed"] = "auto"
+    """The software stack that scheduled the run's communication (step.job FRAMEWORKS); auto: the usual one for
+    the ZeRO stage."""
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size implied by the GPU count and the model-parallel sizes."""
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+
+class TrainingEntry(_RunLayout):
+    """A training step measurement: tokens/s (per GPU or in all) or seconds per step of the global batch."""
+
+    recompute_layers: int | None = Field(default=None, ge=1)
+    """Full recomputation of this many layers per stage only (block method); None: all of them."""
     attention: Literal["flash", "flash2", "triton", "unfused"] = "flash"
     """The attention kernel the run used (model/step/job.py, ATTENTION_KERNELS)."""
     dp_overlap: bool = True
     tp_overlap: bool = False
-    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
     metric: Literal["tokens_per_s_per_gpu", "tokens_per_s", "step_time_s"]
     lora_rank: int | None = Field(default=None, ge=1)
     """A LoRA fine-tune of the frozen model at this rank (None: full training)."""
@@ -102,9 +115,6 @@ class TrainingEntry(_Entry):
     fp8_activation_store: bool = False
     """The MLP activation function's input kept in FP8 for backward (Megatron-Core's
     `activation_func_fp8_input_store`)."""
-    framework: Literal["auto", "megatron", "fsdp", "deepspeed"] = "auto"
-    """The software stack that scheduled the run's communication (step.job FRAMEWORKS); auto: the usual one for
-    the ZeRO stage."""
     loss_fp32: bool = True
     """The loss upcasts the logits to FP32 (step.job Job.loss_fp32); false: it runs on the BF16 logits."""
     offload: Literal["none", "optimizer", "parameters", "activations"] = "none"
@@ -127,11 +137,6 @@ class TrainingEntry(_Entry):
         if self.lora_rank is None:
             return None
         return Peft(rank=self.lora_rank, targets=self.lora_targets, base_precision=self.base_precision)
-
-    @property
-    def dp(self) -> int:
-        """Data-parallel size implied by the GPU count and the model-parallel sizes."""
-        return self.gpus // (self.tp * self.pp * self.cp)
 
     @property
     def step_time_s(self) -> float:
@@ -258,34 +263,14 @@ class DisaggEntry(_Entry):
         return self
 
 
-class MemoryEntry(_Entry):
+class MemoryEntry(_RunLayout):
     """Peak memory of one GPU of a training run (GiB), the busiest GPU where the source takes the maximum over
     them. `figure` says what was read: `reserved` (the caching allocator's peak reserved bytes, what torchtitan
     logs as "memory") or `allocated` (peak allocated tensors, Megatron's "max allocated"). The model predicts
     what tensors need (allocated); a reserved figure sits above that by the allocator's fragmentation."""
 
-    model: str
-    gpus: int = Field(ge=1)
-    global_batch: int = Field(ge=1)
-    micro_batch: int = Field(ge=1)
-    seq_len: int = Field(ge=1)
-    tp: int = Field(default=1, ge=1)
-    pp: int = Field(default=1, ge=1)
-    cp: int = Field(default=1, ge=1)
-    interleave: int = Field(default=1, ge=1)
-    zero: int = Field(default=1, ge=0, le=3)
-    recompute: Recompute = "none"
-    sequence_parallel: bool | None = None
-    """Default: on whenever tp > 1."""
-    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
-    framework: Literal["auto", "megatron", "fsdp", "deepspeed"] = "auto"
     figure: Literal["reserved", "allocated"]
     metric: Literal["memory_gib"] = "memory_gib"
-
-    @property
-    def dp(self) -> int:
-        """Data-parallel size implied by the GPU count and the model-parallel sizes."""
-        return self.gpus // (self.tp * self.pp * self.cp)
 
 
 class EvidenceFile(_Strict):
