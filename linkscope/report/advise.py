@@ -210,7 +210,8 @@ def framework_text(framework: str) -> str:
     """The framework a plan assumes, saying when it is the default."""
     if framework != "auto":
         return f"framework {framework}"
-    return "framework by ZeRO stage: megatron for 0-1, deepspeed for 2, fsdp for 3 (--framework to choose)"
+    return ("framework by ZeRO stage: megatron for 0-1, deepspeed for 2 (fsdp with pipeline stages), fsdp for 3 "
+            "(--framework to choose)")
 
 
 def limits_text(advice: TrainAdvice) -> str:
