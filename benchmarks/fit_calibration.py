@@ -118,10 +118,9 @@ def write_accuracy() -> None:
 
     text = ACCURACY_FILE.read_text()
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-    replace_validated(ACCURACY_FILE, accuracy_text(header, range_file(packaged_validation()), dt.date.today()),
-                      read_accuracy_file)
-    print(f"wrote {ACCURACY_FILE} ({sum(len(v) for v in range_file(packaged_validation())['residuals'].values())} "
-          "records)")
+    ranges = range_file(packaged_validation())
+    replace_validated(ACCURACY_FILE, accuracy_text(header, ranges, dt.date.today()), read_accuracy_file)
+    print(f"wrote {ACCURACY_FILE} ({sum(len(v) for v in ranges['residuals'].values())} records)")
     write_records()
 
 

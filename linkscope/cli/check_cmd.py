@@ -53,7 +53,6 @@ def check(
 ) -> None:
     """Did I get what I paid for? PASS/WARN/FAIL/SKIP per item; exit 1 when something fails."""
     from linkscope.check.items import Thresholds
-    from linkscope.check.junit import junit_xml
     from linkscope.check.run import CheckOptions, run_check
 
     if quick and full:
@@ -89,20 +88,7 @@ def check(
     result = run_check(CheckOptions(expect=expect, mode="full" if full else "quick", thresholds=thresholds,
                                     db_path=str(db) if db else None, nproc=nproc, oversubscribe=oversubscribe,
                                     floors_file=floors_file))
-    if junit is not None:
-        _after_run(result.run_id, lambda: write_output(junit, junit_xml(result.items), "--junit"))
-    if prometheus is not None:
-        _after_run(result.run_id, lambda: _write_prometheus(prometheus, result.run_id, db))
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        console.print(f"check of this machine against {escape(result.expected_system)} (run {result.run_id})",
-                      highlight=False)
-        for item in result.items:
-            _print_item(item)
-        console.print(f"verdict: {result.verdict}", highlight=False)
-    if result.verdict == "FAIL":
-        raise typer.Exit(1)
+    _report(result, "this machine", as_json, junit, prometheus, db)
 
 
 def _floors(path: Optional[Path]) -> Optional[str]:
@@ -119,7 +105,6 @@ def _floors(path: Optional[Path]) -> Optional[str]:
 
 def _from(source: str, expect: Optional[str], thresholds: Any, db: Optional[str], as_json: bool,
           junit: Optional[Path], prometheus: Optional[Path], measures: bool, floors_file: Optional[str]) -> None:
-    from linkscope.check.junit import junit_xml
     from linkscope.check.recorded import check_recorded
 
     if measures:
@@ -127,6 +112,15 @@ def _from(source: str, expect: Optional[str], thresholds: Any, db: Optional[str]
     if expect is None:
         raise UserError("--from needs --expect: the offering or preset the recorded nodes should be")
     result = check_recorded(source, expect, thresholds, str(db) if db else None, floors_file)
+    _report(result, escape(source), as_json, junit, prometheus, db)
+
+
+def _report(result: Any, subject: str, as_json: bool, junit: Optional[Path], prometheus: Optional[Path],
+            db: Optional[str]) -> None:
+    """A check's outputs, live or from a recorded output alike: the JUnit and Prometheus files (a failed write
+    after the run keeps the stored run and says so), JSON or the items and verdict, and exit 1 on FAIL."""
+    from linkscope.check.junit import junit_xml
+
     if junit is not None:
         _after_run(result.run_id, lambda: write_output(junit, junit_xml(result.items), "--junit"))
     if prometheus is not None:
@@ -134,7 +128,7 @@ def _from(source: str, expect: Optional[str], thresholds: Any, db: Optional[str]
     if as_json:
         print_json(result.to_dict())
     else:
-        console.print(f"check of {escape(source)} against {escape(result.expected_system)} (run {result.run_id})",
+        console.print(f"check of {subject} against {escape(result.expected_system)} (run {result.run_id})",
                       highlight=False)
         for item in result.items:
             _print_item(item)

@@ -87,6 +87,9 @@ ModelOpt = typer.Option(..., "--model", "-m", help="Model preset (llama2-70b, gp
 GlobalBatchOpt = typer.Option(None, "--global-batch", help="Sequences per step of the whole job (default: ~4M "
                                                            "tokens, a power of two).")
 SeqLenOpt = typer.Option(None, "--seq-len", help="Tokens per sequence (default: the model's).")
+TrainGpusOpt = typer.Option(None, "--gpus", help="GPUs in all (whole nodes beyond one node).")
+TrainNodesOpt = typer.Option(None, "--nodes", help="Nodes of the System.")
+DpOpt = typer.Option(None, "--dp", help="Data parallel size or auto.")
 MicroBatchOpt = typer.Option(None, "--micro-batch", help="Sequences per micro-batch, or auto (default: searched).")
 ZeroOpt = typer.Option(None, "--zero", help="ZeRO stage 0-3 (default: searched).")
 EpOpt = typer.Option(None, "--ep", help="Expert-parallel size of an MoE model's expert layers, folded into the "

@@ -13,9 +13,9 @@ import typer
 
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.knob_output import print_knob_effect
-from linkscope.cli.options import (AttentionOpt, BasePrecisionOpt, BucketMbOpt, GradCompressionOpt, ZeroppOpt,
-                                   job_knobs, CatalogOpt, DpOverlapOpt, EngineOpt, EpOpt,
-                                   EtpOpt, FrameworkOpt, GlobalBatchOpt, InputTokensOpt, InterleaveOpt,
+from linkscope.cli.options import (DpOpt, TrainGpusOpt, TrainNodesOpt, AttentionOpt, BasePrecisionOpt, BucketMbOpt,
+                                   GradCompressionOpt, ZeroppOpt, job_knobs, CatalogOpt, DpOverlapOpt, EngineOpt,
+                                   EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt, InputTokensOpt, InterleaveOpt,
                                    LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, ModelOpt,
                                    MoeA2aOverlapOpt, MoeDispatcherOpt, MoeImbalanceOpt, OutputTokensOpt, PeftOpt,
                                    PrecisionOpt, PrefillInterferenceOpt, RecomputeOpt, SeqLenOpt, SequenceParallelOpt,
@@ -96,11 +96,11 @@ def _resolved(spec: str, gpus: int | None, nodes: int | None, extra: list[Path])
 def train(
     system: str = SystemOpt,
     model: str = ModelOpt,
-    gpus: Optional[int] = typer.Option(None, help="GPUs in all (whole nodes beyond one node)."),
-    nodes: Optional[int] = typer.Option(None, help="Nodes of the System."),
+    gpus: Optional[int] = TrainGpusOpt,
+    nodes: Optional[int] = TrainNodesOpt,
     tp: Optional[str] = tp_opt(),
     pp: Optional[str] = pp_opt(),
-    dp: Optional[str] = typer.Option(None, help="Data parallel size or auto."),
+    dp: Optional[str] = DpOpt,
     cp: str = typer.Option("1", help="Context parallel size or auto."),
     interleave: Optional[str] = InterleaveOpt,
     micro_batch: Optional[str] = MicroBatchOpt,

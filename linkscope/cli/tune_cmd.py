@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from linkscope.cli.common import console, print_json, user_errors
-from linkscope.cli.options import (FrameworkOpt, GlobalBatchOpt, MicroBatchOpt, ModelOpt, PrecisionOpt, SeqLenOpt,
-                                   SystemOpt, ZeroOpt, CatalogOpt, check_framework, check_option, layout_request,
-                                   pp_opt, tp_opt, training_job)
+from linkscope.cli.options import (DpOpt, TrainGpusOpt, TrainNodesOpt, FrameworkOpt, GlobalBatchOpt, MicroBatchOpt,
+                                   ModelOpt, PrecisionOpt, SeqLenOpt, SystemOpt, ZeroOpt, CatalogOpt, check_framework,
+                                   check_option, layout_request, pp_opt, tp_opt, training_job)
 
 if TYPE_CHECKING:
     from linkscope.advise.tune import TuneAdvice
@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 def tune(
     system: str = SystemOpt,
     model: str = ModelOpt,
-    gpus: Optional[int] = typer.Option(None, help="GPUs in all (whole nodes beyond one node)."),
-    nodes: Optional[int] = typer.Option(None, help="Nodes of the System."),
+    gpus: Optional[int] = TrainGpusOpt,
+    nodes: Optional[int] = TrainNodesOpt,
     tp: Optional[str] = tp_opt(),
     pp: Optional[str] = pp_opt(),
-    dp: Optional[str] = typer.Option(None, help="Data parallel size or auto."),
+    dp: Optional[str] = DpOpt,
     micro_batch: Optional[str] = MicroBatchOpt,
     global_batch: Optional[int] = GlobalBatchOpt,
     seq_len: Optional[int] = SeqLenOpt,
