@@ -291,9 +291,7 @@ def _candidate(plan: _Plan, nodes: int, prediction: TrainPrediction, request: Tr
     price = plan.offering.price_per_hour
     system = plan.system.with_nodes(nodes)
     booked = plan.booking.booked_nodes(nodes)
-    features: dict[str, Any] = {"precision": prediction.precision,
-                                "mode": "full" if prediction.peft is None else "lora",
-                                "framework": prediction.framework, "gpus": prediction.gpus}
+    features = prediction.range_features
     time_range_s = list(time_range(time_s, "training", system, **features))
     evidence = spread("training", system, **features)
     unconfirmed_booking = nodes > 1 and plan.offering.multi_node is None

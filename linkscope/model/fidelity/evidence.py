@@ -290,6 +290,19 @@ class EvidenceFile(_Strict):
 Entry = TrainingEntry | CollectiveEntry | InferenceEntry | MoeEntry | DisaggEntry | MemoryEntry
 
 
+def kind_of(entry: Entry) -> str:
+    """training, collectives, inference, moe, disaggregated or memory."""
+    if isinstance(entry, TrainingEntry):
+        return "training"
+    if isinstance(entry, MemoryEntry):
+        return "memory"
+    if isinstance(entry, MoeEntry):
+        return "moe"
+    if isinstance(entry, DisaggEntry):
+        return "disaggregated"
+    return "collectives" if isinstance(entry, CollectiveEntry) else "inference"
+
+
 class EvidenceSet:
     """Every entry with its source, the calibration set first."""
 

@@ -14,7 +14,7 @@ from linkscope.model.comm.moe import MoePrediction, MoeRequest, predict_moe
 from linkscope.model.comm.predict import predict_sizes
 from linkscope.model.comm.tiers import comm_tiers
 from linkscope.model.fidelity.evidence import (CollectiveEntry, DisaggEntry, Entry, InferenceEntry, MemoryEntry,
-                                               MoeEntry, TrainingEntry)
+                                               MoeEntry, TrainingEntry, kind_of)
 from linkscope.model.ranges.classes import fabric_class, gpu_family
 from linkscope.model.step.job import framework_for
 from linkscope.model.step.disagg import DisaggJob, Pool, speedup_at
@@ -194,22 +194,26 @@ def evidence_class(entry: Entry, db: HardwareDB) -> tuple[str, str]:
         system = system.with_nodes(2) if entry.path in ("rdma", "tcp") else system
     else:
         system = system.with_nodes(max(1, -(-entry.tp * entry.pp // system.node.gpus)))
-    return fabric_class(system), gpu_family(system)
+    return fabric_class(system), gpu_family(system, kind_of(entry))
 
 
-def evidence_features(entry: Entry) -> tuple[str | None, str | None, str | None, int | None]:
-    """(precision, mode, framework, GPUs) of the entry as the range rule (model/ranges/rule.py) compares them:
-    training's full or LoRA mode and framework (`auto` resolved for its ZeRO stage), serving's engine; None where
-    a kind has no such thing (a collective's precision) or the entry does not say (a KV transfer's GPUs)."""
+Features = tuple[str | None, str | None, str | None, int | None, bool | None]
+
+
+def evidence_features(entry: Entry) -> Features:
+    """(precision, mode, framework, GPUs, MoE) of the entry as the range rule (model/ranges/rule.py) compares them:
+    training's full or LoRA mode, framework (`auto` resolved for its ZeRO stage) and whether its model routes to
+    experts, serving's engine; None where a kind has no such thing (a collective's precision) or the entry does not
+    say (a KV transfer's GPUs)."""
     if isinstance(entry, TrainingEntry):
         return (entry.precision, "lora" if entry.lora_rank is not None else "full",
-                framework_for(entry.framework, entry.zero, entry.pp), entry.gpus)
+                framework_for(entry.framework, entry.zero, entry.pp), entry.gpus, model_presets()[entry.model].is_moe)
     if isinstance(entry, CollectiveEntry):
-        return None, None, None, entry.gpus
+        return None, None, None, entry.gpus, None
     if isinstance(entry, MoeEntry):
-        return entry.precision, None, None, entry.ep
+        return entry.precision, None, None, entry.ep, None
     if isinstance(entry, InferenceEntry):
-        return entry.precision, None, entry.engine, entry.tp * entry.pp
+        return entry.precision, None, entry.engine, entry.tp * entry.pp, None
     if entry.metric == "speedup":
-        return entry.precision, None, None, entry.prefill_gpus + entry.decode_gpus
-    return None, None, None, None
+        return entry.precision, None, None, entry.prefill_gpus + entry.decode_gpus, None
+    return None, None, None, None, None

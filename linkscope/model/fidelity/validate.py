@@ -29,6 +29,7 @@ from linkscope.model.step.compute import (
 from linkscope.model.fidelity.evidence import (
     EMPTY_KINDS,
     KINDS,
+    kind_of,
     CollectiveEntry,
     DisaggEntry,
     Entry,
@@ -71,6 +72,8 @@ class EntryResult:
     mode: str | None = None
     framework: str | None = None
     gpus: int | None = None
+    moe: bool | None = None
+    """Training: the model routes tokens to experts."""
     range_p10_log: float | None = None
     range_p90_log: float | None = None
     """The p10..p90 (log of a time over its prediction) the range rule gives the entry's LOSO prediction from
@@ -236,19 +239,6 @@ def loro_err_pct(result: EntryResult, regime: str) -> float:
     return (result.loro[regime] / result.measured - 1.0) * 100.0
 
 
-def kind_of(entry: Entry) -> str:
-    """training, collectives, inference, moe, disaggregated or memory."""
-    if isinstance(entry, TrainingEntry):
-        return "training"
-    if isinstance(entry, MemoryEntry):
-        return "memory"
-    if isinstance(entry, MoeEntry):
-        return "moe"
-    if isinstance(entry, DisaggEntry):
-        return "disaggregated"
-    return "collectives" if isinstance(entry, CollectiveEntry) else "inference"
-
-
 def label_of(entry: Entry) -> str:
     """A short name for one entry."""
     if isinstance(entry, TrainingEntry):
@@ -337,7 +327,8 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
                                                priced_moe.fit(keep=_leaving_out(source)))):
             loso[i] = value
     results = [EntryResult(e.source, kind_of(e), label_of(e), measured(e), p, q, *evidence_class(e, db), loro=r,
-                           metric=getattr(e, "metric", ""), precision=f[0], mode=f[1], framework=f[2], gpus=f[3])
+                           metric=getattr(e, "metric", ""), precision=f[0], mode=f[1], framework=f[2], gpus=f[3],
+                           moe=f[4])
                for e, p, q, r, f in zip(entries, in_sample, loso, loro, map(evidence_features, entries))]
     results = with_nested_ranges(results)
     return _summarise(results, evidence, constants, comm)
@@ -394,7 +385,7 @@ def _regime_rows(results: list[EntryResult]) -> list[dict[str, Any]]:
 def residual_of(result: EntryResult) -> Residual:
     """The entry as a record of the range rule: its class and its time-oriented out-of-sample errors."""
     query = Query(result.kind, result.fabric_class or None, result.gpu_family or None, result.precision,
-                  result.mode, result.framework, result.gpus)
+                  result.mode, result.framework, result.gpus, result.moe)
     return Residual(result.source, query, result.time_log_residual, result.time_loro_residuals())
 
 
@@ -422,7 +413,8 @@ def range_file(validation: Validation) -> dict[str, Any]:
         record = residual_of(r)
         q = record.query
         row: dict[str, Any] = {"source": r.source, "class": q.fabric_class, "family": q.gpu_family,
-                               "precision": q.precision, "mode": q.mode, "framework": q.framework, "gpus": q.gpus}
+                               "precision": q.precision, "mode": q.mode, "framework": q.framework, "gpus": q.gpus,
+                               "moe": q.moe}
         row = {k: v for k, v in row.items() if v is not None}
         row["loso"] = _rounded(record.loso_log)
         if record.loro_logs:

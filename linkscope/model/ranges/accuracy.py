@@ -45,6 +45,7 @@ class ResidualRecord(_Strict):
     mode: str | None = None
     framework: str | None = None
     gpus: int | None = Field(default=None, ge=1)
+    moe: bool | None = None
     loso: float
     loro: list[float] = []
 
@@ -89,7 +90,8 @@ def read_accuracy_file(path: Path) -> AccuracyFile:
 
 def residuals_of(data: AccuracyFile) -> tuple[Residual, ...]:
     """The records of `data` as the range rule takes them."""
-    return tuple(Residual(r.source, Query(kind, r.fabric_class, r.family, r.precision, r.mode, r.framework, r.gpus),
+    return tuple(Residual(r.source, Query(kind, r.fabric_class, r.family, r.precision, r.mode, r.framework, r.gpus,
+                                                  r.moe),
                           r.loso, tuple(r.loro))
                  for kind, records in data.residuals.items() for r in records)
 
@@ -111,16 +113,16 @@ def accuracy_ranges() -> dict[str, KindRange]:
 
 def spread(kind: str, system: System | None = None, nodes: int | None = None, trays: int | None = None, *,
            precision: str | None = None, mode: str | None = None, framework: str | None = None,
-           gpus: int | None = None) -> Spread:
+           gpus: int | None = None, moe: bool | None = None) -> Spread:
     """The spread for a prediction of `kind` on `system` (on `nodes` nodes as NCCL counts them and `trays` of its
     nodes; default its own counts) in `precision`, `mode` (training: full or lora), `framework` (training's, or
-    the serving engine) on `gpus` GPUs; without a System, the kind's pooled spread. A feature left None is not
-    compared."""
+    the serving engine) on `gpus` GPUs of a mixture-of-experts model or not (`moe`); without a System, the kind's
+    pooled spread. A feature left None is not compared."""
     if system is None:
-        query = Query(kind, precision=precision, mode=mode, framework=framework, gpus=gpus)
+        query = Query(kind, precision=precision, mode=mode, framework=framework, gpus=gpus, moe=moe)
     else:
-        query = Query(kind, fabric_class(system, nodes, trays), gpu_family(system), precision, mode, framework,
-                      gpus)
+        query = Query(kind, fabric_class(system, nodes, trays), gpu_family(system, kind), precision, mode, framework,
+                      gpus, moe)
     return _packaged_spread(query)
 
 
@@ -132,16 +134,16 @@ def _packaged_spread(query: Query) -> Spread:
 
 def time_range(value: float, kind: str, system: System | None = None, nodes: int | None = None,
                trays: int | None = None, *, precision: str | None = None, mode: str | None = None,
-               framework: str | None = None, gpus: int | None = None) -> tuple[float, float]:
+               framework: str | None = None, gpus: int | None = None, moe: bool | None = None) -> tuple[float, float]:
     """p10..p90 of what a predicted time (or any quantity that grows with time) turns out to be (the
     arguments as `spread` takes them)."""
-    r = spread(kind, system, nodes, trays, precision=precision, mode=mode, framework=framework, gpus=gpus)
+    r = spread(kind, system, nodes, trays, precision=precision, mode=mode, framework=framework, gpus=gpus, moe=moe)
     return value * math.exp(r.p10_log), value * math.exp(r.p90_log)
 
 
 def rate_range(value: float, kind: str, system: System | None = None, nodes: int | None = None,
                trays: int | None = None, *, precision: str | None = None, mode: str | None = None,
-               framework: str | None = None, gpus: int | None = None) -> tuple[float, float]:
+               framework: str | None = None, gpus: int | None = None, moe: bool | None = None) -> tuple[float, float]:
     """p10..p90 of what a predicted rate (tokens/s, bandwidth) turns out to be."""
-    r = spread(kind, system, nodes, trays, precision=precision, mode=mode, framework=framework, gpus=gpus)
+    r = spread(kind, system, nodes, trays, precision=precision, mode=mode, framework=framework, gpus=gpus, moe=moe)
     return value * math.exp(-r.p90_log), value * math.exp(-r.p10_log)

@@ -7,6 +7,8 @@ cloud clusters miss in different ways, so each class's range is made of its own 
 
 from __future__ import annotations
 
+import re
+
 from linkscope.hardware.system import System
 
 SCALE_UP_CLASS = {"nvswitch": "NVSwitch", "nvlink-mesh": "mesh", "nvlink-bridge": "mesh", "xgmi-mesh": "mesh",
@@ -32,6 +34,30 @@ def fabric_class(system: System, nodes: int | None = None, trays: int | None = N
     return f"{up} x {SCALE_OUT_CLASS[system.node.scale_out.fabric]}, several nodes"
 
 
-def gpu_family(system: System) -> str:
-    """The GPU family a prediction's evidence must share (`A100`, `H100`, `MI300X`, ...)."""
-    return system.node.gpu.family_name
+LINK_KINDS = frozenset({"collectives", "moe", "disaggregated"})
+"""Kinds whose time is the interconnect's: their evidence is shared by GPUs of one scale-up link generation."""
+
+
+def gpu_family(system: System, kind: str = "training") -> str:
+    """The family a prediction's evidence must share: the GPU's (`A100`, `H100`, `MI300X`, ...), whose SMs and HBM
+    set a training step or a serving step; for a collective, an MoE dispatch or a KV transfer (LINK_KINDS) its
+    scale-up link generation (`NVLink 4` for H100, H200 and H800 alike), which sets what a GPU's SMs do not."""
+    if kind not in LINK_KINDS:
+        return system.node.gpu.family_name
+    return link_generation_name(system.node.scale_up.generation)
+
+
+def link_generation_name(generation: str) -> str:
+    """`NVLink 4` for `nvlink4`, `Infinity Fabric 4` for `infinity-fabric4`, `PCIe 4` for `pcie4`."""
+    match = re.fullmatch(r"(nvlink|infinity-fabric|pcie)-?(\w+)", generation)
+    if match is None:
+        return generation
+    names = {"nvlink": "NVLink", "infinity-fabric": "Infinity Fabric", "pcie": "PCIe"}
+    return f"{names[match.group(1)]} {match.group(2).upper() if not match.group(2).isdigit() else match.group(2)}"
+
+
+def parent_class(cls: str) -> str:
+    """`NVSwitch, several nodes` for `NVSwitch x RoCE, several nodes`: the scale-up kind and size regime, any
+    scale-out fabric. A class without evidence of its own borrows its siblings' (docs/model.md)."""
+    head, _, regime = cls.rpartition(", ")
+    return f"{head.split(' x ')[0]}, {regime}" if head else cls

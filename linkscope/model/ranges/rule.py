@@ -9,12 +9,15 @@ would have had (docs/model.md, "How ranges are made").
 1. The pool is the kind's records. A query far from all of them (a GPU family, a precision, a full-training or
    LoRA mode or a framework the kind has no entry of; more than FAR_GPUS_FACTOR x the largest recorded run) gets a
    range of at least +-FAR_MIN_SHARE and a note saying why.
-2. Its class is the records of its fabric class (`classes.fabric_class`), narrowed to its GPU family and precision
-   where that narrower class has MIN_CLASS_ENTRIES from MIN_CLASS_SOURCES sources. A fabric class with fewer than
-   MIN_CLASS_ENTRIES takes the kind's widest spread (smallest and largest residual) with a note.
+2. Its class is the records of its architecture (a training query's: dense or mixture of experts, where that
+   architecture has enough records) and fabric class (`classes.fabric_class`), narrowed to its GPU family and
+   precision where that narrower class has MIN_CLASS_ENTRIES from MIN_CLASS_SOURCES sources. A fabric class with
+   fewer than MIN_CLASS_ENTRIES borrows its siblings' (the same scale-up kind and size regime over other fabrics)
+   and is widened as in 4; where they are too few as well, it takes the kind's widest spread (smallest and
+   largest residual) with a note.
 3. The class's p10 and p90 are prediction-interval quantiles (QUANTILE_METHOD) shrunk toward the kind's pooled ones
-   by the class's number of sources (SHRINK_SOURCES): a class of one or two sources says little about how the
-   next source will miss.
+   (every architecture's) by the class's number of sources (SHRINK_SOURCES): a class of one or two sources says
+   little about how the next source will miss.
 4. Where the query lies outside what its class covers (more GPUs than any run of the class, a precision, mode,
    framework or GPU family the class has no entry of) the range also holds the kind's leave-one-regime-out
    quantiles: the errors the model makes on a regime it was never fitted on.
@@ -28,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+
+from linkscope.model.ranges.classes import parent_class
 
 RANGE_QUANTILES = (10.0, 90.0)
 QUANTILE_METHOD: Literal["weibull"] = "weibull"
@@ -71,6 +76,9 @@ class Query:
     framework: str | None = None
     """Training: megatron, fsdp or deepspeed (as `step.job.framework_for` resolves it); serving: the engine."""
     gpus: int | None = None
+    moe: bool | None = None
+    """Training: whether the model routes tokens to experts (a mixture of experts misses in ways a dense model
+    does not: its dispatch, its expert GEMMs)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +190,16 @@ def _narrowed(query: Query, base: Sequence[Residual]) -> tuple[Sequence[Residual
     return base, ""
 
 
+def _same_architecture(query: Query, pool: list[Residual]) -> list[Residual]:
+    """The kind's records of the query's architecture (dense or mixture of experts) where they are enough for a
+    range of their own: a dense model's range is not made of MoE misses."""
+    if query.moe is None:
+        return pool
+    same = [r for r in pool if r.query.moe == query.moe]
+    enough = len(same) >= MIN_CLASS_ENTRIES and len({r.source for r in same}) >= MIN_KIND_SOURCES
+    return same if enough else pool
+
+
 def _widest(pool: Sequence[Residual]) -> tuple[float, float]:
     logs = [r.loso_log for r in pool]
     return min(logs), max(logs)
@@ -191,7 +209,8 @@ def spread_of(query: Query, residuals: Iterable[Residual]) -> Spread:
     """The p10/p90 log bounds of a prediction matching `query`, made of `residuals` (the packaged records, or in
     `validate` every record but one source's) by the rule of this module."""
     label = KIND_LABELS.get(query.kind, query.kind)
-    pool = [r for r in residuals if r.query.kind == query.kind]
+    everything = [r for r in residuals if r.query.kind == query.kind]
+    pool = _same_architecture(query, everything)
     if len(pool) < MIN_CLASS_ENTRIES:
         return _far(0.0, 0.0, f"no {label} evidence to make a range of ({len(pool)} entries)",
                     [f"too little {label} evidence for a range ({len(pool)} entries)"])
@@ -201,26 +220,43 @@ def spread_of(query: Query, residuals: Iterable[Residual]) -> Spread:
         p10, p90 = _quantiles([r.loso_log for r in pool])
         basis = f"all {label} evidence ({len(pool)} entries)"
         return _finish(p10, p90, basis, far, [])
-    base = [r for r in pool if r.query.fabric_class == query.fabric_class]
-    if len(base) < MIN_CLASS_ENTRIES:
-        have = f"{len(base)} entr{'y' if len(base) == 1 else 'ies'}" if base else "none"
-        fallback = f"no {label} evidence for {query.fabric_class} ({have}): the widest range"
+    base, name, backoff = _class_records(query.fabric_class, pool, label)
+    if not base:
+        fallback = backoff or ""
         return _finish(*widest, fallback, far, [fallback], evidence=False)
     cls, words = _narrowed(query, base)
     sources = len({r.source for r in cls})
     p10_c, p90_c = _quantiles([r.loso_log for r in cls])
-    p10_k, p90_k = _quantiles([r.loso_log for r in pool])
+    p10_k, p90_k = _quantiles([r.loso_log for r in everything])
     weight = sources / (sources + SHRINK_SOURCES)
     p10, p90 = weight * p10_c + (1 - weight) * p10_k, weight * p90_c + (1 - weight) * p90_k
-    basis = (f"{label} evidence for {words}{query.fabric_class} ({len(cls)} entries, {sources} "
-             f"source{'s' * (sources > 1)})")
+    basis = f"{label} evidence for {words}{name} ({len(cls)} entries, {sources} source{'s' * (sources > 1)})"
     outside = _outside_reasons(query, cls)
-    if outside:
+    if outside or backoff:
         loro = [x for r in pool for x in r.loro_logs]
         lo, hi = _quantiles(loro) if len(loro) >= MIN_CLASS_ENTRIES else widest
         p10, p90 = min(p10, lo), max(p90, hi)
-    return _finish(p10, p90, basis, far, [f"outside its class's evidence ({'; '.join(outside)}): widened by the "
-                                          f"leave-one-regime-out errors"] if outside else [])
+    notes = [backoff] if backoff else []
+    if outside:
+        notes.append(f"outside its class's evidence ({'; '.join(outside)}): widened by the leave-one-regime-out errors")
+    return _finish(p10, p90, basis, far, notes, evidence=backoff is None)
+
+
+def _class_records(cls: str, pool: Sequence[Residual], label: str) -> tuple[Sequence[Residual], str, str | None]:
+    """The records of fabric class `cls`, the words naming them and, where the class has fewer than
+    MIN_CLASS_ENTRIES, why they are its siblings' instead: the same scale-up kind and size regime over other
+    fabrics (`classes.parent_class`), from MIN_CLASS_SOURCES sources. No records: neither has enough, and why."""
+    own = [r for r in pool if r.query.fabric_class == cls]
+    if len(own) >= MIN_CLASS_ENTRIES:
+        return own, cls, None
+    have = f"{len(own)} entr{'y' if len(own) == 1 else 'ies'}" if own else "none"
+    parent = parent_class(cls)
+    siblings = [r for r in pool if r.query.fabric_class and parent_class(r.query.fabric_class) == parent]
+    if len(siblings) < MIN_CLASS_ENTRIES or len({r.source for r in siblings}) < MIN_CLASS_SOURCES:
+        return (), cls, f"no {label} evidence for {cls} ({have}): the widest range"
+    return siblings, f"{parent} over other fabrics", (
+        f"no {label} evidence for {cls} ({have}): made of {parent}'s evidence over other fabrics, widened by the "
+        f"leave-one-regime-out errors")
 
 
 def _far(p10: float, p90: float, basis: str, notes: list[str]) -> Spread:

@@ -10,7 +10,8 @@ from linkscope.hardware.errors import DataError
 from linkscope.hardware.loader import load_db
 from linkscope.model.fidelity.evidence import EVIDENCE_DIR, MemoryEntry, load_evidence, read_evidence
 from linkscope.model.fidelity.evidence_predict import predicted, predicted_memory_gib
-from linkscope.model.fidelity.validate import kind_of, label_of
+from linkscope.model.fidelity.evidence import kind_of
+from linkscope.model.fidelity.validate import label_of
 from linkscope.model.step.job import Job
 from linkscope.model.step.layout import single_layout
 from linkscope.model.step.memory import memory_gib_per_gpu

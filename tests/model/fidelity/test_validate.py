@@ -75,7 +75,11 @@ from linkscope.model.fidelity.validate import Validation, packaged_validation, r
 # Fine-grained MoE: training 5.64 -> 5.55 (112 entries with the H100 Qwen3-235B row).
 # Merged round (all of the above together, the MoE fixed times refitted to 200 + 72.5 us per local expert):
 # training 5.66 (validate, 114 entries).
-LOSO_MEDIAN_LIMIT_PCT = {"training": 5.7, "collectives": 8.55, "inference": 4.65}
+# Collectives 7.4 -> 11.98 with ABCI's all-reduces across 2-16 A-nodes (evidence/abci_inter_node.yaml, 20 rows,
+# 4 x HDR per node as the system guide states): 12-76% slower than predicted and fitting no constant (the 112
+# entries before them unchanged); the same repository's MPI point-to-point runs between two A-nodes reached 39%
+# of the nodes' nominal HDR bandwidth (docs/model.md, "Collectives across ABCI's A-nodes").
+LOSO_MEDIAN_LIMIT_PCT = {"training": 5.7, "collectives": 12.0, "inference": 4.65}
 # Training rose from 5.2 with the LoRA entries: they are AMD's only training evidence, so every regime that
 # holds them (lora, long-context, memory-edge) is fitted without any CDNA3 training share and predicts the
 # MI300X/MI325X runs on the A100's, 36-55% too fast. It rose again (7.1 -> 8.2) when the memory estimate
@@ -111,7 +115,8 @@ LOSO_MEDIAN_LIMIT_PCT = {"training": 5.7, "collectives": 8.55, "inference": 4.65
 # and those rows without recomputation); the model prices the two rows 28-34% slower than they ran, an open miss.
 # Merged round: training 7.20 — moe-training left out is 22.6% (its four sources refit both MoE fixed times
 # without it: the prior) and fsdp-256-gpus 28.5% (DeepSpeed's offloaded runs); validate names both as the worst.
-LORO_MEDIAN_LIMIT_PCT = {"training": 7.25, "collectives": 11.95, "inference": 6.0}
+# Collectives 11.9 -> 12.85 with ABCI's A-node all-reduces (small-messages left out: 9.0% -> 12.5%).
+LORO_MEDIAN_LIMIT_PCT = {"training": 7.25, "collectives": 12.9, "inference": 6.0}
 SMALL_BATCH_DECODE_LORO_LIMIT_PCT = 10.0
 """Decode at batch <= 32 left out of the fit and predicted from the rest (9.8% when set; 15.6% before the host
 loop was an input; 6.9% with AMD's 2025 blog's TP 8 rows)."""
@@ -299,11 +304,12 @@ def test_coverage_and_half_width_per_kind_and_regime(result: Validation) -> None
     from linkscope.model.fidelity.validate import coverage_pct, half_width_pct, worst_regimes
 
     # What `linkscope validate` printed when these limits were set (docs/model.md, "How ranges are made"):
-    # training 82.0% / 17.4%, collectives 82.1% / 22.4%, inference 74.6% / 13.6%; a change that makes the ranges
-    # hold less often or much wider fails.
-    for kind in ("training", "collectives", "inference"):
-        assert 70.0 <= (coverage_pct(result, kind) or 0.0) <= 95.0, kind
-        assert 0.0 < (half_width_pct(result, kind) or 0.0) <= 25.0, kind
+    # training 78.9% / 15.3% (a dense run's class holds dense runs only), collectives 75.8% / 27.5% (ABCI's
+    # A-node all-reduces, 12-76% slower than predicted, share the InfiniBand class with nccl-tests#309's H100
+    # rows), inference 76.7% / 16.5%; a change that makes the ranges hold less often or much wider fails.
+    for kind, width in (("training", 17.0), ("collectives", 28.0), ("inference", 18.0)):
+        assert 75.0 <= (coverage_pct(result, kind) or 0.0) <= 95.0, kind
+        assert 0.0 < (half_width_pct(result, kind) or 0.0) <= width, kind
     for row in result.regimes:
         assert row["coverage_pct"] is not None and 0.0 <= row["coverage_pct"] <= 100.0
         assert row["half_width_pct"] is not None and row["half_width_pct"] > 0.0
