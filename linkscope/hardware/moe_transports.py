@@ -27,7 +27,7 @@ KernelStyle = Literal["normal", "low-latency", "nccl"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class TransportFacts(_Strict):

@@ -118,7 +118,11 @@ class Spread:
 
 
 def _quantiles(logs: Sequence[float]) -> tuple[float, float]:
-    lo, hi = np.percentile(np.asarray(logs, dtype=float), RANGE_QUANTILES, method=QUANTILE_METHOD)
+    """numpy's percentile with QUANTILE_METHOD, written out: the q-quantile of n sorted values sits at 1-based
+    position q(n+1), clamped to the ends (np.percentile's first call costs a predict 10-17 ms of lazy imports)."""
+    ordered = np.sort(np.asarray(logs, dtype=float))
+    positions = np.asarray(RANGE_QUANTILES) / 100.0 * (len(ordered) + 1)
+    lo, hi = np.interp(positions, np.arange(1, len(ordered) + 1), ordered)
     return float(lo), float(hi)
 
 

@@ -31,7 +31,7 @@ MIB = 2**20
 class CompressionFacts(BaseModel):
     """One gradient compression (data/knobs.yaml `compressions`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     wire_bits: float | None = Field(default=None, gt=0, le=32)
     """Bits per gradient value on the wire; None: none (uncompressed) or from the matrix shapes (PowerSGD)."""
@@ -49,7 +49,7 @@ class CompressionFacts(BaseModel):
 class ZeroppFacts(BaseModel):
     """One ZeRO++ option (data/knobs.yaml `zeropp`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     wire_bits: float | None = Field(default=None, gt=0, le=32)
     hbm_passes: float = Field(ge=0)
@@ -59,7 +59,7 @@ class ZeroppFacts(BaseModel):
 class KnobFacts(BaseModel):
     """data/knobs.yaml, validated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: str
     as_of: date

@@ -148,3 +148,14 @@ def test_a_dense_models_range_is_not_made_of_mixture_of_experts_misses() -> None
     # Too few records of its own architecture: the kind's records, both architectures, make the range.
     lone = spread_of(Query("training", NVS, "H100", "bf16", "full", "megatron", 8, moe=True), dense + moe[:3])
     assert "(9 entries, 3 sources)" in lone.basis
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 40])
+def test_the_quantiles_are_numpys_weibull_percentiles(n: int) -> None:
+    import numpy as np
+
+    from linkscope.model.ranges.rule import QUANTILE_METHOD, RANGE_QUANTILES, _quantiles
+
+    logs = np.random.default_rng(n).normal(0.0, 0.1, n)
+    expected = np.percentile(logs, RANGE_QUANTILES, method=QUANTILE_METHOD)
+    assert _quantiles(list(logs)) == pytest.approx(tuple(expected), abs=1e-12)

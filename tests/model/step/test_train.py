@@ -451,3 +451,31 @@ def test_deepspeed_zero_2_or_3_with_pipeline_stages_is_refused_and_never_searche
                            "deepspeed", "--zero", zero, "--json")
         assert searched.exit_code == 0, searched.output
         assert __import__("json").loads(searched.stdout)["parallelism"]["pp"] == 1
+
+
+def test_a_searchs_collectives_priced_once_per_shape_are_what_each_layout_would_get() -> None:
+    from linkscope.model.comm.collectives import collective_time
+    from linkscope.model.comm.tiers import comm_tiers
+    from linkscope.model.step.train import _coll_vector_s
+
+    system = load_db(include_user=False).systems["dgx-h100"].with_gpus(64)
+    rng = np.random.default_rng(7)
+    size = rng.choice([1e3, 3.5e6, 2.0**27, 7.25e8], 500)
+    ranks = rng.choice([2.0, 8.0, 16.0, 64.0], 500)
+    nodes = np.where(ranks > 8, ranks / 8, 1.0)
+    for op in ("all_reduce", "all_gather", "sendrecv"):
+        alone = collective_time(op, comm_tiers(system), size, ranks, nodes, labels=False).time_us * 1e-6
+        assert np.array_equal(_coll_vector_s(op, comm_tiers(system), size, ranks, nodes), alone)
+
+
+@pytest.mark.parametrize("ranks", [[2.0, 2.0, 8.0, 8.0, 2.0], [2.5, 2.5, 8.0, 0.5, 2.5], [1e9, 2.0, 1e9, 3.0, 2.0]])
+def test_distinct_rows_map_every_row_to_an_equal_one(ranks: list[float]) -> None:
+    from linkscope.model.step.train import _distinct_rows
+
+    size = np.array([1.0, 1.0, 1.0, 2.5, 1.0] * 4)
+    r = np.array(ranks * 4)
+    nodes = np.array([1.0, 1.0, 2.0, 1.0, 1.0] * 4)
+    first, inverse = _distinct_rows(size, r, nodes)
+    rows = np.stack([size, r, nodes], axis=1)
+    assert np.array_equal(rows[first][inverse], rows)
+    assert len(first) == len(np.unique(rows, axis=0))
