@@ -305,7 +305,7 @@ def test_coverage_and_half_width_per_kind_and_regime(result: Validation) -> None
     from linkscope.model.fidelity.validate import coverage_pct, half_width_pct, worst_regimes
 
     # What `linkscope validate` printed when these limits were set (docs/model.md, "How ranges are made"):
-    # training 78.9% / 15.3% (a dense run's class holds dense runs only), collectives 76.6% / 27.4% (ABCI's
+    # training 77.5% / 14.9% (a dense run's class holds dense runs only), collectives 76.6% / 27.4% (ABCI's
     # A-node all-reduces, 12-76% slower than predicted, share the InfiniBand class with the H100 and H200 rows of
     # nccl-tests#309 and Nebius), inference 76.7% / 16.5%; a change that makes the ranges hold less often or much
     # wider fails.

@@ -28,9 +28,10 @@ def test_the_file_is_merged_and_names_each_runs_framework() -> None:
     assert all(e.zero == 3 and e.tp == e.pp == 1 and e.dp == e.gpus for e in entries)
     assert {e.framework for e in entries if e.source == "deepspeed-azure-2022"} == {"deepspeed"}
     assert {e.framework for e in entries if e.source == "pytorch-fsdp-blog-2022"} == {"fsdp"}
-    # Entries elsewhere keep the default (the stack follows the ZeRO stage), but for BLOOM-176B, which ran on
-    # DeepSpeed's engine with ZeRO-1 (evidence/a100_megatron_deepspeed.yaml).
-    named = SOURCES | {"bigscience-bloom-176b"}
+    # Entries elsewhere keep the default (the stack follows the ZeRO stage), but for BLOOM-176B and BigScience's
+    # benchmarks before it, which ran on DeepSpeed's engine with ZeRO-1 (evidence/a100_megatron_deepspeed.yaml,
+    # evidence/bloom_family_a100.yaml).
+    named = SOURCES | {"bigscience-bloom-176b", "bigscience-bloom-prequel-a100"}
     assert {e.framework for e in load_evidence().training if e.source not in named} == {"auto"}
 
 
