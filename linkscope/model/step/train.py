@@ -138,13 +138,18 @@ def _coll_vector_s(op: str, tiers: CommTiers, size: np.ndarray, ranks: np.ndarra
     return distinct[inverse].reshape(size.shape)
 
 
+_WHOLE_CODE_LIMIT = 1 << 20
+"""Rank and node counts below this are their own codes; larger ones are numbered by np.unique, so that a row's code
+(at most rows x 2^40) stays inside int64."""
+
+
 def _distinct_rows(size: np.ndarray, ranks: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(one index per distinct (size, ranks, nodes) row, each row's distinct row): one sort, of the sizes; the
     rank and node counts are whole numbers, so the row's code is arithmetic on them."""
     _, code = np.unique(size, return_inverse=True)
     for column in (ranks, nodes):
         whole = column.astype(np.int64)
-        if not np.array_equal(whole, column) or whole.min() < 0:
+        if not np.array_equal(whole, column) or whole.min() < 0 or whole.max() >= _WHOLE_CODE_LIMIT:
             _, whole = np.unique(column, return_inverse=True)
         code = code * (int(whole.max()) + 1) + whole
     span = int(code.max()) + 1

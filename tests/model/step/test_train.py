@@ -468,7 +468,8 @@ def test_a_searchs_collectives_priced_once_per_shape_are_what_each_layout_would_
         assert np.array_equal(_coll_vector_s(op, comm_tiers(system), size, ranks, nodes), alone)
 
 
-@pytest.mark.parametrize("ranks", [[2.0, 2.0, 8.0, 8.0, 2.0], [2.5, 2.5, 8.0, 0.5, 2.5], [1e9, 2.0, 1e9, 3.0, 2.0]])
+@pytest.mark.parametrize("ranks", [[2.0, 2.0, 8.0, 8.0, 2.0], [2.5, 2.5, 8.0, 0.5, 2.5], [1e9, 2.0, 1e9, 3.0, 2.0],
+                                   [4e18, 2.0, 4e18, 9e18, 2.0]])
 def test_distinct_rows_map_every_row_to_an_equal_one(ranks: list[float]) -> None:
     from linkscope.model.step.train import _distinct_rows
 
