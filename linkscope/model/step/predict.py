@@ -94,7 +94,6 @@ class TrainPrediction:
     """What evidence the ranges come from (`model.ranges.accuracy.spread`), or that there is none."""
     range_note: str | None = None
     """What a user must know about the ranges: far from all evidence, widened outside its class (also a flag)."""
-
     rank_kind: str = "GPU"
     """What one rank is: `GPU`, or `CPU rank` for a prediction from a profile fitted on CPU ranks."""
     peft: dict[str, Any] | None = None
@@ -125,10 +124,10 @@ class TrainPrediction:
 
     @property
     def range_features(self) -> dict[str, Any]:
-        """What the prediction's range compares with the evidence besides its System, as
-        `training_range_features` gives them for its job (an MoE model's prediction names its expert layout)."""
-        return {"precision": self.precision, "mode": "full" if self.peft is None else "lora",
-                "framework": self.framework, "gpus": self.gpus, "moe": bool(self.expert_layout)}
+        """What the prediction's range compares with the evidence besides its System (`range_features`; an MoE
+        model's prediction names its expert layout)."""
+        return range_features(self.precision, self.peft is not None, self.framework, self.gpus,
+                              bool(self.expert_layout))
 
 
 def validate_request(job: Job, system: System, req: LayoutRequest) -> None:
@@ -315,11 +314,16 @@ def _physical_flags(est: StepEstimate, i: int, peak: MfuPeak) -> list[str]:
 
 
 def training_range_features(job: Job, framework: str, gpus: int) -> dict[str, Any]:
+    """`range_features` of a training job laid out under `framework` on `gpus` GPUs."""
+    return range_features(job.precision, job.peft is not None, framework, gpus, job.model.is_moe)
+
+
+def range_features(precision: str, lora: bool, framework: str, gpus: int, moe: bool) -> dict[str, Any]:
     """What a training prediction's range compares with the evidence besides its System: precision, full
     training or LoRA, the framework the layout runs under, the GPUs it uses and whether the model routes tokens to
     experts (`model.ranges.rule.Query`)."""
-    return {"precision": job.precision, "mode": "full" if job.peft is None else "lora", "framework": framework,
-            "gpus": gpus, "moe": job.model.is_moe}
+    return {"precision": precision, "mode": "lora" if lora else "full", "framework": framework, "gpus": gpus,
+            "moe": moe}
 
 
 def _param_counts(job: Job) -> dict[str, Any]:
