@@ -22,7 +22,7 @@ from linkscope.model.step.infer import InferJob, batched_prefill_s, candidate_ba
 from linkscope.model.step.kv_transfer import link, stream_s
 from linkscope.model.step.layout import single_layout
 from linkscope.model.step.job import Job
-from linkscope.model.step.compute import usable_memory_gib
+from linkscope.model.step.compute import compute_constants, usable_memory_gib
 from linkscope.model.step.memory import memory_gib_per_gpu
 from linkscope.model.step.train import StepEstimate, estimate_steps
 from linkscope.model.step.transformer import model_presets
@@ -75,7 +75,15 @@ def memory_share(entry: TrainingEntry, db: HardwareDB) -> float:
 
 
 def predicted_memory_gib(entry: MemoryEntry) -> float:
-    """Peak memory per GPU (GiB) of the entry's exact layout: what its tensors need at the busiest GPU's peak.
+    """Peak memory per GPU (GiB) of the entry's exact layout, as the figure the source read: what its tensors
+    need at the busiest GPU's peak (`allocated`), times the fitted share the caching allocator holds above that
+    where the source read its peak reserved bytes (`reserved`)."""
+    needed = allocated_memory_gib(entry)
+    return needed * compute_constants().reserved_over_allocated if entry.figure == "reserved" else needed
+
+
+def allocated_memory_gib(entry: MemoryEntry) -> float:
+    """Peak memory per GPU (GiB) the entry's tensors need at the busiest GPU's peak, in its exact layout.
     Memory depends on the job and the layout only, not on the System."""
     job = Job(model=model_presets()[entry.model], global_batch=entry.global_batch, seq_len=entry.seq_len,
               precision=entry.precision, framework=entry.framework)

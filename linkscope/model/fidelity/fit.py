@@ -12,6 +12,9 @@ Fitted, each only from the evidence it affects:
   share is measured, not fitted (compute.yaml). A serving share no entry pins (a memory-bound row) stays near
   the training share: the loss adds INFER_SHARE_PRIOR_WEIGHT x log(share / training share)^2 per generation
   and format.
+- from the memory entries that read the caching allocator's peak reserved bytes: how far reserved sits above
+  what the tensors need (`reserved_over_allocated`), the mean log ratio with each source weighing the same
+  (the least-squares fit of a constant ratio in log space), to RESERVED_RATIO_DECIMALS places.
 Everything else is physics, framework convention or the calibration set's earlier fit (compute.yaml).
 
 The loss is the sum of squared log errors. Each entry is priced exactly on a coarse grid of its own
@@ -36,9 +39,10 @@ from linkscope.model.fidelity.evidence import (
     Entry,
     EvidenceSet,
     InferenceEntry,
+    MemoryEntry,
     TrainingEntry,
 )
-from linkscope.model.fidelity.evidence_predict import evidence_system, measured, predicted
+from linkscope.model.fidelity.evidence_predict import allocated_memory_gib, evidence_system, measured, predicted
 from linkscope.model.step.transformer import model_presets
 
 COARSE_SHARE = np.array([0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95])
@@ -61,6 +65,7 @@ INFER_FINE_SHARE = np.round(np.arange(0.1, 0.951, 0.01), 3)
 INFER_FINE_KERNEL_US = np.round(np.arange(1.0, 10.001, 0.25), 2)
 INFER_FINE_HOST_US = np.arange(0.0, 400.01, 10.0)
 INFER_SHARE_PRIOR_WEIGHT = 0.02
+RESERVED_RATIO_DECIMALS = 2
 
 
 def gemm_key(entry: TrainingEntry | InferenceEntry, db: HardwareDB) -> str:
@@ -171,6 +176,8 @@ class PricedSet:
         self.items = [self._price(e) for e in evidence.training
                       if not model_presets()[e.model].is_moe and e.offload == "none"]
         self.infer_items = [self._price_infer(e) for e in evidence.inference]
+        self.memory_items = [(e, float(np.log(e.value / allocated_memory_gib(e))))
+                             for e in evidence.memory if e.figure == "reserved"]
 
     def _price_infer(self, entry: InferenceEntry) -> _PricedInfer:
         gpu = evidence_system(entry.system, self.db).node.gpu
@@ -196,9 +203,24 @@ class PricedSet:
             infer_shares, kernel_us, host_us = _fit_inference(inference, trained)
         others = {name: fitted.get(name, self.base.priors.get(name, getattr(self.base, name)))
                   for name in OTHER_CONSTANTS}
+        reserved = _fit_reserved([(e, r) for e, r in self.memory_items if keep(e)],
+                                 self.base.priors.get("reserved_over_allocated", 1.0))
         return with_values(self.base, shares, others).model_copy(
             update={"infer_gemm_efficiency_by_arch": infer_shares, "decode_kernel_us": kernel_us,
-                    "decode_seq_host_us": host_us})
+                    "decode_seq_host_us": host_us, "reserved_over_allocated": reserved})
+
+
+def _fit_reserved(items: list[tuple[MemoryEntry, float]], prior: float) -> float:
+    """The reserved-over-allocated ratio: exp of the source-weighted mean log ratio, at least 1 (the allocator
+    never reserves less than it hands out); `prior` where no entry read reserved bytes."""
+    if not items:
+        return prior
+    counts: dict[str, int] = {}
+    for entry, _ in items:
+        counts[entry.source] = counts.get(entry.source, 0) + 1
+    weights = np.array([1.0 / counts[e.source] for e, _ in items])
+    mean_log = float(np.average([r for _, r in items], weights=weights))
+    return max(1.0, round(float(np.exp(mean_log)), RESERVED_RATIO_DECIMALS))
 
 
 def _fit_inference(items: list[_PricedInfer], trained: ComputeConstants) -> tuple[dict[str, float], float, float]:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+import linkscope
+from linkscope.hardware import built_cache
 from linkscope.hardware.loader import HardwareDB, load_db
 from linkscope.model.comm.moe import moe_constants
 from linkscope.model.comm.params import CommFit, comm_fit, comm_fit_override
@@ -50,6 +53,7 @@ RATE_METRICS = frozenset({"busbw_gb_per_s", "gb_per_s", "kv_gb_per_s", "output_t
 """Metrics of collectives, serving, MoE and disaggregated entries that are rates. Training entries are compared as
 step times whatever metric their source printed (`evidence_predict.measured`)."""
 WORST_REGIMES = 3
+_PACKAGE_ROOT = Path(linkscope.__file__).parent
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,7 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
             "decode_hbm_measured": dict(c.decode_hbm_measured_by_vendor),
             "infer_gemm_share": dict(c.infer_gemm_efficiency_by_arch),
             "decode_kernel_us": c.decode_kernel_us, "decode_seq_host_us": c.decode_seq_host_us,
+            "reserved_over_allocated": c.reserved_over_allocated,
             "nvls_chunk_overhead_us": (comm or comm_fit()).nvls_chunk_overhead_us,
             "nvls_sync_us": (comm or comm_fit()).nvls_sync_us,
             "nccl_call_host_us": (comm or comm_fit()).nccl_call_host_us,
@@ -286,16 +291,19 @@ def fitted_summary(c: ComputeConstants, comm: CommFit | None = None) -> dict[str
 
 
 def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants | None = None,
-             comm: CommFit | None = None) -> Validation:
-    """In-sample and leave-one-source-out errors of `constants` and `comm` (the packaged ones by default)."""
+             comm: CommFit | None = None, priced_comm: PricedCollectives | None = None) -> Validation:
+    """In-sample and leave-one-source-out errors of `constants` and `comm` (the packaged ones by default).
+    `priced_comm`: `evidence`'s collectives already priced under `constants` (the costliest step), else priced
+    here."""
     constants = constants or packaged_constants()
     comm = comm or comm_fit()
     entries: list[Entry] = [e for kind in KINDS for e in evidence.entries(kind)]
     in_sample = _predict_with(entries, db, constants, comm)
     with comm_fit_override(comm):
         priced = PricedSet(evidence, db, constants)
-    with constants_override(constants):
-        priced_comm = PricedCollectives(evidence.collectives, db)
+    if priced_comm is None:
+        with constants_override(constants):
+            priced_comm = PricedCollectives(evidence.collectives, db)
     with constants_override(constants), comm_fit_override(comm):
         priced_moe = PricedMoeTraining(moe_training_entries(evidence), db)
     loso = list(in_sample)
@@ -304,11 +312,6 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
         idx = [i for i, e in enumerate(entries) if regime.member(e, db)]
         if not idx:
             continue
-        if regime.kind == "memory":
-            # Nothing is fitted for memory: leaving a regime out changes no prediction.
-            for i in idx:
-                loro[i][regime.id] = in_sample[i]
-            continue
         leave = _leaving_entries({id(entries[i]) for i in idx})
         fold = priced.fit(keep=leave)
         comm_fold = priced_comm.fit(keep=leave) if regime.kind == "collectives" else comm
@@ -316,9 +319,6 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
                                                priced_moe.fit(keep=leave))):
             loro[i][regime.id] = value
     for source in sources_of(entries):
-        if evidence.sources[source].kind == "memory":
-            # The memory model has no fitted constant: a memory source's LOSO prediction is its in-sample one.
-            continue
         idx = [i for i, e in enumerate(entries) if e.source == source]
         fold = priced.fit(keep=_leaving_out(source))
         comm_fold = priced_comm.fit(keep=_leaving_out(source)) if evidence.sources[source].kind == "collectives" \
@@ -336,9 +336,30 @@ def validate(evidence: EvidenceSet, db: HardwareDB, constants: ComputeConstants 
 
 @functools.cache
 def packaged_validation() -> Validation:
-    """`validate` of the packaged constants on the packaged evidence and hardware, once per process: every
-    input is a packaged file, so the answer cannot change while the process runs."""
-    return validate(load_evidence(), load_db(include_user=False))
+    """`validate` of the packaged constants on the packaged evidence and hardware, once per process and kept
+    between starts: every input is a packaged file or linkscope's own code, so the answer changes only when one
+    of them does (`stored_validation`)."""
+    return stored_validation(
+        lambda: validate(load_evidence(), load_db(include_user=False), priced_comm=packaged_priced_collectives()))
+
+
+def stored_validation(build: Callable[[], Validation]) -> Validation:
+    """`build()`, or what it returned before (`hardware.built_cache`) under the same packaged data files (by
+    their texts) and the same linkscope source files: a minute of pricing becomes a file read."""
+    files, sources = validation_inputs()
+    return built_cache.cached("validation", files, sources, build)
+
+
+def validation_inputs() -> tuple[list[Path], list[Path]]:
+    """(every packaged data file, every linkscope source file): what the packaged validation depends on."""
+    return sorted(_PACKAGE_ROOT.rglob("*.yaml")), sorted(_PACKAGE_ROOT.rglob("*.py"))
+
+
+@functools.cache
+def packaged_priced_collectives() -> PricedCollectives:
+    """The packaged collective entries priced on the packaged hardware and constants, once per process (what
+    `validate` and the collective fit's checks start from)."""
+    return PricedCollectives(load_evidence().collectives, load_db(include_user=False))
 
 
 def _leaving_out(source: str) -> Callable[[Entry], bool]:

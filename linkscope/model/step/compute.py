@@ -84,6 +84,9 @@ class ComputeConstants(BaseModel):
     cuda_context_gib: float = Field(ge=0)
     nccl_buffers_gib: float = Field(ge=0)
     fragmentation_reserve: float = Field(ge=0, lt=1)
+    reserved_over_allocated: float = Field(default=1.0, ge=1.0, le=2.0)
+    """Peak bytes the caching allocator reserves over the peak bytes the tensors need, where the job had room to
+    spare (what a `max_memory_reserved` figure reads against the memory model's)."""
 
     def gemm_max(self, arch: str, precision: str) -> float:
         """Share of dense peak large GEMMs reach on `arch` in `precision` (fp16 counts as bf16). Without
