@@ -21,8 +21,8 @@ from linkscope.advise.train import TrainAdvice, TrainRequest, advise_train, winn
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.knob_output import print_knob_effect
 from linkscope.cli.options import (MOE_DISPATCHERS, BasePrecisionOpt, BucketMbOpt, GradCompressionOpt, ZeroppOpt,
-                                   job_knobs, CatalogOpt, EngineOpt, EpOpt, EtpOpt,
-                                   FabricOpt,
+                                   job_knobs, BlockTokensOpt, CatalogOpt, EngineOpt, EpOpt, EtpOpt, FabricOpt,
+                                   KvGranularityOpt, KvOverlapOpt, KvPrecisionOpt, KvTransportOpt,
                                    FrameworkOpt, GlobalBatchOpt, GpuOpt, IbOpt, InputTokensOpt, LoraRankOpt,
                                    LoraTargetsOpt, MaxPriceOpt, MinGpusOpt, MinScaleOutOpt, ModelOpt, MoeDispatcherOpt,
                                    MultiNodeOpt, NvlinkOpt, NvswitchOpt, OutputTokensOpt, PeftOpt, PrecisionOpt,
@@ -240,10 +240,8 @@ def train(
                                  moe_dispatcher=choice(moe_dispatcher, "--moe-dispatcher", MOE_DISPATCHERS),
                                  moe_transport=transport_choice(transport))
         request = replace(request, knobs=job_knobs(grad_compression, bucket_mb, zeropp))
-        check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
-        wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
-                                fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
-                                max_price_per_gpu_hour=_in_usd(max_price_per_gpu_hour), multi_node=multi_node)
+        wanted = _wanted(gpu, min_gpus, (nvlink, nvswitch, ib, rdma, multi_node), fabric, min_scale_out_gbit,
+                         provider, max_price_per_gpu_hour)
         offerings = _offerings(db, wanted)
         advice = advise_train(request, offerings)
         selection = select_train(advice, top, show_all, LIST if objective is not None else FRONTIER)
@@ -309,13 +307,9 @@ def infer(
                                             "--compare-interconnect, the KV link too."),
     ttft_budget: Optional[float] = typer.Option(None, "--ttft-budget", help="--disaggregated: time to first "
                                                                             "token every plan must meet, seconds."),
-    kv_transport: str = typer.Option("auto", "--kv-transport", help="--disaggregated: nvlink, rdma, tcp or auto."),
-    kv_precision: str = typer.Option("bf16", "--kv-precision", help="--disaggregated: format of the KV cache."),
-    block_tokens: Optional[int] = typer.Option(None, "--block-tokens", help="--disaggregated: tokens per KV page "
-                                                                            "(default 32)."),
-    kv_granularity: str = typer.Option("request", "--kv-granularity", help="--disaggregated: request or layer."),
-    kv_overlap: bool = typer.Option(False, "--kv-overlap/--no-kv-overlap",
-                                    help="--disaggregated: send the KV cache while the prefill runs."),
+    kv_transport: str = KvTransportOpt, kv_precision: str = KvPrecisionOpt,
+    block_tokens: Optional[int] = BlockTokensOpt, kv_granularity: str = KvGranularityOpt,
+    kv_overlap: bool = KvOverlapOpt,
 ) -> None:
     """The time-cost frontier of serving a model at a per-user speed (each plan an offering, layout and batch),
     or offerings ranked by dollars per million output tokens or by per-user speed."""
@@ -332,10 +326,8 @@ def infer(
         request = InferRequest(load_model(model), latency_budget, input_tokens, output_tokens, qps, precision,
                                parse_objective(objective) if objective is not None else Objective.COST, tp,
                                choice(engine, "--engine", ENGINES), moe_transport=transport_choice(transport))
-        check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
-        wanted = OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
-                                fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
-                                max_price_per_gpu_hour=_in_usd(max_price_per_gpu_hour), multi_node=multi_node)
+        wanted = _wanted(gpu, min_gpus, (nvlink, nvswitch, ib, rdma, multi_node), fabric, min_scale_out_gbit,
+                         provider, max_price_per_gpu_hour)
         check_disaggregated_only(disaggregated, {
             "--ttft-budget": ttft_budget is not None, "--kv-transport": kv_transport != "auto",
             "--kv-precision": kv_precision != "bf16", "--block-tokens": block_tokens is not None,
@@ -346,23 +338,44 @@ def infer(
             advise_disaggregated(request, _offerings(db, wanted), db, AdviseKvArgs(
                 ttft_budget, kv_options(kv_transport, block_tokens, kv_granularity, kv_overlap), kv_precision),
                 compare, _in_usd(price_per_gpu_hour), top, as_json)
-            if not as_json:
-                _print_currency_note()
-            return
-        advice = plan_infer(request, _offerings(db, wanted))
-        selection = select_infer(advice, top, show_all, LIST if objective is not None else FRONTIER)
-        warn_stale([db.offerings[r.offering] for r in selection.top + selection.others])
-        first = selection.top[0] if selection.top else None
-        comparison = None
-        if compare and first is not None:
-            comparison = compare_infer(request, db.offerings[first.offering], db, _in_usd(price_per_gpu_hour))
-        if as_json:
-            print_json(_with_currency(infer_json(advice, selection, comparison)))
-            return
-        _print_infer(advice, selection)
-        if compare:
-            _print_comparison(comparison, request.tokens_per_s_per_user)
-        _print_currency_note()
+        else:
+            _advise_serving(request, db, _offerings(db, wanted), (top, show_all, objective is not None),
+                            (compare, _in_usd(price_per_gpu_hour)), as_json)
+        if not as_json:
+            _print_currency_note()
+
+
+def _advise_serving(request: InferRequest, db: HardwareDB, offerings: list[Offering],
+                    shown: tuple[int, bool, bool], compare: tuple[bool, float | None], as_json: bool) -> None:
+    """Colocated serving plans: searched, selected (`shown`: top, --all, a ranked list instead of the frontier),
+    compared across interconnects (`compare`: whether, and the USD per GPU-hour to compare at, None: each
+    offering's own), printed."""
+    top, show_all, listed = shown
+    compared, price_per_gpu_hour = compare
+    advice = plan_infer(request, offerings)
+    selection = select_infer(advice, top, show_all, LIST if listed else FRONTIER)
+    warn_stale([db.offerings[r.offering] for r in selection.top + selection.others])
+    first = selection.top[0] if selection.top else None
+    comparison = None
+    if compared and first is not None:
+        comparison = compare_infer(request, db.offerings[first.offering], db, price_per_gpu_hour)
+    if as_json:
+        print_json(_with_currency(infer_json(advice, selection, comparison)))
+        return
+    _print_infer(advice, selection)
+    if compared:
+        _print_comparison(comparison, request.tokens_per_s_per_user)
+
+
+def _wanted(gpu: str | None, min_gpus: int | None, switches: tuple[bool, bool, bool, bool, bool],
+            fabric: str | None, min_scale_out_gbit: float | None, provider: str | None,
+            max_price_per_gpu_hour: float | None) -> OfferingFilter:
+    """The offering filter the options give (`switches`: --nvlink, --nvswitch, --ib, --rdma, --multi-node)."""
+    check_number(min_gpus, "--min-gpus", 1, MAX_GPUS)
+    nvlink, nvswitch, ib, rdma, multi_node = switches
+    return OfferingFilter(gpu=gpu, min_gpus=min_gpus, nvlink=nvlink, nvswitch=nvswitch, ib=ib, rdma=rdma,
+                          fabric=fabric, min_scale_out_gbit=min_scale_out_gbit, provider=provider,
+                          max_price_per_gpu_hour=_in_usd(max_price_per_gpu_hour), multi_node=multi_node)
 
 
 def _print_infer(advice: InferAdvice, selection: InferSelection) -> None:

@@ -136,6 +136,20 @@ TransportOpt = typer.Option("auto", "--transport",
                                  "nvlink (one node), or auto (from the System: EFA -> efa; InfiniBand/RoCE with "
                                  "GPUDirect -> ibgda; one node -> nvlink).")
 
+# Disaggregated serving's KV cache between the prefill and decode pools (`predict infer` and `advise infer`).
+KvTransportOpt = typer.Option("auto", "--kv-transport", help="--disaggregated: nvlink, rdma, tcp or auto (from "
+                                                             "where the pools sit on the System).")
+KvPrecisionOpt = typer.Option("bf16", "--kv-precision", help="--disaggregated: format of the KV cache (bf16, fp16 "
+                                                             "or fp8).")
+BlockTokensOpt = typer.Option(None, "--block-tokens", help="--disaggregated: tokens per KV page (default 32, "
+                                                           "TensorRT-LLM's).")
+KvGranularityOpt = typer.Option("request", "--kv-granularity",
+                                help="--disaggregated: request (a page holds a block of every layer) or layer (one "
+                                     "layer's block, sent as each layer finishes).")
+KvOverlapOpt = typer.Option(False, "--kv-overlap/--no-kv-overlap",
+                            help="--disaggregated: send the KV cache chunk by chunk (and layer by layer) while the "
+                                 "prefill runs.")
+
 
 def transport_choice(transport: str) -> str:
     """--transport checked against the transports of hardware/data/moe_transports.yaml or auto (one line naming

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from linkscope.advise.launch import host_names, launch_plan
+from linkscope.advise.launch import LaunchPlan, host_names, launch_plan
 from linkscope.advise.placement import Parallelism, parse_order
 from linkscope.advise.plan import OrderCost, PlanRequest, PlanResult, make_plan, searched_parallelism
 from linkscope.cli.common import console, print_json, user_errors
@@ -114,49 +114,58 @@ def plan(
         check_option(value, flag)
     framework = check_framework(framework)
     given = layout_request(tp, pp, dp, cp, interleave, micro_batch, recompute, zero, sequence_parallel, ep, etp)
-    db = load_db(extra or [])
-    resolved = resolve(system, db)
+    knobs = job_knobs(grad_compression, bucket_mb, zeropp)
+    resolved = resolve(system, load_db(extra or []))
     job = None
     if model is not None:
         spec = load_model(model)
         job = training_job(spec, global_batch, seq_len, precision, attention, moe_dispatcher, moe_imbalance,
                            dp_overlap=dp_overlap, tp_overlap=tp_overlap, moe_a2a_overlap=moe_a2a_overlap,
-                           peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec), framework=framework,
-                           knobs=job_knobs(grad_compression, bucket_mb, zeropp))
+                           peft=peft_of(peft, lora_rank, lora_targets, base_precision, spec),
+                           framework=framework, knobs=knobs)
         job, given = with_knobs(job, given)
     elif peft is not None:
         raise UserError("--peft needs --model: the adapters are sized from the model")
-    elif job_knobs(grad_compression, bucket_mb, zeropp).active:
+    elif knobs.active:
         raise UserError("--grad-compression, --bucket-mb, --zeropp need --model: the gradients are sized from it")
     request = PlanRequest(system=resolved, nodes=nodes, par=_parallelism(resolved, nodes, job, given),
                           order=parse_order(order) if order else None,
                           baseline_order=parse_order(baseline, "--baseline-order") if baseline else None,
                           job=job, given=given)
     result = make_plan(request)
-    tp, pp, dp, cp = (str(request.par.size(d)) for d in ("tp", "pp", "dp", "cp"))
     names = host_names(hosts, nodes)
     launch = launch_plan(result.placement, names)
     if hostfile is not None:
         write_output(hostfile, launch.hostfile, "--write-hostfile")
-    effect = None
-    if job is not None and job.knobs.active and result.layout is not None:
-        from linkscope.model.step.knob_effect import knob_effect
-
-        sized = resolved.with_nodes(nodes)
-        with sized.computing():
-            effect = knob_effect(job, sized.system, result.layout, sized.tiers).as_dict()
+    effect = _knob_effect(job, resolved, nodes, result)
     if as_json:
         print_json({**_json(result, names), "knobs": effect})
         return
-    console.print(f"[bold]{result.placement.system.id}[/]: {nodes} node{'s' if nodes > 1 else ''} x "
-                  f"{result.placement.system.node.gpus} "
-                  f"GPUs, tp {tp} x pp {pp} x dp {dp} x cp {cp}", highlight=False)
+    _print_plan(result, request.par, launch)
+    print_knob_effect(effect)
+
+
+def _knob_effect(job: Job | None, resolved: ResolvedSystem, nodes: int, result: PlanResult) -> dict[str, Any] | None:
+    """What the job's communication knobs change in the planned layout's step (None: no knob is on)."""
+    if job is None or not job.knobs.active or result.layout is None:
+        return None
+    from linkscope.model.step.knob_effect import knob_effect
+
+    sized = resolved.with_nodes(nodes)
+    with sized.computing():
+        return knob_effect(job, sized.system, result.layout, sized.tiers).as_dict()
+
+
+def _print_plan(result: PlanResult, par: Parallelism, launch: LaunchPlan) -> None:
+    system = result.placement.system
+    tp, pp, dp, cp = (par.size(d) for d in ("tp", "pp", "dp", "cp"))
+    console.print(f"[bold]{system.id}[/]: {system.nodes} node{'s' if system.nodes > 1 else ''} x "
+                  f"{system.node.gpus} GPUs, tp {tp} x pp {pp} x dp {dp} x cp {cp}", highlight=False)
     console.print(rank_map_table(result.placement, MAP_NODES))
     console.print(groups_table(result))
     console.print(plan_summary(result), highlight=False)
     # Commands stay on one line each so they can be copied.
     console.print(launch_text(launch, MAP_NODES), highlight=False, soft_wrap=True)
-    print_knob_effect(effect)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,8 @@ import typer
 from linkscope.cli.common import console, print_json, user_errors
 from linkscope.cli.knob_output import print_knob_effect
 from linkscope.cli.options import (DpOpt, TrainGpusOpt, TrainNodesOpt, AttentionOpt, BasePrecisionOpt, BucketMbOpt,
-                                   GradCompressionOpt, ZeroppOpt, job_knobs, CatalogOpt, DpOverlapOpt, EngineOpt,
+                                   GradCompressionOpt, ZeroppOpt, job_knobs, BlockTokensOpt, KvGranularityOpt,
+                                   KvOverlapOpt, KvPrecisionOpt, KvTransportOpt, CatalogOpt, DpOverlapOpt, EngineOpt,
                                    EpOpt, EtpOpt, FrameworkOpt, GlobalBatchOpt, InputTokensOpt, InterleaveOpt,
                                    LatencyBudgetOpt, LoraRankOpt, LoraTargetsOpt, MicroBatchOpt, ModelOpt,
                                    MoeA2aOverlapOpt, MoeDispatcherOpt, MoeImbalanceOpt, OutputTokensOpt, PeftOpt,
@@ -32,6 +33,7 @@ from linkscope.model.step.transformer import ModelConfig, load_model
 
 if TYPE_CHECKING:
     from linkscope.model.calibration.profiles import Profile
+    from linkscope.model.step.infer import InferJob, InferPick
     from linkscope.model.calibration.train_fit import TrainFit
     from linkscope.model.step.predict import TrainPrediction
 
@@ -212,18 +214,9 @@ def infer(
                                                                       "(default --tp)."),
     decode_ep: int = typer.Option(1, "--decode-ep", help="--disaggregated: wide expert parallelism of the decode "
                                                           "pool (MoE models)."),
-    kv_transport: str = typer.Option("auto", "--kv-transport", help="--disaggregated: nvlink, rdma, tcp or auto "
-                                                                     "(from where the pools sit on the System)."),
-    kv_precision: str = typer.Option("bf16", "--kv-precision", help="--disaggregated: format of the KV cache "
-                                                                     "(bf16, fp16 or fp8)."),
-    block_tokens: Optional[int] = typer.Option(None, "--block-tokens", help="--disaggregated: tokens per KV page "
-                                                                            "(default 32, TensorRT-LLM's)."),
-    kv_granularity: str = typer.Option("request", "--kv-granularity",
-                                       help="--disaggregated: request (a page holds a block of every layer) or "
-                                            "layer (one layer's block, sent as each layer finishes)."),
-    kv_overlap: bool = typer.Option(False, "--kv-overlap/--no-kv-overlap",
-                                    help="--disaggregated: send the KV cache chunk by chunk (and layer by layer) "
-                                         "while the prefill runs."),
+    kv_transport: str = KvTransportOpt, kv_precision: str = KvPrecisionOpt,
+    block_tokens: Optional[int] = BlockTokensOpt, kv_granularity: str = KvGranularityOpt,
+    kv_overlap: bool = KvOverlapOpt,
     qps: Optional[float] = typer.Option(None, "--qps", help="--disaggregated: requests/s to price the queues at "
                                                             "(default: 80% of the smaller capacity)."),
     nodes: Optional[int] = typer.Option(None, "--nodes", help="--disaggregated: nodes of the System the pools share."),
@@ -231,8 +224,6 @@ def infer(
     extra: Optional[list[Path]] = CatalogOpt,
 ) -> None:
     """Prefill time, per-token decode time, tokens/s per GPU and per user, and the TP all-reduce share."""
-    import numpy as np
-
     from linkscope.cli.disagg_cmd import check_disaggregated_only
 
     check_disaggregated_only(disaggregated, {
@@ -242,6 +233,9 @@ def infer(
         "--kv-transport": kv_transport != "auto", "--kv-precision": kv_precision != "bf16",
         "--block-tokens": block_tokens is not None, "--kv-granularity": kv_granularity != "request",
         "--kv-overlap": kv_overlap, "--qps": qps is not None, "--nodes": nodes is not None})
+    for flag, value in (("--batch", batch), ("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
+        check_option(value, flag)
+    check_option(latency_budget, "--latency-budget")
     if disaggregated:
         from linkscope.cli.disagg_cmd import DisaggArgs, PoolArgs, kv_options, predict_disaggregated
 
@@ -249,56 +243,69 @@ def infer(
         if base_tp is None:
             raise UserError("--tp auto: --disaggregated prices the pools given; `advise infer --disaggregated` "
                             "searches them")
-        for flag, value in (("--batch", batch), ("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
-            check_option(value, flag)
-        check_option(latency_budget, "--latency-budget")
         args = DisaggArgs(system, nodes, PoolArgs("prefill", prefill_gpus, prefill_instances, prefill_tp or base_tp),
                           PoolArgs("decode", decode_gpus, decode_instances, decode_tp or base_tp, decode_ep),
                           kv_options(kv_transport, block_tokens, kv_granularity, kv_overlap), kv_precision, qps)
         predict_disaggregated(args, load_model(model), input_tokens, output_tokens, precision, engine,
                               None if latency_budget is not None else batch, latency_budget, as_json, extra or [])
         return
+    job, resolved, tp_given = _infer_job(system, model, tp, pp, ep, (input_tokens, output_tokens),
+                                         (precision, engine, transport), extra or [])
+    pick = _infer_pick(job, resolved, tp_given, None if latency_budget is not None else batch, latency_budget,
+                       prefill_interference)
+    if pick.index is None:
+        raise UserError(f"no batch meets {latency_budget:g} tokens/s per user on {system} with tp {pick.job.tp}: "
+                        f"even one sequence gets {float(pick.est.tokens_per_s_per_user[0]):.1f}")
+    from linkscope.model.step.infer import summary
 
-    from linkscope.model.step.infer import (InferJob, InferPick, best_batch_for_budget, candidate_batches,
-                                            check_experts_fit, estimate_inference, pick_tp, summary)
-
-    for flag, value in (("--batch", batch), ("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
-        check_option(value, flag)
-    check_option(latency_budget, "--latency-budget")
-    tp_size, pp_size = auto_int(tp, "--tp"), auto_int(pp, "--pp")
-    if pp_size is None:
-        raise UserError("--pp auto: inference pipelines are not searched; give a size (1 keeps the model in one node)")
-    check_option(ep, "--ep")
-    per_node = _resolved(system, None, 1, extra or []).system.node.gpus
-    if ep > per_node and ep % per_node:
-        raise UserError(f"--ep {ep} does not fill whole nodes of {per_node} GPUs on {system}")
-    resolved = _resolved(system, ep if ep > per_node else None, None, extra or [])
-    job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=input_tokens,
-                   output_tokens=output_tokens, precision=choice(precision, "--precision", PRECISIONS), ep=ep,
-                   engine=choice(engine, "--engine", ENGINES), moe_transport=transport_choice(transport))
-    check_experts_fit(job, resolved.system)
-    if job.precision == "fp8" and resolved.system.node.gpu.fp8_dense_tflops is None:
-        raise UserError(f"--precision fp8: {resolved.system.node.gpu.id} has no FP8 tensor cores (use bf16)")
-    # With a budget every batch that fits is tried (per TP size under --tp auto); without one, the given batch.
-    batches = None if latency_budget is not None else np.asarray([batch])
-    if tp_size is None:
-        pick = pick_tp(job, resolved.system, batches, latency_budget, resolved.tiers, prefill_interference)
-    else:
-        est = estimate_inference(job, resolved.system,
-                                 candidate_batches(job, resolved.system) if batches is None else batches,
-                                 resolved.tiers, prefill_interference)
-        pick = InferPick(job, est, best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0)
-    job, est, index = pick.job, pick.est, pick.index
-    if index is None:
-        raise UserError(f"no batch meets {latency_budget:g} tokens/s per user on {system} with tp {job.tp}: even "
-                        f"one sequence gets {float(est.tokens_per_s_per_user[0]):.1f}")
-    data = summary(job, resolved.system, est, index)
+    data = summary(pick.job, resolved.system, pick.est, pick.index)
     if as_json:
         print_json({**data, "latency_budget": latency_budget})
     else:
         from linkscope.report.predict import infer_table
 
         console.print(infer_table(data, latency_budget))
+
+
+def _infer_job(system: str, model: str, tp: str, pp: str, ep: int, tokens: tuple[int, int],
+               formats: tuple[str, str, str], extra: list[Path]) -> tuple[InferJob, ResolvedSystem, bool]:
+    """The serving job as the options give it, the System it runs on (enough nodes for --ep) and whether --tp
+    was given (not auto). `tokens`: input and output tokens; `formats`: precision, engine and MoE transport."""
+    from linkscope.model.step.infer import InferJob, check_experts_fit
+
+    tp_size, pp_size = auto_int(tp, "--tp"), auto_int(pp, "--pp")
+    if pp_size is None:
+        raise UserError("--pp auto: inference pipelines are not searched; give a size (1 keeps the model in one node)")
+    check_option(ep, "--ep")
+    per_node = _resolved(system, None, 1, extra).system.node.gpus
+    if ep > per_node and ep % per_node:
+        raise UserError(f"--ep {ep} does not fill whole nodes of {per_node} GPUs on {system}")
+    resolved = _resolved(system, ep if ep > per_node else None, None, extra)
+    precision, engine, transport = formats
+    job = InferJob(model=load_model(model), tp=tp_size or 1, pp=pp_size, input_tokens=tokens[0],
+                   output_tokens=tokens[1], precision=choice(precision, "--precision", PRECISIONS), ep=ep,
+                   engine=choice(engine, "--engine", ENGINES), moe_transport=transport_choice(transport))
+    check_experts_fit(job, resolved.system)
+    if job.precision == "fp8" and resolved.system.node.gpu.fp8_dense_tflops is None:
+        raise UserError(f"--precision fp8: {resolved.system.node.gpu.id} has no FP8 tensor cores (use bf16)")
+    return job, resolved, tp_size is not None
+
+
+def _infer_pick(job: InferJob, resolved: ResolvedSystem, tp_given: bool, batch: int | None,
+                latency_budget: float | None, prefill_interference: bool) -> InferPick:
+    """The batch (and, with --tp auto, the TP size) to report: the given batch, or under a budget the largest
+    that meets it (`index` None: none does)."""
+    import numpy as np
+
+    from linkscope.model.step.infer import (InferPick, best_batch_for_budget, candidate_batches, estimate_inference,
+                                            pick_tp)
+
+    batches = None if batch is None else np.asarray([batch])
+    if not tp_given:
+        return pick_tp(job, resolved.system, batches, latency_budget, resolved.tiers, prefill_interference)
+    est = estimate_inference(job, resolved.system, candidate_batches(job, resolved.system) if batches is None
+                             else batches, resolved.tiers, prefill_interference)
+    return InferPick(job, est, best_batch_for_budget(est, latency_budget) if latency_budget is not None else 0)
 
 
 @predict_app.command("scaling")
