@@ -180,6 +180,19 @@ def _on_fit(fit: TrainFit, profile: Profile, spec: ModelConfig, global_batch: in
                           "none" if recompute in ("auto", "none") else recompute, available_host_gib())
 
 
+# The pools of `predict infer --disaggregated`.
+_PrefillGpusOpt = typer.Option(None, "--prefill-gpus", help="--disaggregated: GPUs of the prefill pool.")
+_DecodeGpusOpt = typer.Option(None, "--decode-gpus", help="--disaggregated: GPUs of the decode pool.")
+_PrefillInstancesOpt = typer.Option(None, "--prefill-instances",
+                                    help="--disaggregated: prefill instances (instead of GPUs).")
+_DecodeInstancesOpt = typer.Option(None, "--decode-instances", help="--disaggregated: decode instances (instead of "
+                                                                    "GPUs).")
+_PrefillTpOpt = typer.Option(None, "--prefill-tp", help="--disaggregated: TP of a prefill instance (default --tp).")
+_DecodeTpOpt = typer.Option(None, "--decode-tp", help="--disaggregated: TP of a decode replica (default --tp).")
+_DecodeEpOpt = typer.Option(1, "--decode-ep", help="--disaggregated: wide expert parallelism of the decode pool (MoE "
+                                                   "models).")
+
+
 @predict_app.command("infer")
 @user_errors
 def infer(
@@ -201,19 +214,10 @@ def infer(
     disaggregated: bool = typer.Option(False, "--disaggregated",
                                        help="Prefill and decode on separate pools, the KV cache between them; "
                                             "beside it colocated serving on the same GPUs."),
-    prefill_gpus: Optional[int] = typer.Option(None, "--prefill-gpus", help="--disaggregated: GPUs of the prefill "
-                                                                           "pool."),
-    decode_gpus: Optional[int] = typer.Option(None, "--decode-gpus", help="--disaggregated: GPUs of the decode pool."),
-    prefill_instances: Optional[int] = typer.Option(None, "--prefill-instances",
-                                                    help="--disaggregated: prefill instances (instead of GPUs)."),
-    decode_instances: Optional[int] = typer.Option(None, "--decode-instances",
-                                                   help="--disaggregated: decode instances (instead of GPUs)."),
-    prefill_tp: Optional[int] = typer.Option(None, "--prefill-tp", help="--disaggregated: TP of a prefill instance "
-                                                                        "(default --tp)."),
-    decode_tp: Optional[int] = typer.Option(None, "--decode-tp", help="--disaggregated: TP of a decode replica "
-                                                                      "(default --tp)."),
-    decode_ep: int = typer.Option(1, "--decode-ep", help="--disaggregated: wide expert parallelism of the decode "
-                                                          "pool (MoE models)."),
+    prefill_gpus: Optional[int] = _PrefillGpusOpt, decode_gpus: Optional[int] = _DecodeGpusOpt,
+    prefill_instances: Optional[int] = _PrefillInstancesOpt, decode_instances: Optional[int] = _DecodeInstancesOpt,
+    prefill_tp: Optional[int] = _PrefillTpOpt, decode_tp: Optional[int] = _DecodeTpOpt,
+    decode_ep: int = _DecodeEpOpt,
     kv_transport: str = KvTransportOpt, kv_precision: str = KvPrecisionOpt,
     block_tokens: Optional[int] = BlockTokensOpt, kv_granularity: str = KvGranularityOpt,
     kv_overlap: bool = KvOverlapOpt,

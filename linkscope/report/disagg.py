@@ -58,17 +58,22 @@ def _fit(fits: bool) -> str:
     return "" if fits else " (DOES NOT FIT)"
 
 
+def _ep(pool: dict[str, Any]) -> str:
+    return f" ep {pool['ep']}" if pool.get("ep", 1) > 1 else ""
+
+
 def disagg_table(d: dict[str, Any], budget: float | None) -> Table:
     """The plan and colocated serving side by side."""
     p, dec, c = d["prefill"], d["decode"], d["colocated"]
-    ep = f" ep {dec['ep']}" if dec["ep"] > 1 else ""
     title = (f"{d['model']} on {d['system']}, {d['input_tokens']} in / {d['output_tokens']} out: prefill "
-             f"{p['instances']} x tp {p['tp']}, decode {dec['replicas']} x tp {dec['tp']}{ep} at batch {dec['batch']}, "
+             f"{p['instances']} x tp {p['tp']}, decode {dec['replicas']} x tp {dec['tp']}{_ep(dec)} at batch "
+             f"{dec['batch']}, "
              f"KV over {d['kv']['path']}" + (f" (budget {budget:g} tokens/s per user)" if budget else ""))
     table = Table(title=title)
     table.add_column("")
     table.add_column(f"disaggregated ({p['gpus']} + {dec['gpus']} GPUs)", justify="right")
-    table.add_column("colocated, same GPUs" + (f" (tp {c['tp']}, batch {c['batch']})" if c else ""), justify="right")
+    table.add_column("colocated, same GPUs" + (f" (tp {c['tp']}{_ep(c)}, batch {c['batch']})" if c else ""),
+                     justify="right")
     for row in _rows(d, c):
         table.add_row(*row)
     return table

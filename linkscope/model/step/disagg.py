@@ -113,7 +113,8 @@ def _shares_domain(job: DisaggJob, system: System) -> bool:
     domain, or k domains each holding whole instances of both in the pools' ratio."""
     domain = scale_up_domain_gpus(system)
     p, d = job.prefill, job.decode
-    for k in range(max(1, math.ceil(job.gpus / domain)), min(p.gpus, d.gpus, system.gpus // domain) + 1):
+    # A System smaller than one domain (some trays of a rack) is one partial domain.
+    for k in range(max(1, math.ceil(job.gpus / domain)), min(p.gpus, d.gpus, max(1, system.gpus // domain)) + 1):
         if p.gpus % k or d.gpus % k or (p.gpus // k) % p.group or (d.gpus // k) % d.group:
             continue
         if p.gpus // k + d.gpus // k <= domain:
@@ -349,6 +350,8 @@ class ColocatedEstimate:
     chunks: int
     memory_gib: float
     fits: bool
+    ep: int = 1
+    """Experts over this many GPUs, attention in replicas of tp GPUs (each an instance here); 1: none."""
 
     @property
     def rate_per_s(self) -> float:
@@ -370,27 +373,26 @@ class ColocatedEstimate:
 
 
 def colocated_of(job: InferJob, est: InferEstimate, index: int, gpus: int) -> ColocatedEstimate:
-    """Colocated serving on `gpus` GPUs with replicas of `job` (tp x pp GPUs each) at `est`'s batch index."""
+    """Colocated serving on `gpus` GPUs with replicas of `job` (tp x pp GPUs each; under wide EP, the attention
+    replicas of its expert groups) at `est`'s batch index."""
     i = index
     return ColocatedEstimate(tp=job.tp, instances=max(1, gpus // (job.tp * job.pp)), gpus=gpus,
                              output_tokens=job.output_tokens, batch=int(est.batch[i]),
                              prefill_s=float(est.prefill_s[i]), decode_step_s=float(est.decode_step_s[i]),
                              tpot_s=float(est.tpot_s[i]), cycle_s=float(est.cycle_s[i]),
                              chunks=math.ceil(job.input_tokens / compute_constants().prefill_chunk_tokens),
-                             memory_gib=float(est.memory_gib_per_gpu[i]), fits=bool(est.fits[i]))
+                             memory_gib=float(est.memory_gib_per_gpu[i]), fits=bool(est.fits[i]), ep=job.ep)
 
 
 def colocated(job: DisaggJob, system: System, tiers: CommTiers, batch: int | None,
               budget: float | None) -> ColocatedEstimate | None:
-    """Colocated serving on the same GPUs: every TP inside a node that divides the model (the decode pool's
-    alone when a batch is given), the most tokens/s per GPU at the budget; None when no layout meets it."""
-    tps = [t for t in tp_options(job.model, system.node.gpus) if t <= job.gpus]
-    if budget is None:
-        tps = [job.decode.tp] if job.decode.tp in tps else tps[-1:]
+    """Colocated serving on the same GPUs: every TP inside a node that divides the model and, where the decode
+    pool runs wide expert parallelism, the decode pool's own layout (the decode pool's alone when a batch is
+    given), the most tokens/s per GPU at the budget; None when no layout meets it."""
     best: ColocatedEstimate | None = None
-    for tp in tps:
-        ijob = job.infer_job(Pool(tp, tp))
-        isys = system.with_nodes(1)
+    for pool in _colocated_layouts(job, system, budget is None):
+        ijob = job.infer_job(pool)
+        isys = _pool_system(system, pool)
         batches = candidate_batches(ijob, isys) if budget is not None else np.asarray([float(batch or 1)])
         est = estimate_inference(ijob, isys, batches, tiers)
         i = best_batch_for_budget(est, budget) if budget is not None else 0
@@ -400,6 +402,18 @@ def colocated(job: DisaggJob, system: System, tiers: CommTiers, batch: int | Non
         if best is None or option.tokens_per_s_per_gpu > best.tokens_per_s_per_gpu:
             best = option
     return best
+
+
+def _colocated_layouts(job: DisaggJob, system: System, given_batch: bool) -> list[Pool]:
+    """The instance layouts colocated serving is tried in: tensor parallelism inside a node, and an MoE decode
+    pool's wide-EP layout (experts over its GPUs, attention replicas of its TP), which colocated serving can run
+    on the same GPUs as well (TensorRT-LLM's aggregated baselines run attention DP with EP too)."""
+    tps = [t for t in tp_options(job.model, system.node.gpus) if t <= job.gpus]
+    wide = [Pool(job.decode.group, job.decode.tp, job.decode.ep)] \
+        if job.decode.ep > 1 and job.decode.group <= job.gpus else []
+    if given_batch:
+        return wide or [Pool(t, t) for t in ([job.decode.tp] if job.decode.tp in tps else tps[-1:])]
+    return [Pool(t, t) for t in tps] + wide
 
 
 def served_rate(plan: DisaggEstimate, beside: ColocatedEstimate | None, qps: float | None) -> float:
@@ -495,7 +509,7 @@ def _colocated_dict(beside: ColocatedEstimate | None, rate: float) -> dict[str, 
     if beside is None:
         return None
     served = rate < beside.rate_per_s
-    return {"tp": beside.tp, "instances": beside.instances, "batch": beside.batch,
+    return {"tp": beside.tp, "ep": beside.ep, "instances": beside.instances, "batch": beside.batch,
             "ttft_s": beside.ttft(rate).total_s if served else None, "prefill_s": beside.prefill_s,
             "tpot_s": beside.tpot_s, "tokens_per_s_per_user": 1.0 / beside.tpot_s,
             "tokens_per_s_per_gpu": beside.tokens_per_s_per_gpu, "capacity_requests_per_s": beside.rate_per_s,

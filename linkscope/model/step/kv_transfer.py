@@ -158,7 +158,9 @@ def link(system: System, tiers: CommTiers, path: str, senders_per_node: int = 1)
     check_multi_node(tiers, 2)
     latency_us = _priced(path, tiers, 2).latency_us
     nics = max(1, system.node.scale_out.nics)
-    return Link(path, latency_us, tiers.nic_node_gb_per_s / max(senders_per_node, nics))
+    # NCCL counts a rack's NVLink domain as one node with every tray's NICs; a tray sends on its own.
+    node_nic_gb_per_s = tiers.nic_node_gb_per_s * system.node.gpus / tiers.gpus_per_node
+    return Link(path, latency_us, node_nic_gb_per_s / max(senders_per_node, nics))
 
 
 def _priced(path: str, tiers: CommTiers, nodes: int) -> Link:

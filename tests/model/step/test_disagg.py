@@ -9,9 +9,9 @@ import pytest
 from linkscope.hardware.errors import UserError
 from linkscope.hardware.loader import load_db
 from linkscope.model.comm.tiers import comm_tiers
-from linkscope.model.step.disagg import (DisaggJob, Pool, check_job, place, predict_disagg, scale_up_domain_gpus,
-                                         summary)
-from linkscope.model.step.kv_transfer import KvOptions
+from linkscope.model.step.disagg import (DisaggJob, Pool, check_job, colocated, place, predict_disagg,
+                                         scale_up_domain_gpus, summary)
+from linkscope.model.step.kv_transfer import KvOptions, link
 from linkscope.model.step.transformer import model_presets
 
 
@@ -137,6 +137,40 @@ def test_wide_ep_decode_pool_counts_its_attention_replicas(db) -> None:
     assert answer.plan.placement.path == "nvlink"
     assert answer.plan.capacity_per_s["decode"] == pytest.approx(
         16 * 16 / (256 * answer.plan.tpot_s))
+
+
+def test_colocated_serving_can_run_the_wide_ep_layout_of_an_moe_decode_pool(db) -> None:
+    """DeepSeek-V3 in FP8 on one tray of a rack (TP 4) leaves little HBM for a KV cache; colocated serving on
+    the same 24 GPUs can spread the experts over 8 GPUs as the decode pool does (TensorRT-LLM's aggregated
+    baselines run attention DP with EP too), which serves more at 30 tokens/s per user and says so."""
+    rack = db.systems["gb200-nvl72"]
+    job = DisaggJob(model_presets()["deepseek-v3"], 4400, 1200, Pool(16, 4), Pool(8, 1, 8), precision="fp8",
+                    kv_precision="fp8")
+    tiers = comm_tiers(rack)
+    wide = colocated(job, rack, tiers, None, 30.0)
+    tp_only = colocated(replace(job, decode=Pool(8, 1)), rack, tiers, None, 30.0)
+    assert wide is not None and tp_only is not None
+    assert (wide.ep, wide.tp, wide.instances) == (8, 1, 24) and tp_only.ep == 1
+    assert wide.tokens_per_s_per_gpu > tp_only.tokens_per_s_per_gpu
+    # With a batch given, colocated serving runs the decode pool's own layout.
+    given = summary(_answer(rack, job, batch=16), rack)["colocated"]
+    assert (given["tp"], given["ep"], given["batch"]) == (1, 8, 16)
+
+
+def test_some_trays_of_a_rack_are_one_domain_and_a_tray_sends_on_its_own_nics(db) -> None:
+    """Six trays of a GB200 NVL72 rack (24 GPUs) are part of one NVLink domain: pools of 16 + 8 GPUs hand their
+    KV cache over NVLink there as on the whole rack. Forced over RDMA, a GPU sends on its tray's NICs (one
+    400 Gb/s ConnectX-7 each), not on the whole domain's that NCCL counts as one node's."""
+    rack = db.systems["gb200-nvl72"]
+    job = DisaggJob(model_presets()["deepseek-v3"], 4400, 1200, Pool(16, 4), Pool(8, 1, 8), precision="fp8",
+                    kv_precision="fp8")
+    for trays in (6, 18):
+        assert place(job, rack.with_nodes(trays)).path == "nvlink", trays
+    tiers = comm_tiers(rack)
+    rdma = link(rack, tiers, "rdma", 4)
+    # One NIC per GPU: the domain's NIC bandwidth over its 72 GPUs, under a 400 Gb/s port's 50 GB/s.
+    assert rdma.gb_per_s == pytest.approx(tiers.nic_node_gb_per_s / rack.nvlink_domain_gpus)
+    assert rdma.gb_per_s < 50.0
 
 
 def test_a_prefill_ep_is_refused(db) -> None:
