@@ -41,6 +41,7 @@ from linkscope.model.fidelity.evidence import (
     InferenceEntry,
     MemoryEntry,
     TrainingEntry,
+    equal_source_weights,
 )
 from linkscope.model.fidelity.evidence_predict import allocated_memory_gib, evidence_system, measured, predicted
 from linkscope.model.step.transformer import model_presets
@@ -215,10 +216,7 @@ def _fit_reserved(items: list[tuple[MemoryEntry, float]], prior: float) -> float
     never reserves less than it hands out); `prior` where no entry read reserved bytes."""
     if not items:
         return prior
-    counts: dict[str, int] = {}
-    for entry, _ in items:
-        counts[entry.source] = counts.get(entry.source, 0) + 1
-    weights = np.array([1.0 / counts[e.source] for e, _ in items])
+    weights = equal_source_weights([e.source for e, _ in items])
     mean_log = float(np.average([r for _, r in items], weights=weights))
     return max(1.0, round(float(np.exp(mean_log)), RESERVED_RATIO_DECIMALS))
 
